@@ -1,0 +1,38 @@
+"""``python -m runner [key=value ...] [-m]``: run a sweep.
+
+The command line is checked before Hydra composes anything (``runner.validate``), so a typo in
+any job of a multirun fails with exit status 2 before the first trial runs and before any
+result directory is created.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from runner import schema
+from runner.validate import ConfigError, check_command_line
+
+schema.register()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def _hydra_main(cfg: DictConfig) -> object:
+    from runner.job import run_job  # imports torch: keep `--help` fast
+
+    return run_job(cfg)
+
+
+def main() -> None:
+    try:
+        check_command_line(sys.argv[1:])
+    except ConfigError as exc:
+        print(f"opsweep: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

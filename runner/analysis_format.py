@@ -1,0 +1,99 @@
+"""Shared formatting for the analysis CLIs: numbers with units, Markdown tables, arg errors.
+
+The compare and report CLIs print the same quantities (times, speedups, p-values) and must
+fail the same way on bad arguments: one line on stderr and exit status 2, never a
+traceback. That lives here so both behave alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import math
+import sys
+from typing import Iterable, NoReturn, Sequence
+
+EXIT_BAD_ARGS = 2
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (``prog: error: ...``) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see {self.prog} --help)", prog=self.prog)
+
+
+def fail(message: str, prog: str = "runner") -> NoReturn:
+    """Print ``prog: error: message`` on one line to stderr and exit with status 2."""
+    first = " ".join(str(message).split())
+    print(f"{prog}: error: {first}", file=sys.stderr)
+    raise SystemExit(EXIT_BAD_ARGS)
+
+
+def is_missing(value: object) -> bool:
+    """True for None, NaN and pandas' missing markers."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)  # NaN, NA
+    except (TypeError, ValueError):
+        return False
+
+
+def fmt_time_us(value: float | None) -> str:
+    """A duration given in µs, with a readable unit: ``850 ns``, ``12.3 µs``, ``4.56 ms``, ``1.2 s``."""
+    if is_missing(value):
+        return "-"
+    v = float(value)
+    if v < 1:
+        return f"{v * 1e3:.3g} ns"
+    if v < 1e3:
+        return f"{v:.3g} µs"
+    if v < 1e6:
+        return f"{v / 1e3:.3g} ms"
+    return f"{v / 1e6:.3g} s"
+
+
+def fmt_ratio(value: float | None) -> str:
+    """A speedup: ``1.98x``."""
+    return "-" if is_missing(value) else f"{float(value):.3g}x"
+
+
+def fmt_p(value: float | None) -> str:
+    """A p-value: ``0.012``, ``<1e-6`` or ``-`` when there is none."""
+    if is_missing(value):
+        return "-"
+    v = float(value)
+    return "<1e-6" if v < 1e-6 else f"{v:.2g}"
+
+
+def fmt_num(value: object, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits, or the value as text."""
+    if is_missing(value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
+    def cell(v: object) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
+             "| " + " | ".join("---" for _ in headers) + " |"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[object]],
+               row_classes: Sequence[str] | None = None) -> str:
+    """A plain HTML table with escaped cells; ``row_classes`` adds a CSS class per row."""
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{html.escape(str(h))}</th>"
+                                              for h in headers) + "</tr></thead>", "<tbody>"]
+    for i, row in enumerate(rows):
+        cls = f' class="{html.escape(row_classes[i])}"' if row_classes else ""
+        out.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row)
+                   + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)

@@ -1,0 +1,179 @@
+"""What a trial *is*, independent of when or where it ran: spec keys, labels and filters.
+
+Compare joins two result sets on the spec; the report groups by it and labels plots with
+it; both accept ``--filter axis=value``. Keeping these rules in one place means a trial is
+"the same trial" in every view. The spec is the axis columns (op, dtype, shape, modes...)
+plus the op parameters (``param_*``); ids, timestamps and measurements are not part of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+#: Axes a trial is joined on (when present). ``torch_dtype``, ``shape`` and ``numel`` are
+#: derived from ``dtype``/``shape_str``; ``device`` (resolved, e.g. ``cuda:1``) is replaced
+#: by ``device_requested`` so that a run on another GPU index still matches.
+SPEC_AXES: tuple[str, ...] = (
+    "op", "target", "dtype", "tf32", "matmul_precision", "shape_str", "device_requested",
+    "seed", "num_threads", "streams", "graph", "compile", "compile_dynamic", "fullgraph",
+    "backward",
+)
+
+#: Axes that name the execution mode, used for "eager / graph / compile / streams" views.
+MODE_AXES: tuple[str, ...] = ("graph", "compile", "streams", "backward")
+
+
+def param_columns(df: pd.DataFrame) -> list[str]:
+    """The op-parameter columns (``param_<name>``), sorted."""
+    return sorted(c for c in df.columns if c.startswith("param_"))
+
+
+def spec_columns(df: pd.DataFrame, ignore: Iterable[str] = ()) -> list[str]:
+    """Spec columns present in ``df``: the axes plus the ``param_*`` columns.
+
+    When a frame has no ``param_*`` columns but has ``params_json``, that column stands in.
+    """
+    ignored = set(ignore)
+    cols = [c for c in SPEC_AXES if c in df.columns and c not in ignored]
+    params = [c for c in param_columns(df) if c not in ignored]
+    if not params and "params_json" in df.columns and "params_json" not in ignored:
+        params = ["params_json"]
+    return cols + params
+
+
+def canonical(value: object) -> object:
+    """A hashable, type-stable form of a cell, so that 1, 1.0 and True/'true' do not split keys.
+
+    Nulls (None, NaN, NA) become ``None``; integral floats become ints; lists become tuples.
+    """
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            return None
+        return int(value) if float(value).is_integer() else float(value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return tuple(canonical(v) for v in value)
+    return str(value)
+
+
+def spec_keys(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
+    """One JSON string per row identifying its spec over ``columns`` (missing columns are null)."""
+    if df.empty:
+        return pd.Series([], index=df.index, dtype=object)
+    parts = []
+    for c in columns:
+        if c in df.columns:
+            parts.append([canonical(v) for v in df[c].tolist()])
+        else:
+            parts.append([None] * len(df))
+    keys = [json.dumps(dict(zip(columns, row)), sort_keys=True, default=str)
+            for row in zip(*parts)]
+    return pd.Series(keys, index=df.index, dtype=object)
+
+
+def varying_columns(df: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The columns among ``columns`` that take more than one value (nulls count) in ``df``."""
+    out = []
+    for c in columns:
+        if c in df.columns and df[c].astype(object).map(canonical).nunique(dropna=False) > 1:
+            out.append(c)
+    return out
+
+
+def spec_label(row: pd.Series | dict, columns: Sequence[str]) -> str:
+    """A short human label of a trial from the given (usually the varying) columns.
+
+    ``op`` and ``dtype`` and ``shape_str`` appear as bare values; other axes as ``name=value``
+    (``param_`` dropped). Falsy defaults (``graph=none``, ``streams=1``) are left out.
+    """
+    bits = []
+    for c in columns:
+        value = canonical(row.get(c) if isinstance(row, dict) else row.get(c, None))
+        if c in ("op", "dtype", "shape_str", "device_requested"):
+            if value is not None:
+                bits.append(str(value))
+            continue
+        if c == "params_json":
+            bits.append(str(value))
+            continue
+        if value in (None, "none", False) or (c == "streams" and value == 1):
+            continue
+        name = c[len("param_"):] if c.startswith("param_") else c
+        bits.append(name if value is True else f"{name}={value}")
+    return " ".join(bits) if bits else "(all)"
+
+
+def mode_label(row: pd.Series | dict) -> str:
+    """The execution mode of a trial: ``eager``, ``cuda_graph``, ``compile:default``,
+    ``streams=4``, joined with ``+`` when combined, with ``+bwd`` for backward."""
+    get = row.get
+    bits = []
+    graph = canonical(get("graph"))
+    if graph not in (None, "none"):
+        bits.append(str(graph))
+    comp = canonical(get("compile"))
+    if comp not in (None, "none"):
+        bits.append(f"compile:{comp}")
+    streams = canonical(get("streams"))
+    if isinstance(streams, int) and streams > 1:
+        bits.append(f"streams={streams}")
+    label = "+".join(bits) or "eager"
+    if canonical(get("backward")) is True:
+        label += "+bwd"
+    return label
+
+
+def parse_filters(filters: Iterable[str], columns: Sequence[str]) -> dict[str, list[str]]:
+    """Parse ``axis=value[,value...]`` filters; a bare parameter name means ``param_<name>``.
+
+    Raises ``ValueError`` naming the bad filter and the columns that can be filtered on.
+    Several filters on the same column are OR-ed; different columns are AND-ed.
+    """
+    out: dict[str, list[str]] = {}
+    for text in filters:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"filter {text!r} is not of the form axis=value "
+                             "(e.g. --filter op=matmul --filter dtype=bf16,fp16)")
+        if name not in columns and f"param_{name}" in columns:
+            name = f"param_{name}"
+        if name not in columns:
+            shown = ", ".join(c for c in columns if c in SPEC_AXES or c.startswith("param_")
+                              or c in ("status", "sweep_id", "device_name", "bound"))
+            raise ValueError(f"filter {text!r}: no column {name!r} in the results; "
+                             f"filter on one of: {shown}")
+        out.setdefault(name, []).extend(v.strip() for v in value.split(","))
+    return out
+
+
+def apply_filters(df: pd.DataFrame, filters: Iterable[str]) -> pd.DataFrame:
+    """Rows of ``df`` matching every ``axis=value`` filter (values compared as text).
+
+    Booleans match ``true/false`` (any case) as well as ``True/False``; numbers match their
+    usual spelling (``streams=4``).
+    """
+    parsed = parse_filters(list(filters), list(df.columns))
+    mask = np.ones(len(df), dtype=bool)
+    for name, values in parsed.items():
+        wanted = {_norm_text(v) for v in values}
+        column = df[name].astype(object).map(lambda v: _norm_text(canonical(v)))
+        mask &= column.isin(wanted).to_numpy()
+    return df[mask]
+
+
+def _norm_text(value: object) -> str:
+    if value is None:
+        return "null"
+    text = str(value)
+    return text.lower() if text.lower() in ("true", "false", "none", "null", "nan") else text

@@ -1,0 +1,164 @@
+"""Statistics for comparing two timings of the same trial: speedup, its CI, a test, a verdict.
+
+Why these choices:
+
+* **Speedup** is ``median(BASE) / median(NEW)`` (> 1 means NEW is faster). Medians, because
+  timing noise is one-sided (interrupts, clock changes only ever add time).
+* **95% CI** of the speedup by a percentile bootstrap of the ratio of medians, resampling
+  each run's raw samples independently. It makes no normality assumption and works for
+  any sample count >= 3. The generator is seeded, so the same inputs give the same CI.
+* **p-value**: two-sided Mann-Whitney U on the raw samples (scipy), as Google Benchmark's
+  ``compare.py --utest`` does: is one run's distribution shifted against the other?
+* **Verdict** (``faster``/``slower``/``same``): a tiny but consistent shift is significant
+  with enough samples, and two runs of the same sweep drift by a few percent (clocks,
+  temperature, neighbours). So a change is called only when it is *significant and large*:
+  ``p < alpha`` **and** the CI excludes 1 **and** ``|speedup - 1|`` (in log terms) is at least
+  ``max(threshold, noise)``, where ``noise`` is the larger robust relative spread
+  (IQR / 1.349 / median) of the two runs, the nvbench idea of "within the noise is same".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+#: Fewest raw samples per side for the bootstrap and the U test.
+MIN_SAMPLES = 3
+#: Bootstrap replicates per pair (percentile CI); also used for the geomean CI.
+N_BOOT = 1000
+#: Cap on random draws held at once while bootstrapping (bounds memory on huge sample sets).
+_MAX_DRAWS = 4_000_000
+
+
+@dataclass(frozen=True)
+class PairStats:
+    """The comparison of one trial's BASE and NEW timings."""
+
+    speedup: float
+    ci_low: float
+    ci_high: float
+    p_value: float | None
+    noise: float
+    verdict: str
+    #: log(speedup) bootstrap replicates (length N_BOOT), for aggregate CIs.
+    log_replicates: np.ndarray
+
+
+def robust_noise(samples: np.ndarray) -> float:
+    """Relative spread of samples: IQR / 1.349 / median (≈ std/mean for normal data)."""
+    if len(samples) < 2:
+        return 0.0
+    q25, med, q75 = np.quantile(samples, [0.25, 0.5, 0.75])
+    return float((q75 - q25) / 1.349 / med) if med > 0 else 0.0
+
+
+def bootstrap_log_ratio(base: np.ndarray, new: np.ndarray, n_boot: int = N_BOOT,
+                        seed: int = 0) -> np.ndarray:
+    """Bootstrap replicates of ``log(median(base) / median(new))``."""
+    rng = np.random.default_rng(seed)
+    return np.log(_boot_medians(base, n_boot, rng)) - np.log(_boot_medians(new, n_boot, rng))
+
+
+def _boot_medians(samples: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    n = len(samples)
+    chunk = max(1, min(n_boot, _MAX_DRAWS // max(n, 1)))
+    out = np.empty(n_boot)
+    for start in range(0, n_boot, chunk):
+        stop = min(n_boot, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = np.median(samples[idx], axis=1)
+    return out
+
+
+def mann_whitney_p(base: np.ndarray, new: np.ndarray) -> float:
+    """Two-sided Mann-Whitney U p-value; 1.0 when the samples cannot differ (all tied)."""
+    try:
+        p = stats.mannwhitneyu(base, new, alternative="two-sided").pvalue
+    except ValueError:
+        return 1.0
+    return 1.0 if p is None or math.isnan(p) else float(p)
+
+
+def verdict(speedup: float, ci_low: float, ci_high: float, p_value: float | None,
+            noise: float, *, alpha: float, threshold: float) -> str:
+    """``faster``/``slower``/``same`` by the rule in the module docstring.
+
+    ``threshold`` is a fraction (0.03 = 3%). Without a p-value (too few samples), the CI
+    alone stands for significance.
+    """
+    if not (speedup > 0 and math.isfinite(speedup)):
+        return "same"
+    effect = math.log(1.0 + max(threshold, noise))
+    significant = (p_value is None or p_value < alpha) and (ci_low > 1.0 or ci_high < 1.0)
+    if significant and abs(math.log(speedup)) >= effect:
+        return "faster" if speedup > 1 else "slower"
+    return "same"
+
+
+def compare_samples(base: np.ndarray | None, new: np.ndarray | None, base_median: float,
+                    new_median: float, *, base_ci: tuple[float, float] | None = None,
+                    new_ci: tuple[float, float] | None = None, alpha: float = 0.05,
+                    threshold: float = 0.03, n_boot: int = N_BOOT, seed: int = 0) -> PairStats:
+    """Compare one trial's BASE and NEW timings (raw samples in µs, or only summaries).
+
+    With at least ``MIN_SAMPLES`` raw samples each: bootstrap CI and U test. Otherwise the
+    CI is bounded by the runs' own median CIs (``base_ci``/``new_ci``: low, high), which is
+    conservative, and there is no p-value.
+    """
+    base = _clean(base)
+    new = _clean(new)
+    if len(base) >= MIN_SAMPLES and len(new) >= MIN_SAMPLES:
+        speedup = float(np.median(base) / np.median(new))
+        reps = bootstrap_log_ratio(base, new, n_boot=n_boot, seed=seed)
+        lo, hi = np.exp(np.quantile(reps, [0.025, 0.975]))
+        p = mann_whitney_p(base, new)
+        noise = max(robust_noise(base), robust_noise(new))
+    else:
+        speedup = base_median / new_median if new_median and new_median > 0 else float("nan")
+        lo, hi = _ci_from_summaries(base_median, new_median, base_ci, new_ci)
+        p = None
+        noise = 0.0
+        reps = np.full(n_boot, math.log(speedup) if speedup > 0 else float("nan"))
+    lo, hi = min(lo, speedup), max(hi, speedup)
+    label = verdict(speedup, lo, hi, p, noise, alpha=alpha, threshold=threshold)
+    return PairStats(speedup, float(lo), float(hi), p, noise, label, reps)
+
+
+def _clean(samples: np.ndarray | None) -> np.ndarray:
+    if samples is None:
+        return np.empty(0)
+    arr = np.asarray(samples, dtype=float).ravel()
+    return arr[np.isfinite(arr) & (arr > 0)]
+
+
+def _ci_from_summaries(base_median: float, new_median: float,
+                       base_ci: tuple[float, float] | None,
+                       new_ci: tuple[float, float] | None) -> tuple[float, float]:
+    speedup = base_median / new_median if new_median else float("nan")
+    if not base_ci or not new_ci or not all(_finite_pos(v) for v in (*base_ci, *new_ci)):
+        return speedup, speedup
+    return base_ci[0] / new_ci[1], base_ci[1] / new_ci[0]
+
+
+def _finite_pos(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def geomean_ci(log_speedups: np.ndarray, log_replicates: np.ndarray | None
+               ) -> tuple[float, float, float]:
+    """Geometric-mean speedup and its 95% CI from per-pair bootstrap replicates.
+
+    ``log_replicates`` has one row per pair; replicate ``j`` of the geomean is the mean over
+    pairs of their ``j``-th replicates (pairs resampled independently, as measured).
+    """
+    if len(log_speedups) == 0:
+        return float("nan"), float("nan"), float("nan")
+    g = float(np.exp(np.mean(log_speedups)))
+    if log_replicates is None or len(log_replicates) == 0:
+        return g, g, g
+    means = np.nanmean(log_replicates, axis=0)
+    lo, hi = np.exp(np.nanquantile(means, [0.025, 0.975]))
+    return g, float(min(lo, g)), float(max(hi, g))

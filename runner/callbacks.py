@@ -1,0 +1,43 @@
+"""Hydra callback: when a run or multirun ends, merge its job files and print the summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from runner import console
+from runner.results import merge_sweep
+
+
+class MergeResults(Callback):
+    """Merges ``jobs/*/trials.parquet`` into ``results.parquet`` at the end of a sweep.
+
+    A sweep that crashed before this ran is merged later by ``python -m runner.collect DIR``.
+    """
+
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        job_dir = Path(config.hydra.runtime.output_dir)
+        finish_sweep(job_dir.parent.parent)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        finish_sweep(Path(config.hydra.sweep.dir))
+
+
+def finish_sweep(sweep_dir: Path) -> Path | None:
+    """Merge a sweep, print its summary table and where the data is."""
+    merged = merge_sweep(sweep_dir)
+    if merged is None:
+        console.stderr.print(f"no trial results under {sweep_dir}")
+        return None
+    rows = pq.read_table(merged).to_pylist()
+    console.stdout.print(console.summary_table(rows, title=f"sweep {sweep_dir.name}"))
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    console.stderr.print(f"{len(rows)} trials ({tally}) → {merged}", highlight=False)
+    return merged

@@ -1,0 +1,145 @@
+"""Where a number was measured: machine, software, GPU state and code version.
+
+A timing without its context cannot be compared with another. Static facts are read once per
+job; the GPU's clocks, temperature, power and throttle reasons are read at the start and end of
+every trial, because under a sustained load an H200 has been seen to drop from 1980 to
+1470 MHz on its power cap, and a number taken at 1470 MHz is a different number.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+GPU_STATE_FIELDS = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w",
+                    "throttle_reasons")
+
+
+@functools.lru_cache(maxsize=None)
+def environment(device: str) -> dict[str, Any]:
+    """Static facts about the machine and the device a trial runs on."""
+    info: dict[str, Any] = {
+        "device_name": None, "compute_capability": None, "sm_count": None,
+        "l2_cache_bytes": None, "total_memory_bytes": None, "driver_version": None,
+        "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+        "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
+        "hostname": socket.gethostname(), "python_version": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(torch.device(device))
+        info.update(
+            device_name=props.name,
+            compute_capability=f"{props.major}.{props.minor}",
+            sm_count=props.multi_processor_count,
+            l2_cache_bytes=getattr(props, "L2_cache_size", None),
+            total_memory_bytes=props.total_memory,
+            driver_version=_nvml_call(lambda nvml, _h: nvml.nvmlSystemGetDriverVersion(), device),
+        )
+    else:
+        info["device_name"] = info["cpu_model"]
+    return info
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.lru_cache(maxsize=None)
+def _nvml() -> Any:
+    """The initialised ``pynvml`` module (nvidia-ml-py), or None where it is not installed."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _nvml_handle(device: str) -> Any:
+    """NVML handle of a torch device, matched by UUID so CUDA_VISIBLE_DEVICES cannot
+    confuse the two numberings."""
+    nvml = _nvml()
+    props = torch.cuda.get_device_properties(torch.device(device))
+    uuid = str(getattr(props, "uuid", ""))
+    try:
+        return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:
+        return nvml.nvmlDeviceGetHandleByIndex(torch.device(device).index or 0)
+
+
+def _nvml_call(read: Any, device: str) -> Any:
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    try:
+        value = read(nvml, _nvml_handle(device))
+    except Exception:
+        return None
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def gpu_state(device: str) -> dict[str, Any]:
+    """SM/memory clocks, temperature, power and throttle reasons now; nulls off-GPU or
+    without nvidia-ml-py."""
+    if not device.startswith("cuda") or _nvml() is None:
+        return dict.fromkeys(GPU_STATE_FIELDS)
+    return {
+        "sm_clock_mhz": _nvml_call(lambda n, h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+                                   device),
+        "mem_clock_mhz": _nvml_call(lambda n, h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
+                                    device),
+        "temperature_c": _nvml_call(
+            lambda n, h: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU), device),
+        "power_w": _nvml_call(lambda n, h: n.nvmlDeviceGetPowerUsage(h) / 1000.0, device),
+        "throttle_reasons": _nvml_call(_throttle_reasons, device),
+    }
+
+
+def _throttle_reasons(nvml: Any, handle: Any) -> str:
+    """Active clock-event (throttle) reasons as a comma-separated list of names; "" = none."""
+    getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    mask = getter(handle)
+    names = []
+    for attr in dir(nvml):
+        for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
+            if attr.startswith(prefix):
+                bit = getattr(nvml, attr)
+                name = attr[len(prefix):]
+                if (isinstance(bit, int) and bit and bit & (bit - 1) == 0 and mask & bit
+                        and name not in names and name not in ("None", "All")):
+                    names.append(name)
+    return ",".join(sorted(names))
+
+
+@functools.lru_cache(maxsize=None)
+def git_provenance() -> dict[str, Any]:
+    """The project's commit and whether the tree had uncommitted changes (null outside git)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True,
+                                 text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"git_commit": commit, "git_dirty": bool(status) if status is not None else None}

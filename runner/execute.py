@@ -1,0 +1,283 @@
+"""Running one trial, start to end, into one result row.
+
+Whatever happens, a trial returns a row: ``ok`` with its measurement, ``skipped`` with the
+reason a combination is unsupported, ``oom``, or ``error`` with the exception and traceback.
+The sweep always goes on.
+
+Order of a trial (each step's placement is deliberate):
+
+1. apply the trial's global settings (matmul precision, threads) and isolate compile state;
+2. build the op's workload(s) on the device, seeded;
+3. count FLOPs if the op did not give them (one eager call under ``FlopCounterMode``);
+4. compose the execution modes (compile / graphs / backward / streams) around the workloads;
+5. check accuracy: float64 reference from the inputs *as they are now*, then one call of the
+   composed callable, so the check validates exactly what is timed;
+6. reset the peak-memory counters and time it with the shared timer;
+7. read the GPU state again, free everything, record.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import traceback
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+from ops.base import OpContext, TrialSkipped, Workload, relative_error
+from runner import modes
+from runner.context import DEFAULT_TOLERANCE, MATMUL_PRECISION, TORCH_DTYPES, trial_settings
+from runner.environment import GPU_STATE_FIELDS, environment, git_provenance, gpu_state
+from runner.schema import DType, Status, TimerSettings
+from runner.timer import Clock, CudaEventClock, HostClock, L2Flusher, Measurement, TimerPlan, measure
+from runner.trials import TrialSpec
+from runner.validate import OpPlan
+
+_FLUSHERS: dict[str, L2Flusher] = {}
+
+
+def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
+              check_accuracy: bool = True) -> dict[str, Any]:
+    """Run one trial and return its row (never raises for a trial-level failure)."""
+    row = spec_columns(spec)
+    row["timestamp"] = datetime.now(timezone.utc)
+    row["timer_preset"] = timer.preset
+    row.update(environment(spec.device))
+    row.update(git_provenance())
+    row.update({f"{k}_start": v for k, v in gpu_state(spec.device).items()})
+    try:
+        with _on_device(spec.device), trial_settings(spec.dtype, spec.num_threads), \
+                modes.compile_isolation(spec):
+            row.update(_measure_trial(spec, plan, timer, check_accuracy))
+        row["status"], row["reason"] = Status.ok.value, None
+    except TrialSkipped as exc:
+        row["status"], row["reason"] = Status.skipped.value, str(exc)
+    except torch.OutOfMemoryError as exc:
+        row["status"], row["reason"] = Status.oom.value, _first_line(exc)
+    except Exception as exc:  # any failure of one trial becomes a row; the sweep goes on
+        row["status"], row["reason"] = _classify_error(exc)
+        row["error_traceback"] = traceback.format_exc()
+    finally:
+        _release(spec.device)
+    row.update({f"{k}_end": v for k, v in gpu_state(spec.device).items()})
+    return row
+
+
+def spec_columns(spec: TrialSpec) -> dict[str, Any]:
+    """The trial's identity and every axis, as result columns."""
+    params = spec.params_dict
+    row: dict[str, Any] = {
+        "trial_id": spec.trial_id, "op": spec.op, "target": spec.target,
+        "dtype": spec.dtype.value, "torch_dtype": str(TORCH_DTYPES[spec.dtype]).split(".")[-1],
+        "tf32": spec.dtype is DType.tf32, "matmul_precision": MATMUL_PRECISION[spec.dtype],
+        "shape": list(spec.shape), "shape_str": spec.shape_str,
+        "numel": _product(spec.shape), "device": spec.device, "seed": spec.seed,
+        "num_threads": spec.num_threads, "streams": spec.streams, "graph": spec.graph.value,
+        "compile": spec.compile.value, "compile_dynamic": spec.compile_dynamic,
+        "fullgraph": spec.fullgraph, "backward": spec.backward,
+        "params_json": json.dumps(params, sort_keys=True),
+        "error_traceback": None,
+    }
+    row.update({f"param_{k}": v for k, v in params.items()})
+    return row
+
+
+def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
+                   check_accuracy: bool) -> dict[str, Any]:
+    device = torch.device(spec.device)
+    _release(spec.device)  # start from an empty allocator cache: peaks are this trial's own
+    workloads = _build_workloads(spec, plan, device)
+    first = workloads[0]
+    modes.check_supported(spec, first)
+    if spec.backward:
+        for workload in workloads:
+            modes.enable_grads(workload)
+    flops_per_op = _count_flops(first, spec.backward)
+    prepared = modes.prepare(spec, workloads)
+
+    out: dict[str, Any] = {"compile_time_s": prepared.compile_time_s,
+                           "capture_time_s": prepared.capture_time_s}
+    if check_accuracy:
+        out.update(_accuracy(spec, workloads, prepared))
+    _sync(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+    measurement = measure(prepared.fn, TimerPlan.from_settings(timer), _clock(timer, device),
+                          before_sample=prepared.before_sample,
+                          flush=_flusher(timer, device))
+    prepared.finish()
+    out.update(prepared.compile_stats)
+    out.update(_memory(device))
+    out.update(timing_columns(measurement, prepared.ops_per_sample))
+    out["l2_flush"] = bool(timer.flush_l2 and device.type == "cuda")
+    n_ops = 1 if first.parts else len(workloads)
+    bytes_per_op = None if spec.backward else first.bytes_moved
+    out.update(throughput_columns(
+        flops=None if flops_per_op is None else flops_per_op * n_ops,
+        bytes_moved=None if bytes_per_op is None else bytes_per_op * n_ops,
+        median_s=measurement.stats.median))
+    out.update({f"extra_{k}": v for k, v in first.extra.items()})
+    return out
+
+
+def _build_workloads(spec: TrialSpec, plan: OpPlan, device: torch.device) -> list[Workload]:
+    """One workload, or ``streams`` independent ones (seeds seed, seed+1, ...) for an op
+    without parts."""
+    def build(offset: int) -> Workload:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(spec.seed + offset)
+        ctx = OpContext(shape=spec.shape, dtype=TORCH_DTYPES[spec.dtype], device=device,
+                        generator=generator, seed=spec.seed + offset,
+                        dtype_name=spec.dtype.value)
+        workload = plan.builder(ctx, **spec.params_dict)
+        if not isinstance(workload, Workload):
+            raise TypeError(f"op '{spec.op}' ({spec.target}) returned "
+                            f"{type(workload).__name__}; an op must return ops.base.Workload")
+        return workload
+
+    first = build(0)
+    if spec.streams == 1 or first.parts:
+        return [first]
+    return [first] + [build(i) for i in range(1, spec.streams)]
+
+
+def _count_flops(workload: Workload, backward: bool) -> float | None:
+    """The op's FLOPs per call; counted with ``FlopCounterMode`` (one eager call) when the op
+    gives none, and always in backward mode, where the op's forward formula does not apply.
+    FlopCounterMode only sees matmul-like ops: a count of 0 is recorded as unknown."""
+    if workload.flops is not None and not backward:
+        return float(workload.flops)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        out = workload.fn()
+        if backward and isinstance(out, torch.Tensor) and out.requires_grad:
+            out.backward(torch.ones_like(out))
+    for leaf in modes._grad_leaves(workload):
+        leaf.grad = None
+    total = counter.get_total_flops()
+    return float(total) if total else None
+
+
+def _accuracy(spec: TrialSpec, workloads: list[Workload],
+              prepared: modes.Prepared) -> dict[str, Any]:
+    with torch.no_grad():
+        references = [w.reference() if w.reference is not None else None for w in workloads]
+    outputs = prepared.split(prepared.fn())
+    errors = []
+    for workload, reference, output in zip(workloads, references, outputs):
+        if workload.accuracy is not None:
+            errors.append(float(workload.accuracy(output)))
+        elif reference is not None:
+            errors.append(relative_error(output, reference))
+    del references, outputs
+    tolerance = workloads[0].tolerance or DEFAULT_TOLERANCE[spec.dtype]
+    if not errors:
+        return {"rel_error": None, "rel_error_tol": None, "accuracy_ok": None}
+    worst = max(errors)
+    return {"rel_error": worst, "rel_error_tol": tolerance, "accuracy_ok": worst <= tolerance}
+
+
+def timing_columns(measurement: Measurement, ops_per_sample: int) -> dict[str, Any]:
+    """Timer output as columns, in microseconds. Raw samples kept; the rest is derived."""
+    stats = measurement.stats
+    us = 1e6
+    return {
+        "n_samples": stats.n, "calls_per_sample": measurement.calls_per_sample,
+        "warmup_calls": measurement.warmup_calls, "warmup_time_s": measurement.warmup_s,
+        "stop_reason": measurement.stop_reason,
+        "samples_us": [s * us for s in measurement.samples_s],
+        "time_median_us": stats.median * us, "time_mean_us": stats.mean * us,
+        "time_std_us": stats.std * us, "time_min_us": stats.min * us,
+        "time_max_us": stats.max * us, "time_q25_us": stats.q25 * us,
+        "time_q75_us": stats.q75 * us, "time_ci_low_us": stats.ci_low * us,
+        "time_ci_high_us": stats.ci_high * us, "ci_rel_halfwidth": stats.ci_rel_halfwidth,
+        "noisy": measurement.noisy, "time_per_op_us": stats.median * us / ops_per_sample,
+    }
+
+
+def throughput_columns(flops: float | None, bytes_moved: float | None,
+                       median_s: float) -> dict[str, Any]:
+    """TFLOP/s, GB/s (1e9 bytes/s) and arithmetic intensity (FLOP/byte) at the median."""
+    return {
+        "flops": flops, "bytes_moved": bytes_moved,
+        "tflops": flops / median_s / 1e12 if flops and median_s > 0 else None,
+        "gbps": bytes_moved / median_s / 1e9 if bytes_moved and median_s > 0 else None,
+        "arithmetic_intensity": flops / bytes_moved if flops and bytes_moved else None,
+    }
+
+
+def _memory(device: torch.device) -> dict[str, Any]:
+    if device.type != "cuda":
+        return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
+    return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
+
+
+def _clock(timer: TimerSettings, device: torch.device) -> Clock:
+    if device.type != "cuda":
+        return HostClock()
+    if timer.clock == "host":
+        return HostClock(sync=lambda: torch.cuda.synchronize(device))
+    if timer.clock != "event":
+        raise ValueError(f"invalid value for 'timer.clock': {timer.clock!r}. Valid choices: "
+                         "event, host.")
+    return CudaEventClock(device)
+
+
+def _flusher(timer: TimerSettings, device: torch.device) -> L2Flusher | None:
+    """One L2 flush buffer per device and job, made on first use."""
+    if not timer.flush_l2 or device.type != "cuda":
+        return None
+    key = str(device)
+    if key not in _FLUSHERS:
+        _FLUSHERS[key] = L2Flusher(device)
+    return _FLUSHERS[key]
+
+
+def _on_device(device: str) -> Any:
+    import contextlib
+
+    if device.startswith("cuda"):
+        return torch.cuda.device(torch.device(device))
+    return contextlib.nullcontext()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _release(device: str) -> None:
+    """Free the trial's memory so the next trial starts clean (and its peaks are its own)."""
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(torch.device(device))
+        torch.cuda.empty_cache()
+
+
+def _classify_error(exc: Exception) -> tuple[str, str]:
+    """An op/dtype/device combination PyTorch does not implement is a skip, not an error."""
+    text = _first_line(exc)
+    if isinstance(exc, NotImplementedError) or "not implemented for" in text:
+        return Status.skipped.value, f"unsupported by PyTorch: {text}"
+    return Status.error.value, f"{type(exc).__name__}: {text}"
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:500] if lines else type(exc).__name__
+
+
+def _product(shape: tuple[int, ...]) -> int:
+    total = 1
+    for size in shape:
+        total *= size
+    return total
+
+
+GPU_COLUMNS = [f"{f}_{when}" for when in ("start", "end") for f in GPU_STATE_FIELDS]

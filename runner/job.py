@@ -1,0 +1,68 @@
+"""One Hydra job: validate its config, expand it into trials, run them, write one file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from runner import console
+from runner.execute import run_trial
+from runner.results import FORMAT_VERSION, JOB_FILE, rows_to_table, write_new
+from runner.validate import ConfigError, plan_job
+
+
+def run_job(cfg: DictConfig) -> Path | None:
+    """Hydra's task function. Returns the job's result file.
+
+    Bad configuration exits with status 2 before any trial runs. A failing trial never stops
+    the job: it becomes a row.
+    """
+    try:
+        plan, specs = plan_job(cfg)
+    except ConfigError as exc:
+        console.stderr.print(f"[red]opsweep: error:[/] {exc}", highlight=False)
+        raise SystemExit(2) from None
+
+    hydra_cfg = HydraConfig.get()
+    job_dir = Path(hydra_cfg.runtime.output_dir)
+    sweep_dir = job_dir.parent.parent
+    job_num = OmegaConf.select(hydra_cfg, "job.num", default=0) or 0
+    overrides = list(hydra_cfg.overrides.task)
+    title = f"job {job_num}" + (f" ({' '.join(overrides)})" if overrides else "")
+
+    rows = []
+    for index, spec in enumerate(console.track(specs, title, label=lambda s: s.label())):
+        row = run_trial(spec, plan, cfg.timer, check_accuracy=cfg.check_accuracy)
+        row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=index)
+        rows.append(row)
+
+    metadata: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "sweep_id": sweep_dir.name,
+        "job_num": job_num,
+        "overrides": overrides,
+        "choices": OmegaConf.to_container(hydra_cfg.runtime.choices),
+        "config": OmegaConf.to_yaml(cfg, resolve=True),
+        "argv": sys.argv,
+    }
+    table = _with_roofline(rows_to_table(rows, metadata))
+    return write_new(table, job_dir / JOB_FILE)
+
+
+def _with_roofline(table: Any) -> Any:
+    """Append pct_of_peak / bound columns (runner.roofline) so results need no manual step."""
+    try:
+        from runner import roofline
+    except ImportError:
+        return table
+    import pyarrow as pa
+
+    annotated = roofline.annotate(table.to_pandas())
+    for name in ("pct_of_peak", "bound", "roofline_source", "roofline_reason"):
+        if name in annotated and name not in table.column_names:
+            table = table.append_column(name, pa.array(annotated[name].tolist()))
+    return table

@@ -1,0 +1,335 @@
+"""Read sweep results into one pandas DataFrame with proper dtypes.
+
+Why this exists: a sweep is spread over several Parquet files (one per Hydra job, plus the
+merged ``results.parquet`` once the sweep finishes), sweeps differ in their columns (each
+op has its own ``param_*`` columns), and a results tree holds many sweeps. Reading that by
+hand invites two classic mistakes: counting a sweep twice (merged file *and* job files),
+and losing rows whose schema differs. :func:`load` takes any of
+
+* a sweep directory (``results/<sweep_id>``): its ``results.parquet``, or, when the sweep
+  crashed before merging, its ``jobs/*/trials.parquet``;
+* a ``.parquet`` file;
+* a results root (``results/``): every sweep below it, each read once as above;
+* a glob of any of these, or a list of paths/globs,
+
+and returns one DataFrame whose schemas are unioned (missing columns are null), whose axis
+columns are categoricals (small, fast to group by) and whose ``timestamp`` is UTC.
+
+This module imports no torch, so ``import runner.load`` is fast in notebooks and CLIs.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import types
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterable, Literal, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+MERGED_NAME = "results.parquet"
+JOB_GLOB = "jobs/*/trials.parquet"
+#: Directories under a results root that hold no sweeps.
+NOT_SWEEPS = frozenset({"calibration"})
+
+#: Columns that describe *what* was measured (the spec). ``param_*`` columns are axes too.
+AXIS_COLUMNS: tuple[str, ...] = (
+    "op", "target", "dtype", "torch_dtype", "tf32", "matmul_precision", "shape_str", "numel",
+    "device", "device_requested", "seed", "num_threads", "streams", "graph", "compile",
+    "compile_dynamic", "fullgraph", "backward",
+)
+
+#: Known category orders, so that plots and tables list them in a sensible order.
+CATEGORY_ORDER: dict[str, tuple[str, ...]] = {
+    "status": ("ok", "error", "skipped", "oom"),
+    "dtype": ("fp64", "fp32", "tf32", "fp16", "bf16"),
+    "graph": ("none", "cuda_graph", "graphed_callable"),
+    "compile": ("none", "default", "reduce-overhead", "max-autotune",
+                "max-autotune-no-cudagraphs"),
+    "bound": ("overhead", "memory", "compute"),
+}
+
+#: String columns stored as categoricals (low cardinality, repeated on every row).
+CATEGORICAL_COLUMNS: frozenset[str] = frozenset({
+    "sweep_id", "status", "op", "target", "dtype", "torch_dtype", "matmul_precision",
+    "shape_str", "device", "device_requested", "graph", "compile", "timer_preset",
+    "stop_reason", "device_name", "compute_capability", "torch_version", "cuda_version",
+    "driver_version", "cpu_model", "hostname", "python_version", "git_commit", "bound",
+    "roofline_source",
+})
+
+#: Free-text string columns (kept as ``str``, not categoricals).
+STRING_COLUMNS: frozenset[str] = frozenset({
+    "trial_id", "reason", "error_traceback", "params_json", "roofline_reason",
+    "throttle_reasons_start", "throttle_reasons_end",
+})
+
+#: Columns kept by ``samples="long"`` when no ``columns`` are given.
+LONG_ID_COLUMNS: tuple[str, ...] = (
+    "sweep_id", "job_num", "trial_index", "trial_id", "status", *AXIS_COLUMNS,
+    "time_median_us",
+)
+
+SamplesMode = Literal["list", "long", "drop"]
+
+
+class ResultsNotFoundError(FileNotFoundError, ValueError):
+    """No result files where the caller pointed (a user-input error and a missing file)."""
+
+
+def find_result_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """The Parquet files that :func:`load` reads for ``paths``, each sweep exactly once.
+
+    Raises :class:`ResultsNotFoundError` (a ``ValueError``) when a path or glob matches
+    nothing or holds no results, naming the path and what was expected there.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files: dict[Path, None] = {}
+    for raw in paths:
+        text = os.fspath(raw)
+        matches = [Path(m) for m in sorted(glob.glob(os.path.expanduser(text)))]
+        if not matches:
+            raise ResultsNotFoundError(
+                f"no results at {text!r}: the path does not exist (or the glob matches "
+                "nothing); pass a sweep directory (results/<sweep_id>), a .parquet file or "
+                "a results root, e.g. runner.load('results/')")
+        found: list[Path] = []
+        for match in matches:
+            found.extend(_files_under(match))
+        if not found:
+            raise ResultsNotFoundError(
+                f"no result files under {text!r}: expected results.parquet or "
+                f"{JOB_GLOB} in a sweep directory, or sweep directories below a results "
+                "root; did the sweep write anything (check its log)?")
+        for f in found:
+            files.setdefault(f.resolve(), None)
+    return list(files)
+
+
+def _files_under(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path] if path.suffix == ".parquet" else []
+    if not path.is_dir():
+        return []
+    if (path / MERGED_NAME).is_file():
+        return [path / MERGED_NAME]
+    jobs = sorted(path.glob(JOB_GLOB), key=_job_order)
+    if jobs:
+        return jobs
+    out: list[Path] = []
+    for child in sorted(p for p in path.iterdir() if p.is_dir()):
+        if child.name in NOT_SWEEPS or child.name.startswith((".", "_")):
+            continue
+        out.extend(_files_under(child))
+    return out
+
+
+def _job_order(path: Path) -> tuple[int, str]:
+    name = path.parent.name
+    return (int(name), name) if name.isdigit() else (sys.maxsize, name)
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, dict]:
+    """The ``opsweep`` key-value metadata (resolved config, overrides) of each result file.
+
+    Returns ``{file path: parsed JSON}``; files without the key map to ``{}``.
+    """
+    out: dict[str, dict] = {}
+    for file in find_result_files(path):
+        meta = pq.read_schema(file).metadata or {}
+        raw = meta.get(b"opsweep")
+        try:
+            out[str(file)] = json.loads(raw) if raw else {}
+        except ValueError:
+            out[str(file)] = {"unparsed": raw.decode("utf-8", "replace")}
+    return out
+
+
+def load(paths: str | os.PathLike | Iterable[str | os.PathLike], *,
+         samples: SamplesMode = "list", columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Read one sweep, many sweeps or a whole results tree into one DataFrame.
+
+    paths
+        A sweep directory, a ``.parquet`` file, a results root, a glob, or a list of these.
+        A sweep is read from its merged ``results.parquet`` when present, else from its
+        ``jobs/*/trials.parquet``; never both.
+    samples
+        ``"list"`` (default) keeps ``samples_us`` as one array per trial; ``"drop"`` skips
+        reading it (fastest); ``"long"`` returns one row per raw sample, with columns
+        ``sample_index`` and ``sample_us`` next to ``columns`` (default: ids, axes, status
+        and ``time_median_us``; pass ``columns`` to keep others).
+    columns
+        Read only these columns (faster on wide or large results). Missing ones are null.
+
+    Axis and environment strings come back as categoricals; ``param_*`` string columns too.
+    Columns that differ between files are unioned with nulls; a column whose type differs
+    between files (say int in one sweep, string in another) is read as string.
+    """
+    if samples not in ("list", "long", "drop"):
+        raise ValueError(f"samples={samples!r} is not one of 'list', 'long', 'drop'")
+    files = find_result_files(paths)
+    wanted = None if columns is None else list(dict.fromkeys(columns))
+    if wanted is not None and samples != "drop" and "samples_us" not in wanted:
+        wanted.append("samples_us")
+    if samples == "drop" and wanted is not None:
+        wanted = [c for c in wanted if c != "samples_us"]
+    table = _read_tables(files, wanted, drop_samples=samples == "drop")
+    if samples == "long":
+        keep = list(columns) if columns is not None else list(LONG_ID_COLUMNS)
+        keep = [c for c in keep if c != "samples_us"]
+        table = _long_table(table, keep)
+    df = _to_pandas(table)
+    df.attrs["sources"] = [str(f) for f in files]
+    return df
+
+
+def _read_tables(files: list[Path], columns: list[str] | None, *,
+                 drop_samples: bool) -> pa.Table:
+    def read(file: Path) -> pa.Table:
+        names = pq.read_schema(file).names
+        cols = names if columns is None else [c for c in columns if c in names]
+        if drop_samples:
+            cols = [c for c in cols if c != "samples_us"]
+        table = pq.read_table(file, columns=cols)
+        if "sweep_id" not in table.column_names and (columns is None or "sweep_id" in columns):
+            sweep = _sweep_id_from_path(file)
+            table = table.append_column("sweep_id", pa.array([sweep] * table.num_rows))
+        return table.replace_schema_metadata(None)
+
+    if len(files) > 4:
+        with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2)) as pool:
+            tables = list(pool.map(read, files))
+    else:
+        tables = [read(f) for f in files]
+    table = _concat(tables)
+    if columns is not None:
+        for name in columns:
+            if name not in table.column_names:
+                table = table.append_column(name, pa.nulls(table.num_rows))
+    return table
+
+
+def _sweep_id_from_path(file: Path) -> str:
+    if file.name == MERGED_NAME:
+        return file.parent.name
+    if file.parent.parent.name == "jobs":
+        return file.parent.parent.parent.name
+    return file.stem
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """Concatenate with unioned schemas; conflicting column types are read as strings."""
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        pass
+    types_by_name: dict[str, set[pa.DataType]] = {}
+    for t in tables:
+        for field in t.schema:
+            if not pa.types.is_null(field.type):
+                types_by_name.setdefault(field.name, set()).add(field.type)
+    conflicting = set()
+    for name, kinds in types_by_name.items():
+        try:
+            pa.unify_schemas([pa.schema([(name, k)]) for k in kinds],
+                             promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            conflicting.add(name)
+    fixed = []
+    for t in tables:
+        for name in conflicting & set(t.column_names):
+            i = t.column_names.index(name)
+            t = t.set_column(i, name, _as_string(t.column(name)))
+        fixed.append(t)
+    return pa.concat_tables(fixed, promote_options="permissive")
+
+
+def _as_string(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    try:
+        return pc.cast(column, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        values = [None if v is None else json.dumps(v, default=str) for v in column.to_pylist()]
+        return pa.chunked_array([pa.array(values, pa.string())])
+
+
+def _long_table(table: pa.Table, keep: list[str]) -> pa.Table:
+    """One row per raw sample: ``keep`` columns repeated, plus sample_index and sample_us."""
+    n = table.num_rows
+    if "samples_us" in table.column_names and n:
+        lists = table.column("samples_us").combine_chunks()
+        if pa.types.is_null(lists.type):
+            lists = pa.array([None] * n, pa.list_(pa.float64()))
+        parents = pc.list_parent_indices(lists)
+        values = pc.cast(pc.list_flatten(lists), pa.float64())
+        lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy()
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        index = np.arange(len(values)) - starts
+    else:
+        parents = pa.array([], pa.int64())
+        values = pa.array([], pa.float64())
+        index = np.array([], dtype=np.int64)
+    present = [c for c in keep if c in table.column_names]
+    out = table.select(present).take(parents)
+    for name in keep:
+        if name not in out.column_names:
+            out = out.append_column(name, pa.nulls(out.num_rows))
+    out = out.append_column("sample_index", pa.array(index.astype(np.int64)))
+    return out.append_column("sample_us", values)
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    for i, field in enumerate(table.schema):
+        name = field.name
+        if pa.types.is_null(field.type):
+            # An all-null column (e.g. a job with no roofline): give it its natural type.
+            textual = name in STRING_COLUMNS or name in CATEGORICAL_COLUMNS \
+                or name.startswith("param_")
+            kind = pa.string() if textual else pa.float64()
+            table = table.set_column(i, name, pa.nulls(table.num_rows, kind))
+            field = table.schema.field(i)
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            if name in CATEGORICAL_COLUMNS or name.startswith("param_"):
+                table = table.set_column(i, name, pc.dictionary_encode(table.column(name)))
+    df = table.to_pandas(split_blocks=True, self_destruct=True)
+    for name, order in CATEGORY_ORDER.items():
+        if name in df.columns and isinstance(df[name].dtype, pd.CategoricalDtype):
+            present = [c for c in df[name].cat.categories if c not in order]
+            df[name] = df[name].cat.set_categories([*order, *present])
+    for name in df.columns:
+        if df[name].dtype == object and _is_nullable_bool(df[name]):
+            df[name] = df[name].astype("boolean")
+    if "timestamp" in df.columns:
+        df["timestamp"] = _as_utc(df["timestamp"])
+    return df
+
+
+def _is_nullable_bool(series: pd.Series) -> bool:
+    values = series.dropna()
+    return len(values) > 0 and all(isinstance(v, (bool, np.bool_)) for v in values)
+
+
+def _as_utc(series: pd.Series) -> pd.Series:
+    if isinstance(series.dtype, pd.DatetimeTZDtype):
+        return series.dt.tz_convert("UTC")
+    return pd.to_datetime(series, utc=True, errors="coerce")
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``runner.load(...)`` work whether ``runner.load`` names this module or the function."""
+
+    def __call__(self, *args, **kwargs):
+        return load(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,135 @@
+"""The typed schema behind the YAML: dataclasses registered in Hydra's ConfigStore.
+
+Hydra merges ``conf/config.yaml`` onto :class:`RunConfig`, so an unknown top-level key or a
+timer setting of the wrong type is rejected by OmegaConf before anything runs.
+
+Axis fields are typed ``Any`` on purpose: every axis may be a scalar *or a list* (a list
+expands into one trial per element, see ``runner.trials``), and OmegaConf has no union types.
+Their values are checked against the closed enums below by ``runner.validate``, which names
+the key, the bad value and the valid choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+
+class DType(str, Enum):
+    """Numeric formats a trial can run in.
+
+    ``tf32`` is float32 storage with TensorFloat-32 matmul/conv precision
+    (``torch.set_float32_matmul_precision("high")``); ``fp32`` pins the precision to
+    ``"highest"`` so that fp32 numbers never silently use tensor cores.
+    """
+
+    fp64 = "fp64"
+    fp32 = "fp32"
+    tf32 = "tf32"
+    fp16 = "fp16"
+    bf16 = "bf16"
+
+
+class GraphMode(str, Enum):
+    """How the op's callable is launched: eagerly, replayed from a captured CUDA graph, or via
+    ``torch.cuda.make_graphed_callables`` (which also graphs the backward pass)."""
+
+    none = "none"
+    cuda_graph = "cuda_graph"
+    graphed_callable = "graphed_callable"
+
+
+class CompileMode(str, Enum):
+    """``torch.compile`` mode; ``none`` runs eagerly."""
+
+    none = "none"
+    default = "default"
+    reduce_overhead = "reduce-overhead"
+    max_autotune = "max-autotune"
+    max_autotune_no_cudagraphs = "max-autotune-no-cudagraphs"
+
+
+class Status(str, Enum):
+    """Outcome of one trial. Every trial ends as a row with one of these."""
+
+    ok = "ok"
+    error = "error"
+    skipped = "skipped"
+    oom = "oom"
+
+
+@dataclass
+class TimerSettings:
+    """How the shared timer measures (see ``runner/timer.py`` for the why of each knob).
+
+    Presets live in ``conf/timer/*.yaml``: smoke, quick, default, precise.
+    """
+
+    preset: str = "default"
+    # Warm-up runs until BOTH limits are met: caches, cuBLAS handles, autotuning and lazy
+    # module loading all happen in the first calls and must stay out of the samples.
+    warmup_calls: int = 10
+    warmup_s: float = 0.05
+    # Adaptive stop: after min_samples, stop once the 95% CI of the median is within
+    # target_rel of the median; never exceed max_samples or max_time_s.
+    min_samples: int = 10
+    max_samples: int = 1000
+    target_rel: float = 0.01
+    max_time_s: float = 2.0
+    # Ops shorter than batch_below_us are timed as calls_per_sample back-to-back calls per
+    # event pair, so the event resolution (~0.5 us) and launch jitter do not dominate.
+    batch_below_us: float = 10.0
+    batch_target_us: float = 100.0
+    max_calls_per_sample: int = 10000
+    # Flush L2 before every sample (outside the timed region) to measure cold-cache time.
+    flush_l2: bool = False
+    # cuda only: "event" times with CUDA events; "host" with perf_counter around a sync.
+    clock: str = "event"
+
+
+@dataclass
+class RunConfig:
+    """Top-level config. Each axis below accepts a value or a list of values."""
+
+    op: Any = None
+    timer: TimerSettings = field(default_factory=TimerSettings)
+    experiment: Any = None
+
+    dtype: Any = "fp32"
+    # null → the op's default_shape. A flat list of ints is ONE shape; a list of lists is
+    # one trial per shape.
+    shape: Any = None
+    device: Any = "auto"
+    seed: Any = 0
+    num_threads: Any = None
+
+    streams: Any = 1
+    graph: Any = "none"
+    compile: Any = "none"
+    compile_dynamic: Any = None
+    fullgraph: Any = False
+    backward: Any = False
+
+    check_accuracy: bool = True
+    results_dir: str = "results"
+    sweep_id: str = "${now:%Y-%m-%d_%H-%M-%S.%f}"
+    notes: str = ""
+
+
+#: Config keys that are trial axes (expanded from lists), in expansion order.
+AXES: tuple[str, ...] = (
+    "shape", "dtype", "device", "seed", "num_threads",
+    "streams", "graph", "compile", "compile_dynamic", "fullgraph", "backward",
+)
+
+#: Keys of an op's YAML node that describe the op rather than parametrise it.
+OP_META_KEYS: frozenset[str] = frozenset(
+    {"_target_", "name", "shape_names", "default_shape", "description"})
+
+
+def register() -> None:
+    """Register the schema so ``conf/config.yaml`` can list ``base_config`` in its defaults."""
+    ConfigStore.instance().store(name="base_config", node=RunConfig)

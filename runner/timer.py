@@ -1,0 +1,237 @@
+"""The one place in opsweep that times anything.
+
+Every trial, whatever its op or execution mode, is measured by :func:`measure`. Ops and modes
+hand over a zero-argument callable; this module warms it up, decides how many calls go into one
+sample, flushes L2 if asked, reads the clock and decides when to stop.
+
+Clocks are injectable (:class:`Clock`), as is the wall clock that enforces ``max_time_s``, so
+tests drive the whole loop with a fake clock and check exact statistics.
+
+Measurement hazards handled here (each is commented where it is handled):
+
+1. CUDA work is asynchronous. A host timer around a launch measures the launch, not the
+   kernel. CUDA events are recorded *on the stream* and read only after the end event has
+   completed.
+2. The first calls are slow (CUDA context, cuBLAS handles, lazy module loading, autotuning,
+   the caching allocator growing). They stay out of the samples: warm-up by count *and* time.
+3. A 2 µs kernel cannot be timed alone: event resolution is ~0.5 µs and launch jitter is of
+   the same order. Short ops are timed as K back-to-back calls per event pair.
+4. Repeated calls over the same inputs measure the L2 cache, not memory. ``flush_l2`` writes a
+   buffer twice the L2 size before each sample, outside the timed region.
+5. Noise is one-sided; we report the median with a distribution-free CI, keep every raw sample,
+   and stop adaptively once the CI is tight rather than after a fixed count.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Protocol
+
+from runner.stats import SampleStats, median_ci_rel_halfwidth, summarize
+
+
+class Clock(Protocol):
+    """Measures the duration of a region of work, in seconds."""
+
+    def start(self) -> Any:
+        """Mark the start of the timed region; return a token for :meth:`stop`."""
+
+    def stop(self, token: Any) -> float:
+        """Mark the end and return the seconds elapsed since ``start`` gave ``token``."""
+
+
+class HostClock:
+    """``time.perf_counter_ns`` around the region, with an optional device sync.
+
+    Used for CPU trials (where ops are synchronous and ``sync`` is a no-op) and for
+    ``timer.clock=host`` on CUDA, where ``sync=torch.cuda.synchronize``: the sync *before*
+    start drains earlier work so it is not charged to this sample, the sync *before* stop waits
+    for the region's kernels. The second sync's own latency (~10 µs) is included: prefer the
+    event clock on CUDA.
+    """
+
+    def __init__(self, sync: Callable[[], None] | None = None,
+                 now_ns: Callable[[], int] = time.perf_counter_ns) -> None:
+        self._sync = sync or (lambda: None)
+        self._now_ns = now_ns
+
+    def start(self) -> int:
+        self._sync()
+        return self._now_ns()
+
+    def stop(self, token: int) -> float:
+        self._sync()
+        return (self._now_ns() - token) / 1e9
+
+
+class CudaEventClock:
+    """CUDA events recorded on the current stream: device time between two points of the
+    stream, free of Python and launch overhead on the host side.
+
+    Modes that use other streams (``streams=N``) fork from and join back into the current
+    stream inside the timed callable, so the end event is ordered after all of their work.
+    """
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self._torch = torch
+        self._device = device
+
+    def start(self) -> Any:
+        event = self._torch.cuda.Event(enable_timing=True)
+        event.record(self._torch.cuda.current_stream(self._device))
+        return event
+
+    def stop(self, token: Any) -> float:
+        end = self._torch.cuda.Event(enable_timing=True)
+        end.record(self._torch.cuda.current_stream(self._device))
+        # Hazard 1: elapsed_time is only valid once the end event has completed. Waiting on
+        # the event (not the whole device) keeps unrelated streams out of it.
+        end.synchronize()
+        return token.elapsed_time(end) / 1e3
+
+
+class L2Flusher:
+    """Evicts L2 by writing a buffer twice its size (hazard 4).
+
+    Called *before* the start event, so the flush kernel itself is never timed. It then
+    synchronises: otherwise the flush would still be running when the timed region is enqueued,
+    giving the host a head start that hides launch latency in flushed trials but not in
+    unflushed ones, and the two would not be comparable.
+    """
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self._torch = torch
+        l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+        self._buffer = torch.empty(max(2 * l2_bytes, 64 << 20), dtype=torch.int8, device=device)
+
+    def __call__(self) -> None:
+        self._buffer.zero_()
+        self._torch.cuda.synchronize(self._buffer.device)
+
+
+@dataclass(frozen=True)
+class TimerPlan:
+    """The knobs of one measurement (a frozen copy of ``TimerSettings``)."""
+
+    warmup_calls: int = 10
+    warmup_s: float = 0.05
+    min_samples: int = 10
+    max_samples: int = 1000
+    target_rel: float = 0.01
+    max_time_s: float = 2.0
+    batch_below_us: float = 10.0
+    batch_target_us: float = 100.0
+    max_calls_per_sample: int = 10000
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "TimerPlan":
+        names = cls.__dataclass_fields__
+        return cls(**{name: getattr(settings, name) for name in names})
+
+    def __post_init__(self) -> None:
+        for name in ("min_samples", "max_samples", "max_calls_per_sample"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"timer.{name} must be >= 1, got {getattr(self, name)}")
+        if self.min_samples > self.max_samples:
+            raise ValueError(f"timer.min_samples ({self.min_samples}) must not exceed "
+                             f"timer.max_samples ({self.max_samples})")
+        if self.target_rel <= 0 or self.max_time_s <= 0:
+            raise ValueError("timer.target_rel and timer.max_time_s must be positive")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Raw samples of one trial and how they were taken. Statistics are derived, never stored.
+
+    ``samples_s`` holds seconds *per call*: each sample's elapsed time divided by
+    ``calls_per_sample``.
+    """
+
+    samples_s: tuple[float, ...]
+    calls_per_sample: int
+    warmup_calls: int
+    warmup_s: float
+    stop_reason: str
+    target_rel: float
+
+    @cached_property
+    def stats(self) -> SampleStats:
+        return summarize(self.samples_s)
+
+    @property
+    def noisy(self) -> bool:
+        """True when the median's CI never got within ``target_rel``: report, don't trust."""
+        return self.stats.ci_rel_halfwidth > self.target_rel
+
+
+def choose_calls_per_sample(per_call_s: float, plan: TimerPlan) -> int:
+    """Hazard 3: batch ops shorter than ``batch_below_us`` so one sample lasts about
+    ``batch_target_us``."""
+    per_call_us = per_call_s * 1e6
+    if per_call_us >= plan.batch_below_us:
+        return 1
+    calls = math.ceil(plan.batch_target_us / max(per_call_us, 1e-3))
+    return max(1, min(calls, plan.max_calls_per_sample))
+
+
+def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
+            wall: Callable[[], float] = time.perf_counter,
+            before_sample: Callable[[], None] | None = None,
+            flush: Callable[[], None] | None = None) -> Measurement:
+    """Warm ``fn`` up, then sample it until the median is stable or a cap is reached.
+
+    ``before_sample`` runs before every timed region, outside it (backward mode resets grads
+    there, as ``triton.testing.do_bench`` does with ``grad_to_none``). ``flush`` too (L2).
+    ``wall`` is the clock that enforces ``warmup_s`` and ``max_time_s``; tests inject a fake.
+    """
+    # Hazard 2: warm up by count AND by time. Each warm-up call is timed on its own so the
+    # last ones give a per-call estimate for batching. At least one call always runs; a call
+    # slower than max_time_s ends warm-up after it.
+    warmup_start = wall()
+    warmup_times: list[float] = []
+    while True:
+        if before_sample:
+            before_sample()
+        token = clock.start()
+        fn()
+        warmup_times.append(clock.stop(token))
+        elapsed = wall() - warmup_start
+        done = len(warmup_times) >= plan.warmup_calls and elapsed >= plan.warmup_s
+        if done or elapsed >= plan.max_time_s:
+            break
+    warmup_s = wall() - warmup_start
+    recent = sorted(warmup_times[-5:])
+    calls = choose_calls_per_sample(recent[len(recent) // 2], plan)
+
+    samples: list[float] = []
+    ordered: list[float] = []  # kept sorted for the O(1) stopping check
+    stop_reason = "max_samples"
+    start = wall()
+    while len(samples) < plan.max_samples:
+        if before_sample:
+            before_sample()
+        if flush:
+            flush()  # hazard 4: outside the timed region
+        token = clock.start()
+        for _ in range(calls):
+            fn()
+        samples.append(clock.stop(token) / calls)
+        bisect.insort(ordered, samples[-1])
+        if len(samples) >= plan.min_samples:
+            if median_ci_rel_halfwidth(ordered) <= plan.target_rel:
+                stop_reason = "converged"
+                break
+        if wall() - start >= plan.max_time_s:
+            stop_reason = "max_time"
+            break
+    return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
+                       warmup_calls=len(warmup_times), warmup_s=warmup_s,
+                       stop_reason=stop_reason, target_rel=plan.target_rel)

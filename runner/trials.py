@@ -1,0 +1,113 @@
+"""Expanding one Hydra job's config into frozen trial specs.
+
+The rule (documented in the README):
+
+* ``shape``: a flat list of ints is ONE shape; a list of lists is one trial per shape.
+* every other axis (dtype, device, seed, num_threads, streams, graph, compile,
+  compile_dynamic, fullgraph, backward) and every op parameter: a scalar is one value, a list
+  is one trial per element.
+* the trials of a job are the cartesian product of all axes, in the order of ``AXES`` then
+  the op parameters in YAML order; the last axis varies fastest.
+
+Hydra multirun (``-m``, ``hydra.sweeper.params``) makes *jobs* on top of this; each job
+expands its own trials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from runner.schema import AXES, CompileMode, DType, GraphMode
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything that defines one trial. Frozen: a spec never changes once expanded.
+
+    ``device`` is the resolved device (``cpu``, ``cuda:0``) and ``params`` the op parameters
+    as sorted ``(name, value)`` pairs, so the spec hashes to the same id on every machine.
+    """
+
+    op: str
+    target: str
+    shape: tuple[int, ...]
+    dtype: DType
+    device: str
+    seed: int
+    num_threads: int | None
+    streams: int
+    graph: GraphMode
+    compile: CompileMode
+    compile_dynamic: bool | None
+    fullgraph: bool
+    backward: bool
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def params_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def shape_str(self) -> str:
+        return "x".join(str(s) for s in self.shape)
+
+    def canonical(self) -> dict[str, Any]:
+        """JSON-ready dict of the spec, enum values as strings."""
+        out = asdict(self)
+        for key in ("dtype", "graph", "compile"):
+            out[key] = getattr(self, key).value
+        out["shape"] = list(self.shape)
+        out["params"] = {k: v for k, v in self.params}
+        return out
+
+    @property
+    def trial_id(self) -> str:
+        """Stable 16-hex-digit id: sha256 of the canonical JSON (never Python's ``hash``,
+        which is salted per process)."""
+        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        """Short human label for progress bars and tables."""
+        parts = [self.op, self.dtype.value, self.shape_str]
+        parts += [f"{k}={v}" for k, v in self.params]
+        if self.streams != 1:
+            parts.append(f"streams={self.streams}")
+        if self.graph is not GraphMode.none:
+            parts.append(self.graph.value)
+        if self.compile is not CompileMode.none:
+            parts.append(f"compile={self.compile.value}")
+        if self.backward:
+            parts.append("fwd+bwd")
+        return " ".join(parts)
+
+
+def as_choices(value: Any) -> list[Any]:
+    """A scalar is one choice; a list is several."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def shape_choices(value: Any) -> list[tuple[int, ...]]:
+    """``[512, 512]`` is one shape; ``[[512, 512], [1024, 1024]]`` is two."""
+    items = list(value)
+    if items and all(isinstance(item, (list, tuple)) for item in items):
+        return [tuple(item) for item in items]
+    return [tuple(items)]
+
+
+def expand(axes: Mapping[str, list[Any]], params: Mapping[str, list[Any]], *,
+           op: str, target: str) -> list[TrialSpec]:
+    """Cartesian product of already-validated axis choices and op-parameter choices."""
+    axis_names = list(AXES)
+    param_names = list(params)
+    grids = [axes[name] for name in axis_names] + [params[name] for name in param_names]
+    specs = []
+    for combo in itertools.product(*grids):
+        axis_values = dict(zip(axis_names, combo[: len(axis_names)]))
+        param_values = tuple(sorted(zip(param_names, combo[len(axis_names):])))
+        specs.append(TrialSpec(op=op, target=target, params=param_values, **axis_values))
+    return specs
