@@ -8,7 +8,8 @@ since it lets PyTorch pick the contraction itself.
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import torch
 

@@ -7,7 +7,8 @@ error messages and the initialisation live here once rather than in each op.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -40,7 +41,7 @@ def any_shape(ctx: OpContext, op: str) -> tuple[int, ...]:
 
 
 def _check_positive(op: str, shape: tuple[Any, ...], names: Sequence[str]) -> None:
-    for name, dim in zip(names, shape):
+    for name, dim in zip(names, shape, strict=True):
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
             raise ValueError(f"op {op}: shape dimension {name}={dim!r} must be a positive "
                              f"integer (shape was {list(shape)})")

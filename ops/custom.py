@@ -8,7 +8,8 @@ to float64 copies of the inputs, so it must accept float64 tensors.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

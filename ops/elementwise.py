@@ -14,7 +14,7 @@ the factor ``y`` is a random sign (±1), so ``|x|`` never changes.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -11,7 +11,8 @@ import argparse
 import html
 import math
 import sys
-from typing import Iterable, NoReturn, Sequence
+from collections.abc import Iterable, Sequence
+from typing import NoReturn
 
 EXIT_BAD_ARGS = 2
 
@@ -41,7 +42,7 @@ def is_missing(value: object) -> bool:
 
 
 def fmt_time_us(value: float | None) -> str:
-    """A duration given in µs, with a readable unit: ``850 ns``, ``12.3 µs``, ``4.56 ms``, ``1.2 s``."""
+    """A duration given in µs, in a readable unit: ``850 ns``, ``12.3 µs``, ``4.56 ms``."""
     if is_missing(value):
         return "-"
     v = float(value)

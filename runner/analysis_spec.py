@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -76,8 +76,8 @@ def spec_keys(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
             parts.append([canonical(v) for v in df[c].tolist()])
         else:
             parts.append([None] * len(df))
-    keys = [json.dumps(dict(zip(columns, row)), sort_keys=True, default=str)
-            for row in zip(*parts)]
+    keys = [json.dumps(dict(zip(columns, row, strict=True)), sort_keys=True, default=str)
+            for row in zip(*parts, strict=True)]
     return pd.Series(keys, index=df.index, dtype=object)
 
 

@@ -18,16 +18,30 @@ import io
 import math
 import sys
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from runner.analysis_format import (OneLineArgumentParser, fail, fmt_p, fmt_ratio, fmt_time_us,
-                                    is_missing, markdown_table)
-from runner.analysis_spec import (apply_filters, canonical, param_columns, spec_columns,
-                                  spec_keys, spec_label, varying_columns)
+from runner.analysis_format import (
+    OneLineArgumentParser,
+    fail,
+    fmt_p,
+    fmt_ratio,
+    fmt_time_us,
+    is_missing,
+    markdown_table,
+)
+from runner.analysis_spec import (
+    apply_filters,
+    canonical,
+    param_columns,
+    spec_columns,
+    spec_keys,
+    spec_label,
+    varying_columns,
+)
 from runner.analysis_stats import N_BOOT, compare_samples, geomean_ci
 from runner.load import load
 
@@ -206,8 +220,10 @@ def _collapse(df: pd.DataFrame) -> dict[str, dict]:
         return out
     cols = df.columns
     for key, group in df.groupby("_key", sort=False, observed=True):
-        status = group["status"].astype(object) if "status" in cols else pd.Series(["ok"] * len(group))
-        ok = group[status.to_numpy() == "ok"]
+        if "status" in cols:
+            ok = group[group["status"].astype(object).to_numpy() == "ok"]
+        else:
+            ok = group
         chosen = ok if len(ok) else group
         first = chosen.iloc[0]
         samples = None
@@ -386,12 +402,14 @@ def build_parser() -> OneLineArgumentParser:
     p = OneLineArgumentParser(
         prog="python -m runner.compare",
         description="Compare two sweeps (or result trees, files, globs) trial by trial.")
-    p.add_argument("base", metavar="BASE", help="baseline results: sweep dir, .parquet, root or glob")
+    p.add_argument("base", metavar="BASE",
+                   help="baseline results: sweep dir, .parquet, results root or glob")
     p.add_argument("new", metavar="NEW", help="new results, same forms as BASE")
     p.add_argument("--filter", action="append", default=[], metavar="AXIS=VALUE",
                    help="keep trials with AXIS=VALUE[,VALUE]; repeat to AND (op=matmul, impl=x)")
     p.add_argument("--ignore-axis", action="append", default=[], metavar="AXIS",
-                   help="leave AXIS out of the join (e.g. device_requested, a param only one side has)")
+                   help="leave AXIS out of the join (e.g. device_requested, or a param "
+                        "that only one side has)")
     p.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
     p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")

@@ -141,5 +141,9 @@ def git_provenance() -> dict[str, Any]:
         return out.stdout.strip() if out.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    if commit is None:
+        # A copy of the tree without .git (e.g. shipped to a GPU machine) can say which
+        # commit it is through the environment; dirtiness is then unknown.
+        return {"git_commit": os.environ.get("OPSWEEP_GIT_COMMIT"), "git_dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
     return {"git_commit": commit, "git_dirty": bool(status) if status is not None else None}

@@ -22,7 +22,7 @@ def run_job(cfg: DictConfig) -> Path | None:
     the job: it becomes a row.
     """
     try:
-        plan, specs = plan_job(cfg)
+        planned = plan_job(cfg)
     except ConfigError as exc:
         console.stderr.print(f"[red]opsweep: error:[/] {exc}", highlight=False)
         raise SystemExit(2) from None
@@ -34,9 +34,10 @@ def run_job(cfg: DictConfig) -> Path | None:
     overrides = list(hydra_cfg.overrides.task)
     title = f"job {job_num}" + (f" ({' '.join(overrides)})" if overrides else "")
 
+    timer = smoke_timer() if cfg.smoke else cfg.timer
     rows = []
-    for index, spec in enumerate(console.track(specs, title, label=lambda s: s.label())):
-        row = run_trial(spec, plan, cfg.timer, check_accuracy=cfg.check_accuracy)
+    for index, trial in enumerate(console.track(planned, title, label=lambda t: t.spec.label())):
+        row = run_trial(trial.spec, trial.op, timer, check_accuracy=cfg.check_accuracy)
         row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=index)
         rows.append(row)
 
@@ -51,6 +52,15 @@ def run_job(cfg: DictConfig) -> Path | None:
     }
     table = _with_roofline(rows_to_table(rows, metadata))
     return write_new(table, job_dir / JOB_FILE)
+
+
+def smoke_timer() -> DictConfig:
+    """The ``conf/timer/smoke.yaml`` preset on top of the schema defaults."""
+    from runner.schema import TimerSettings
+    from runner.validate import CONF_DIR
+
+    return OmegaConf.merge(OmegaConf.structured(TimerSettings),
+                           OmegaConf.load(CONF_DIR / "timer" / "smoke.yaml"))
 
 
 def _with_roofline(table: Any) -> Any:

@@ -113,6 +113,14 @@ class RunConfig:
     fullgraph: Any = False
     backward: Any = False
 
+    # Optional list of partial configs (op, axes, op params); each is expanded on its own and
+    # the trials concatenated. Lists multiply, cases zip. See README "Sweeps".
+    cases: Any = None
+
+    # CI mode: every shape dimension clamped to 16 and the smoke timer, whatever the experiment
+    # says. Numbers are meaningless; it proves a config runs end to end.
+    smoke: bool = False
+
     check_accuracy: bool = True
     results_dir: str = "results"
     sweep_id: str = "${now:%Y-%m-%d_%H-%M-%S.%f}"

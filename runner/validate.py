@@ -249,7 +249,11 @@ def plan_op(op_cfg: Mapping[str, Any]) -> tuple[OpPlan, dict[str, list[Any]]]:
     return plan, choices
 
 
-def _shape_axis(raw: Any, plan: OpPlan) -> list[tuple[int, ...]]:
+#: ``smoke=true`` clamps every shape dimension to this, so any experiment runs in CI.
+SMOKE_MAX_DIM = 16
+
+
+def _shape_axis(raw: Any, plan: OpPlan, smoke: bool = False) -> list[tuple[int, ...]]:
     if raw is None:
         if plan.default_shape is None:
             raise ConfigError(f"'shape' is not set and op '{plan.name}' has no default_shape. "
@@ -260,22 +264,68 @@ def _shape_axis(raw: Any, plan: OpPlan) -> list[tuple[int, ...]]:
                           "such as shape=[512,512,512].")
     else:
         shapes = shape_choices(raw)
-    return list(dict.fromkeys(check_shape(s, plan.name, plan.shape_names) for s in shapes))
+    checked = [check_shape(s, plan.name, plan.shape_names) for s in shapes]
+    if smoke:
+        checked = [tuple(min(d, SMOKE_MAX_DIM) for d in s) for s in checked]
+    return list(dict.fromkeys(checked))
 
 
-def plan_job(cfg: DictConfig) -> tuple[OpPlan, list[TrialSpec]]:
-    """Validate a composed job config and expand it into trials."""
-    op_cfg = OmegaConf.to_container(cfg.op, resolve=True) if cfg.op is not None else None
-    plan, param_choices = plan_op(op_cfg or {})
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One trial and the op that builds it (ops may differ between trials through ``cases``)."""
+
+    op: OpPlan
+    spec: TrialSpec
+
+
+def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
+    """Validate a composed job config and expand it into trials.
+
+    Without ``cases`` the job is one cartesian product. With ``cases`` (a list of partial
+    configs) each case is expanded on its own, on top of the job's values, and the trials are
+    concatenated in case order: ``cases`` zips heterogeneous settings (different ops, shapes,
+    params), where lists multiply.
+    """
     values = OmegaConf.to_container(cfg, resolve=True)
+    cases = values.get("cases")
+    if cases is None:
+        return _plan_case(values, {}, "", conf_dir)
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise ConfigError(f"invalid value for 'cases': {cases!r}. Expected a list of mappings, "
+                          "e.g. cases=[{op: matmul, dtype: bf16}, {op: copy}].")
+    planned: list[PlannedTrial] = []
+    for index, case in enumerate(cases):
+        planned += _plan_case(values, case, f"cases[{index}].", conf_dir)
+    return planned
+
+
+def _plan_case(values: dict[str, Any], case: dict[str, Any], where: str,
+               conf_dir: Path) -> list[PlannedTrial]:
+    op_node = dict(values.get("op") or {})
+    if "op" in case:
+        options = group_options("op", conf_dir)
+        if case["op"] not in options:
+            raise bad_value(f"{where}op", case["op"], options)
+        op_node = OmegaConf.to_container(OmegaConf.load(conf_dir / "op" / f"{case['op']}.yaml"))
+    case_params = {k: v for k, v in case.items() if k != "op" and k not in AXES}
+    plan, _ = plan_op(op_node)
+    for key in case_params:
+        if key not in plan.params:
+            raise bad_value(f"{where}{key}", key, sorted(set(AXES) | set(plan.params) | {"op"}),
+                            f"'{key}' is neither an axis nor a parameter of op '{plan.name}'.")
+    plan, param_choices = plan_op({**op_node, **case_params})
     axes: dict[str, list[Any]] = {}
     for key in AXES:
-        raw = values[key]
-        if key == "shape":
-            axes[key] = _shape_axis(raw, plan)
-        else:
-            axes[key] = list(dict.fromkeys(AXIS_CHECKS[key](v) for v in as_choices(raw)))
-    return plan, expand(axes, param_choices, op=plan.name, target=plan.target)
+        raw = case.get(key, values[key])
+        try:
+            if key == "shape":
+                axes[key] = _shape_axis(raw, plan, smoke=bool(values.get("smoke")))
+            else:
+                axes[key] = list(dict.fromkeys(AXIS_CHECKS[key](v) for v in as_choices(raw)))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}{exc}" if where else str(exc)) from None
+    specs = expand(axes, param_choices, op=plan.name, target=plan.target)
+    return [PlannedTrial(plan, spec) for spec in specs]
 
 
 # ---------------------------------------------------------------------------------------

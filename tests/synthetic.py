@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,7 +66,7 @@ CPU = {"device": "cpu", "device_requested": "cpu", "device_name": "cpu",
 
 
 def default_counts(op: str, shape: tuple[int, ...], dtype: str) -> tuple[float, float]:
-    """FLOP and byte counts of the synthetic ops: matmul ``MxNxK``, elementwise ``add``, ``copy``."""
+    """FLOP and byte counts of the synthetic ops: ``matmul`` (MxNxK), ``add``, ``copy``."""
     size = _ELEMENT_BYTES[dtype]
     if op == "matmul":
         m, n, k = (list(shape) + [1, 1, 1])[:3]
@@ -137,7 +138,8 @@ def make_trials(specs: Iterable[dict[str, Any]], *, sweep_id: str = "synthetic",
             samples = np.asarray(samples, dtype=float)
             med = float(np.median(samples))
             q25, q75 = np.quantile(samples, [0.25, 0.75])
-            half = 1.96 * 1.2533 * samples.std(ddof=1) / np.sqrt(len(samples)) if len(samples) > 1 else 0.0
+            spread = samples.std(ddof=1) if len(samples) > 1 else 0.0
+            half = 1.96 * 1.2533 * spread / np.sqrt(len(samples))
             row.update({
                 "samples_us": samples.tolist(), "n_samples": len(samples),
                 "time_median_us": med, "time_mean_us": float(samples.mean()),
@@ -171,11 +173,11 @@ def grid(**axes: Any) -> list[dict[str, Any]]:
     """Cartesian product of axis values: ``grid(op=["matmul"], dtype=["fp32", "bf16"])``."""
     names = list(axes)
     values = [v if isinstance(v, list) else [v] for v in axes.values()]
-    return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
 
 
 def to_table(df: pd.DataFrame, metadata: dict[str, Any] | None = None) -> pa.Table:
-    """Arrow table with the runner's types (list columns, UTC timestamps) and ``opsweep`` metadata."""
+    """Arrow table with the runner's types (list columns, UTC times) and ``opsweep`` metadata."""
     df = df.copy()
     for column in df.columns:
         if df[column].isna().all() and column not in ("shape", "samples_us"):

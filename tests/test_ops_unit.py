@@ -67,7 +67,8 @@ def build(name: str, shape: tuple[int, ...] | None = None,
     """Build op ``name`` the way the runner does: the YAML's params, then the overrides."""
     cfg = load_yaml(name)
     params = {k: v for k, v in cfg.items() if k not in RESERVED} | overrides
-    workload = resolve(cfg["_target_"])(make_ctx(TINY[name] if shape is None else shape, dtype, seed), **params)
+    ctx = make_ctx(TINY[name] if shape is None else shape, dtype, seed)
+    workload = resolve(cfg["_target_"])(ctx, **params)
     assert isinstance(workload, Workload)
     return workload
 
