@@ -27,7 +27,8 @@ def build(ctx: OpContext, direction: Direction = "d2d", pinned: bool = False) ->
     d2h: ``src`` on the device, ``dst`` on the host (page-locked if ``pinned``).
     Cross-device copies pass ``non_blocking=True``: from or to pinned memory they are then
     asynchronous DMA transfers (the runner's timer synchronises); from or to pageable memory
-    PyTorch stages them through a pinned buffer and they are synchronous whatever the flag.
+    the CUDA driver stages them through its own pinned buffer and the call blocks the host
+    whatever the flag, which is the cost ``pinned=true`` removes.
 
     bytes: d2d = 2 · numel · element size, since device memory is both read and written.
     h2d/d2h = numel · element size: the bytes that cross the host–device link, the quantity

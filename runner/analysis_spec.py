@@ -39,11 +39,16 @@ def spec_columns(df: pd.DataFrame, ignore: Iterable[str] = ()) -> list[str]:
     When a frame has no ``param_*`` columns but has ``params_json``, that column stands in.
     """
     ignored = set(ignore)
-    cols = [c for c in SPEC_AXES if c in df.columns and c not in ignored]
-    params = [c for c in param_columns(df) if c not in ignored]
-    if not params and "params_json" in df.columns and "params_json" not in ignored:
-        params = ["params_json"]
-    return cols + params
+    axes = list(SPEC_AXES)
+    if "device_requested" not in df.columns:  # older/leaner results: the resolved device
+        axes[axes.index("device_requested")] = "device"
+    cols = [c for c in axes if c in df.columns and c not in ignored]
+    params = param_columns(df)
+    if params:
+        return cols + [c for c in params if c not in ignored]
+    if "params_json" in df.columns and "params_json" not in ignored:
+        return cols + ["params_json"]
+    return cols
 
 
 def canonical(value: object) -> object:
@@ -99,7 +104,7 @@ def spec_label(row: pd.Series | dict, columns: Sequence[str]) -> str:
     bits = []
     for c in columns:
         value = canonical(row.get(c) if isinstance(row, dict) else row.get(c, None))
-        if c in ("op", "dtype", "shape_str", "device_requested"):
+        if c in ("op", "dtype", "shape_str", "device_requested", "device"):
             if value is not None:
                 bits.append(str(value))
             continue

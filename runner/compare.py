@@ -204,11 +204,11 @@ def _axis_name(name: str, base: pd.DataFrame, new: pd.DataFrame) -> str:
 def _key_columns(base: pd.DataFrame, new: pd.DataFrame, ignored: set[str]) -> list[str]:
     axes = [c for c in spec_columns(base, ignored) if not c.startswith("param_")]
     axes += [c for c in spec_columns(new, ignored) if not c.startswith("param_")]
-    params = sorted(set(param_columns(base)) | set(param_columns(new)))
-    params = [c for c in params if c not in ignored]
     keys = list(dict.fromkeys(axes))
-    if params:
-        keys = [c for c in keys if c != "params_json"] + params
+    params = sorted(set(param_columns(base)) | set(param_columns(new)))
+    if params:  # param_* columns say it all; params_json would also hold ignored params
+        keys = [c for c in keys if c != "params_json"]
+        keys += [c for c in params if c not in ignored]
     return keys
 
 

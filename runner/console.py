@@ -62,33 +62,35 @@ def _mode(row: dict[str, Any]) -> str:
 
 
 def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
-    """Compact per-trial table: what ran, how long, how fast, how sure, how accurate."""
+    """Compact per-trial table: what ran, how long, how fast, how sure, how accurate, and a
+    note (why a trial is not ok, or that its median is noisy)."""
     table = Table(title=title, title_justify="left", header_style="bold")
     for name, justify in (("op", "left"), ("params", "left"), ("dtype", "left"),
                           ("shape", "left"), ("mode", "left"), ("status", "left"),
                           ("median µs", "right"), ("±CI", "right"), ("TFLOP/s", "right"),
-                          ("GB/s", "right"), ("n", "right"), ("acc", "center")):
-        table.add_column(name, justify=justify, overflow="fold")
+                          ("GB/s", "right"), ("n", "right"), ("acc", "center"),
+                          ("note", "left")):
+        table.add_column(name, justify=justify, overflow="fold",
+                         no_wrap=name not in ("params", "note", "shape"))
+    styles = {"ok": "green", "skipped": "yellow"}
     for row in rows[:MAX_SUMMARY_ROWS]:
-        status = row.get("status")
+        status = row.get("status") or "?"
         params = " ".join(f"{k[6:]}={row[k]}" for k in row
                           if k.startswith("param_") and row[k] is not None)
-        if status != "ok":
-            reason = (row.get("reason") or "")[:80]
-            style = "yellow" if status == "skipped" else "red"
-            table.add_row(row.get("op"), params, row.get("dtype"), row.get("shape_str"),
-                          _mode(row), f"[{style}]{status}[/]", f"[{style}]{reason}[/]",
-                          "", "", "", "", "")
-            continue
         ci = row.get("ci_rel_halfwidth")
         ci_text = "–" if ci is None or math.isinf(ci) else f"{100 * ci:.1f}%"
-        if row.get("noisy"):
-            ci_text = f"[yellow]{ci_text} noisy[/]"
         accurate = row.get("accuracy_ok")
         acc = "–" if accurate is None else ("[green]✓[/]" if accurate else "[red]✗[/]")
-        table.add_row(row.get("op"), params, row.get("dtype"), row.get("shape_str"), _mode(row),
-                      "ok", _fmt(row.get("time_median_us")), ci_text, _fmt(row.get("tflops")),
-                      _fmt(row.get("gbps")), _fmt(row.get("n_samples")), acc)
+        note = (row.get("reason") or "")[:120]
+        if status == "ok" and row.get("noisy"):
+            note = "[yellow]noisy: CI wider than timer.target_rel[/]"
+        ok = status == "ok"
+        table.add_row(
+            row.get("op"), params, row.get("dtype"), row.get("shape_str"), _mode(row),
+            f"[{styles.get(status, 'red')}]{status}[/]",
+            _fmt(row.get("time_median_us")) if ok else "", ci_text if ok else "",
+            _fmt(row.get("tflops")) if ok else "", _fmt(row.get("gbps")) if ok else "",
+            _fmt(row.get("n_samples")) if ok else "", acc if ok else "", note)
     if len(rows) > MAX_SUMMARY_ROWS:
         table.caption = f"{len(rows) - MAX_SUMMARY_ROWS} more rows in the Parquet file"
     return table

@@ -36,6 +36,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+try:  # the runner's column types (pyarrow only, no torch): all-null columns get their real type
+    from runner.columns import COLUMNS as _KNOWN_COLUMNS
+except ImportError:  # pragma: no cover - analysis without the runner core
+    _KNOWN_COLUMNS = {}
+
 MERGED_NAME = "results.parquet"
 JOB_GLOB = "jobs/*/trials.parquet"
 #: Directories under a results root that hold no sweeps.
@@ -296,28 +301,25 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
             # An all-null column (e.g. a job with no roofline): give it its natural type.
             textual = name in STRING_COLUMNS or name in CATEGORICAL_COLUMNS \
                 or name.startswith("param_")
-            kind = pa.string() if textual else pa.float64()
+            kind = _KNOWN_COLUMNS[name][0] if name in _KNOWN_COLUMNS else \
+                pa.string() if textual else pa.float64()
             table = table.set_column(i, name, pa.nulls(table.num_rows, kind))
             field = table.schema.field(i)
         if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
             if name in CATEGORICAL_COLUMNS or name.startswith("param_"):
                 table = table.set_column(i, name, pc.dictionary_encode(table.column(name)))
+    nullable_bools = [f.name for f in table.schema
+                      if pa.types.is_boolean(f.type) and table.column(f.name).null_count]
     df = table.to_pandas(split_blocks=True, self_destruct=True)
     for name, order in CATEGORY_ORDER.items():
         if name in df.columns and isinstance(df[name].dtype, pd.CategoricalDtype):
             present = [c for c in df[name].cat.categories if c not in order]
             df[name] = df[name].cat.set_categories([*order, *present])
-    for name in df.columns:
-        if df[name].dtype == object and _is_nullable_bool(df[name]):
-            df[name] = df[name].astype("boolean")
+    for name in nullable_bools:
+        df[name] = df[name].astype("boolean")
     if "timestamp" in df.columns:
         df["timestamp"] = _as_utc(df["timestamp"])
     return df
-
-
-def _is_nullable_bool(series: pd.Series) -> bool:
-    values = series.dropna()
-    return len(values) > 0 and all(isinstance(v, (bool, np.bool_)) for v in values)
 
 
 def _as_utc(series: pd.Series) -> pd.Series:

@@ -325,7 +325,7 @@ def resolve_ceilings(kind: str, name: str, driver: str | None,
             d2h_gbps=data.get("d2h_gbps"), launch_us=launch, notes=notes), ""
     if kind == "cpu":
         return None, (f"no CPU calibration for {name!r}: run the calibrate experiment on "
-                      "this CPU (python -m runner +experiment=calibrate device=cpu)")
+                      "this CPU (python -m runner experiment=calibrate device=cpu)")
     spec = match_device(name)
     if spec is None:
         shown = name or "(no device_name)"

@@ -216,7 +216,8 @@ def write_sweep(root: Path, df: pd.DataFrame, *, merged: bool = True,
     return sweep_dir
 
 
-def scaled(df: pd.DataFrame, factor: float, *, sweep_id: str, seed: int = 1) -> pd.DataFrame:
+def scaled(df: pd.DataFrame, factor: float, *, sweep_id: str, seed: int = 1,
+           noise: float = 0.02) -> pd.DataFrame:
     """The same trials with every time multiplied by ``factor`` and fresh noise (a "NEW" run)."""
     out = df.copy()
     rng = np.random.default_rng(seed)
@@ -225,7 +226,7 @@ def scaled(df: pd.DataFrame, factor: float, *, sweep_id: str, seed: int = 1) -> 
     for samples in out["samples_us"]:
         samples = np.asarray(samples if samples is not None else [], dtype=float)
         if len(samples):
-            draws = np.exp(rng.normal(0.0, 0.02, len(samples)))
+            draws = np.exp(rng.normal(0.0, noise, len(samples)))
             samples = np.median(samples) * factor * draws / np.median(draws)
         new_samples.append(samples.tolist())
     out["samples_us"] = new_samples

@@ -1,0 +1,183 @@
+"""Fixtures shared by the runner's tests, and the ``gpu`` marker.
+
+* ``@pytest.mark.gpu`` tests are skipped unless ``torch.cuda.is_available()``.
+* fixture ``compose`` builds a job config exactly as ``python -m runner`` does (same config
+  dir, same schema), without starting Hydra's app.
+* fixtures ``plan_trials`` and ``run_one`` take a composed config through
+  ``runner.validate.plan_job`` and ``runner.execute.run_trial``.
+* fixture ``start_cli`` runs ``python -m runner`` (or another module) in a subprocess in a
+  given working directory and returns a :class:`Cli`; start several before waiting on any so
+  that the end-to-end runs overlap on the machine's cores.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = REPO_ROOT / "conf"
+CLI_TIMEOUT_S = 240
+
+
+# ---------------------------------------------------------------------------------------
+# The gpu marker.
+# ---------------------------------------------------------------------------------------
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
+    config.addinivalue_line("markers", "slow: end-to-end runs that take several seconds")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch  # only when GPU tests were collected: keeps analysis-only runs fast
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+# ---------------------------------------------------------------------------------------
+# Composing and planning configs in-process.
+# ---------------------------------------------------------------------------------------
+
+def _compose(*overrides: str) -> Any:
+    """The job config ``python -m runner OVERRIDES`` would run (one job, no multirun)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from runner import schema
+
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def _plan_trials(cfg: Any) -> list[tuple[Any, Any]]:
+    """``plan_job(cfg)`` as a list of ``(OpPlan, TrialSpec)`` pairs.
+
+    ``plan_job`` returns either ``(OpPlan, [TrialSpec, ...])`` or a list of planned trials
+    with ``.op`` and ``.spec`` (since ``cases`` let one job hold several ops); both are
+    accepted so these tests follow the runner rather than pin its internal return type.
+    """
+    from runner.validate import plan_job
+
+    out = plan_job(cfg)
+    if isinstance(out, tuple) and len(out) == 2 and hasattr(out[0], "builder"):
+        plan, specs = out
+        return [(plan, spec) for spec in specs]
+    return [(trial.op, trial.spec) for trial in out]
+
+
+def _run_one(*overrides: str, check_accuracy: bool = True) -> dict[str, Any]:
+    """Compose, plan and run the single trial the overrides describe; return its row."""
+    from runner.execute import run_trial
+
+    cfg = _compose(*overrides)
+    trials = _plan_trials(cfg)
+    assert len(trials) == 1, f"{overrides} expanded into {len(trials)} trials, expected 1"
+    plan, spec = trials[0]
+    return run_trial(spec, plan, cfg.timer, check_accuracy=check_accuracy)
+
+
+@pytest.fixture(scope="session")
+def compose() -> Any:
+    return _compose
+
+
+@pytest.fixture(scope="session")
+def plan_trials() -> Any:
+    return _plan_trials
+
+
+@pytest.fixture(scope="session")
+def run_one(frozen_gc: None) -> Any:
+    return _run_one
+
+
+@pytest.fixture(scope="session")
+def frozen_gc() -> None:
+    """``run_trial`` calls ``gc.collect()`` twice per trial; freezing the objects that exist
+    after the imports (torch's are most of them) keeps each collection short. Behaviour is
+    unchanged: frozen objects are only never *collected*, and they are all alive anyway."""
+    import torch  # noqa: F401
+
+    import runner.execute  # noqa: F401
+
+    gc.collect()
+    gc.freeze()
+
+
+# ---------------------------------------------------------------------------------------
+# The command line, in subprocesses.
+# ---------------------------------------------------------------------------------------
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["COLUMNS"] = "400"  # rich wraps at the terminal width: keep messages on one line
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Cli:
+    """A running ``python -m <module> ARGS`` in ``cwd``; :meth:`wait` gives its result."""
+
+    def __init__(self, args: list[str], cwd: Path, module: str = "runner") -> None:
+        self.args = list(args)
+        self.module = module
+        self.cwd = Path(cwd)
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        self._proc = subprocess.Popen([sys.executable, "-m", module, *self.args],
+                                      cwd=self.cwd, env=cli_env(), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+        self._done = False
+
+    def wait(self) -> Cli:
+        if not self._done:
+            try:
+                self.stdout, self.stderr = self._proc.communicate(timeout=CLI_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self.stdout, self.stderr = self._proc.communicate()
+                raise AssertionError(f"{self} did not finish in {CLI_TIMEOUT_S} s") from None
+            self.returncode = self._proc.returncode
+            self._done = True
+        return self
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr, whitespace-normalised (rich may wrap long lines)."""
+        self.wait()
+        return " ".join((self.stdout + "\n" + self.stderr).split())
+
+    @property
+    def err(self) -> str:
+        self.wait()
+        return " ".join(self.stderr.split())
+
+    def __repr__(self) -> str:
+        return f"python -m {self.module} {' '.join(self.args)} (in {self.cwd})"
+
+    def explain(self) -> str:
+        self.wait()
+        return (f"{self!r} exited {self.returncode}\n--- stdout\n{self.stdout[-4000:]}\n"
+                f"--- stderr\n{self.stderr[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def start_cli() -> Any:
+    """``start_cli(args, cwd, module="runner") -> Cli``, already running."""
+    return Cli

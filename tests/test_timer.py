@@ -1,0 +1,303 @@
+"""``runner.timer.measure`` driven by a fake clock: every number below is exact.
+
+Durations are in seconds. Sample durations of 1 ms and more are above ``batch_below_us``
+(10 µs), so each sample is one call unless a test is about batching.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+from fakes import FakeClock
+
+from runner.stats import median_ci_ranks
+from runner.timer import (
+    HostClock,
+    Measurement,
+    TimerPlan,
+    choose_calls_per_sample,
+    measure,
+)
+
+MS = 1e-3
+US = 1e-6
+
+
+def plan(**overrides: float) -> TimerPlan:
+    """A plan with no warm-up to speak of and caps that never trigger unless asked."""
+    base = dict(warmup_calls=1, warmup_s=0.0, min_samples=3, max_samples=1000,
+                target_rel=0.01, max_time_s=1e9, batch_below_us=10.0, batch_target_us=100.0,
+                max_calls_per_sample=10000)
+    base.update(overrides)
+    return TimerPlan(**base)
+
+
+def run(clock: FakeClock, timer_plan: TimerPlan, **kwargs: object) -> Measurement:
+    return measure(clock.op(), timer_plan, clock, wall=clock.wall, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# Warm-up
+# ---------------------------------------------------------------------------------------
+
+def test_warmup_stops_after_warmup_calls_when_time_is_already_met() -> None:
+    clock = FakeClock([MS] * 5 + [MS] * 3)  # 5 warm-up calls, then 3 identical samples
+    m = run(clock, plan(warmup_calls=5, warmup_s=0.0, min_samples=3, max_samples=3))
+    assert m.warmup_calls == 5
+    assert m.warmup_s == pytest.approx(5 * MS)
+    assert clock.calls_per_region == [1] * 8  # nothing else was timed
+    assert m.samples_s == (MS, MS, MS)
+
+
+def test_warmup_runs_until_warmup_s_when_calls_are_already_met() -> None:
+    # 1 ms per call, warm-up of 9.5 ms: 9 calls give 9 ms (< 9.5), the 10th reaches 10 ms.
+    clock = FakeClock([MS] * 10 + [2 * MS] * 3)
+    m = run(clock, plan(warmup_calls=1, warmup_s=9.5 * MS, min_samples=3, max_samples=3))
+    assert m.warmup_calls == 10
+    assert m.warmup_s == pytest.approx(10 * MS)
+    assert m.samples_s == (2 * MS, 2 * MS, 2 * MS)  # warm-up calls are not samples
+
+
+def test_warmup_needs_both_limits() -> None:
+    # 20 calls required, time met after 3: still 20 calls.
+    clock = FakeClock([MS] * 20 + [MS] * 3)
+    m = run(clock, plan(warmup_calls=20, warmup_s=2.5 * MS, min_samples=3, max_samples=3))
+    assert m.warmup_calls == 20
+
+
+def test_a_call_slower_than_max_time_ends_warmup_after_it() -> None:
+    clock = FakeClock([3.0] + [MS] * 3)
+    m = run(clock, plan(warmup_calls=10, warmup_s=10.0, max_time_s=2.0, min_samples=3,
+                        max_samples=3))
+    assert m.warmup_calls == 1
+
+
+def test_at_least_one_warmup_call_runs() -> None:
+    clock = FakeClock([MS] * 4)
+    m = run(clock, plan(warmup_calls=0, warmup_s=0.0, min_samples=3, max_samples=3))
+    assert m.warmup_calls == 1
+
+
+# ---------------------------------------------------------------------------------------
+# Batching of short ops
+# ---------------------------------------------------------------------------------------
+
+def test_short_op_is_batched_to_batch_target_us() -> None:
+    # 1 µs per call, below batch_below_us=10: ceil(100 µs / 1 µs) = 100 calls per sample.
+    clock = FakeClock(per_call_s=US)
+    m = run(clock, plan(warmup_calls=5, min_samples=3, max_samples=3))
+    assert m.calls_per_sample == 100
+    assert clock.calls_per_region == [1] * 5 + [100] * 3  # warm-up calls are single
+    # samples are per call: each region took 100 µs for 100 calls
+    assert m.samples_s == pytest.approx((US, US, US), rel=1e-12)
+
+
+def test_batch_size_rounds_up() -> None:
+    # 3 µs per call, target 50 µs: ceil(50 / 3) = 17 calls; each region is 51 µs.
+    clock = FakeClock(per_call_s=3 * US)
+    m = run(clock, plan(warmup_calls=3, batch_target_us=50.0, min_samples=3, max_samples=3))
+    assert m.calls_per_sample == 17
+    assert m.samples_s == pytest.approx((3 * US,) * 3, rel=1e-12)
+
+
+def test_batch_size_uses_the_median_of_the_last_five_warmup_calls() -> None:
+    # A slow first call (1 ms, cold) must not decide the batch: the last five are 2 µs.
+    clock = FakeClock([MS, MS, 2 * US, 2 * US, 2 * US, 2 * US, 2 * US], per_call_s=2 * US)
+    m = run(clock, plan(warmup_calls=7, min_samples=3, max_samples=3))
+    assert m.warmup_calls == 7
+    assert m.calls_per_sample == 50  # ceil(100 / 2)
+
+
+def test_batch_size_is_capped_by_max_calls_per_sample() -> None:
+    clock = FakeClock(per_call_s=0.1 * US)  # would need 1000 calls
+    m = run(clock, plan(warmup_calls=3, max_calls_per_sample=64, min_samples=3,
+                        max_samples=3))
+    assert m.calls_per_sample == 64
+    assert clock.calls_per_region[-3:] == [64, 64, 64]
+
+
+def test_op_at_or_above_batch_below_us_is_not_batched() -> None:
+    clock = FakeClock(per_call_s=10 * US)
+    m = run(clock, plan(warmup_calls=3, min_samples=3, max_samples=3))
+    assert m.calls_per_sample == 1
+
+
+@pytest.mark.parametrize(("per_call_s", "expected"), [
+    (1 * US, 100), (3 * US, 34), (9.99 * US, 11), (10 * US, 1), (1.0, 1), (0.0, 10000),
+])
+def test_choose_calls_per_sample(per_call_s: float, expected: int) -> None:
+    assert choose_calls_per_sample(per_call_s, plan()) == expected
+
+
+# ---------------------------------------------------------------------------------------
+# Stopping: converged, max_samples, max_time
+# ---------------------------------------------------------------------------------------
+
+def test_identical_samples_converge_at_min_samples() -> None:
+    clock = FakeClock([MS] + [5 * MS] * 100)
+    m = run(clock, plan(min_samples=7))
+    assert m.stop_reason == "converged"
+    assert len(m.samples_s) == 7
+    assert not m.noisy
+
+
+def test_converges_exactly_when_the_median_ci_is_tight() -> None:
+    # Samples 10, 20, 30 ms then 10 ms forever. Sorted, n samples are (n-2) tens, 20, 30.
+    # The CI is [x_(low), x_(high)] with (low, high) = median_ci_ranks(n); it is all tens
+    # (half-width 0) once high <= n - 2. median_ci_ranks: n=13 -> (2, 12), n=14 -> (3, 12).
+    assert median_ci_ranks(13) == (2, 12) and median_ci_ranks(14) == (3, 12)
+    clock = FakeClock([10 * MS] + [10 * MS, 20 * MS, 30 * MS] + [10 * MS] * 100)
+    m = run(clock, plan(min_samples=3, target_rel=0.01))
+    assert m.stop_reason == "converged"
+    assert len(m.samples_s) == 14
+    assert m.stats.ci_low == m.stats.ci_high == 10 * MS
+
+
+def test_no_convergence_check_before_min_samples() -> None:
+    clock = FakeClock([MS] + [MS] * 100)
+    m = run(clock, plan(min_samples=25, target_rel=0.5))
+    assert len(m.samples_s) == 25
+    assert m.stop_reason == "converged"
+
+
+def test_max_samples_caps_a_noisy_op() -> None:
+    clock = FakeClock([MS] + [MS, 3 * MS] * 50)
+    m = run(clock, plan(min_samples=3, max_samples=7, target_rel=1e-6))
+    assert m.stop_reason == "max_samples"
+    assert len(m.samples_s) == 7
+    assert m.samples_s == (MS, 3 * MS, MS, 3 * MS, MS, 3 * MS, MS)
+    assert m.noisy
+
+
+def test_min_equal_max_samples_takes_exactly_that_many() -> None:
+    clock = FakeClock([MS] + [MS, 3 * MS] * 10)
+    m = run(clock, plan(min_samples=3, max_samples=3, target_rel=1e-6))
+    assert len(m.samples_s) == 3
+    assert m.stop_reason == "max_samples"
+
+
+def test_max_time_stops_sampling_on_the_wall_clock() -> None:
+    # Samples of 0.1 s and 0.3 s never converge (target 1e-9). Sampling time: 0.1, 0.4,
+    # 0.5, 0.8 s ... the first check at or past 0.45 s is after the 3rd sample.
+    clock = FakeClock([0.1] + [0.1, 0.3] * 50)
+    m = run(clock, plan(min_samples=2, target_rel=1e-9, max_time_s=0.45))
+    assert m.stop_reason == "max_time"
+    assert m.samples_s == (0.1, 0.3, 0.1)
+
+
+def test_max_time_counts_time_outside_the_timed_region() -> None:
+    # flush takes 1 s of wall time each (outside the region): max_time_s=1.5 allows two.
+    clock = FakeClock([MS] + [MS, 2 * MS] * 50)
+    m = run(clock, plan(min_samples=2, target_rel=1e-9, max_time_s=1.5),
+            flush=lambda: clock.advance(1.0))
+    assert m.stop_reason == "max_time"
+    assert len(m.samples_s) == 2
+
+
+def test_max_time_starts_after_warmup() -> None:
+    # 1 s of warm-up must not eat the sampling budget of 0.35 s: 0.1 s samples -> 4 of them.
+    clock = FakeClock([1.0] + [0.1, 0.3] * 50)
+    m = run(clock, plan(warmup_calls=1, min_samples=2, target_rel=1e-9, max_time_s=0.35))
+    assert m.stop_reason == "max_time"
+    assert len(m.samples_s) == 2  # 0.1 + 0.3 = 0.4 >= 0.35 after two samples
+
+
+# ---------------------------------------------------------------------------------------
+# Hooks: before_sample and flush
+# ---------------------------------------------------------------------------------------
+
+def test_hooks_run_once_per_sample_and_never_inside_the_timed_region() -> None:
+    clock = FakeClock(per_call_s=2 * US)  # batched: 50 calls per sample
+    m = run(clock, plan(warmup_calls=2, min_samples=3, max_samples=3),
+            before_sample=clock.hook("before"), flush=clock.hook("flush"))
+    assert m.calls_per_sample == 50
+    warmup = ["before", "start", "call", "stop"] * 2  # no flush in warm-up
+    sample = ["before", "flush", "start"] + ["call"] * 50 + ["stop"]
+    assert clock.events == warmup + sample * 3
+
+
+def test_without_hooks_only_calls_are_timed() -> None:
+    clock = FakeClock([MS] * 4)
+    run(clock, plan(warmup_calls=1, min_samples=3, max_samples=3))
+    assert clock.events == ["start", "call", "stop"] * 4
+
+
+# ---------------------------------------------------------------------------------------
+# Measurement statistics
+# ---------------------------------------------------------------------------------------
+
+def test_measurement_stats_are_exact() -> None:
+    ms = [7, 3, 9, 1, 5, 2, 8, 4, 6, 10, 12, 11]  # milliseconds, all above batch_below_us
+    clock = FakeClock([MS] + [v * MS for v in ms])
+    m = run(clock, plan(min_samples=12, max_samples=12, target_rel=1e-9))
+    assert m.samples_s == tuple(v * MS for v in ms)  # raw, in call order
+    s = m.stats
+    assert s.n == 12
+    assert s.median == pytest.approx(6.5 * MS)
+    assert s.mean == pytest.approx(6.5 * MS)
+    assert s.std == pytest.approx(statistics.stdev(ms) * MS)  # sample std (n-1)
+    assert s.std == pytest.approx(math.sqrt(13) * MS)  # 1..12: variance n(n+1)/12 = 13
+    assert (s.min, s.max) == (pytest.approx(MS), pytest.approx(12 * MS))
+    # inclusive (numpy linear) quartiles of 1..12: positions 2.75 and 8.25 (0-based)
+    assert s.q25 == pytest.approx(3.75 * MS)
+    assert s.q75 == pytest.approx(9.25 * MS)
+    # n = 12 -> ranks (2, 11): the 2nd and 11th smallest
+    assert (s.ci_low, s.ci_high) == (pytest.approx(2 * MS), pytest.approx(11 * MS))
+    assert s.ci_rel_halfwidth == pytest.approx((11 - 2) / (2 * 6.5))
+    assert m.noisy  # 0.69 > target 1e-9
+    assert m.stop_reason == "max_samples"
+
+
+def test_noisy_compares_the_final_ci_with_target_rel() -> None:
+    samples = [10, 10, 10, 10, 11, 10, 10]  # n = 7: ranks (1, 7) -> CI [10, 11]
+    rel = (11 - 10) / (2 * 10)
+    for target, noisy in ((rel * 0.99, True), (rel, False)):
+        clock = FakeClock([MS] + [v * MS for v in samples])
+        m = run(clock, plan(min_samples=7, max_samples=7, target_rel=target))
+        assert m.stats.ci_rel_halfwidth == pytest.approx(rel)
+        assert m.noisy is noisy
+
+
+# ---------------------------------------------------------------------------------------
+# TimerPlan validation and the host clock
+# ---------------------------------------------------------------------------------------
+
+def test_timer_plan_rejects_min_samples_above_max_samples() -> None:
+    with pytest.raises(ValueError, match="min_samples"):
+        TimerPlan(min_samples=11, max_samples=10)
+    TimerPlan(min_samples=10, max_samples=10)  # equal is fine
+
+
+@pytest.mark.parametrize("bad", [dict(min_samples=0), dict(max_samples=0),
+                                 dict(max_calls_per_sample=0), dict(target_rel=0.0),
+                                 dict(max_time_s=0.0), dict(target_rel=-0.1)])
+def test_timer_plan_rejects_nonpositive_knobs(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        TimerPlan(**bad)
+
+
+def test_timer_plan_from_settings_copies_every_knob() -> None:
+    from runner.schema import TimerSettings
+
+    settings = TimerSettings(warmup_calls=2, warmup_s=0.5, min_samples=4, max_samples=9,
+                             target_rel=0.2, max_time_s=3.0, batch_below_us=5.0,
+                             batch_target_us=40.0, max_calls_per_sample=7)
+    assert TimerPlan.from_settings(settings) == TimerPlan(2, 0.5, 4, 9, 0.2, 3.0, 5.0, 40.0, 7)
+
+
+def test_host_clock_syncs_around_the_region_and_reads_nanoseconds() -> None:
+    events: list[str] = []
+    ticks = iter([1_000, 1_000 + 2_500_000])
+
+    def now_ns() -> int:
+        events.append("now")
+        return next(ticks)
+
+    clock = HostClock(sync=lambda: events.append("sync"), now_ns=now_ns)
+    token = clock.start()
+    events.append("work")
+    assert clock.stop(token) == pytest.approx(2.5e-3)
+    # sync before reading the start (drain earlier work), sync before reading the end
+    assert events == ["sync", "now", "work", "sync", "now"]
