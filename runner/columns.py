@@ -78,7 +78,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "graph_count": (_I, "graphs dynamo compiled"),
     "graph_break_count": (_I, "dynamo graph breaks"),
     "graph_break_reasons": (_S, "first line of each graph-break reason"),
-    "recompile_count": (_I, "graphs compiled during timing (recompiles)"),
+    "recompile_count": (_I, "graphs dynamo compiled after the first call (recompiles)"),
     # memory and accuracy
     "peak_allocated_bytes": (_I, "peak bytes held by tensors while timing (CUDA)"),
     "peak_reserved_bytes": (_I, "peak bytes reserved by the caching allocator (CUDA)"),

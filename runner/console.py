@@ -7,11 +7,13 @@ captures just the table.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
 
 def _console(stderr: bool) -> Console:
     """A console that is at least 160 columns wide when output is not a terminal (CI, pipes,

@@ -8,7 +8,7 @@ job, so they are only ever set through :func:`trial_settings`.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

@@ -23,7 +23,7 @@ GPU_STATE_FIELDS = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w",
                     "throttle_reasons")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def environment(device: str) -> dict[str, Any]:
     """Static facts about the machine and the device a trial runs on."""
     info: dict[str, Any] = {
@@ -59,7 +59,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _nvml() -> Any:
     """The initialised ``pynvml`` module (nvidia-ml-py), or None where it is not installed."""
     try:
@@ -71,7 +71,7 @@ def _nvml() -> Any:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _nvml_handle(device: str) -> Any:
     """NVML handle of a torch device, matched by UUID so CUDA_VISIBLE_DEVICES cannot
     confuse the two numberings."""
@@ -129,7 +129,7 @@ def _throttle_reasons(nvml: Any, handle: Any) -> str:
     return ",".join(sorted(names))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def git_provenance() -> dict[str, Any]:
     """The project's commit and whether the tree had uncommitted changes (null outside git)."""
     def git(*args: str) -> str | None:

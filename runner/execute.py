@@ -31,7 +31,15 @@ from runner import modes
 from runner.context import DEFAULT_TOLERANCE, MATMUL_PRECISION, TORCH_DTYPES, trial_settings
 from runner.environment import GPU_STATE_FIELDS, environment, git_provenance, gpu_state
 from runner.schema import DType, Status, TimerSettings
-from runner.timer import Clock, CudaEventClock, HostClock, L2Flusher, Measurement, TimerPlan, measure
+from runner.timer import (
+    Clock,
+    CudaEventClock,
+    HostClock,
+    L2Flusher,
+    Measurement,
+    TimerPlan,
+    measure,
+)
 from runner.trials import TrialSpec
 from runner.validate import OpPlan
 
@@ -101,8 +109,11 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
                            "capture_time_s": prepared.capture_time_s}
     if check_accuracy:
         out.update(_accuracy(spec, workloads, prepared))
-    _sync(device)
     if device.type == "cuda":
+        # The float64 reference and its temporaries are freed by now; return their cached
+        # blocks so peak_reserved_bytes reflects the timed op, not the accuracy check.
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
 
     measurement = measure(prepared.fn, TimerPlan.from_settings(timer), _clock(timer, device),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,14 +22,15 @@ def run_job(cfg: DictConfig) -> Path | None:
     Bad configuration exits with status 2 before any trial runs. A failing trial never stops
     the job: it becomes a row.
     """
+    hydra_cfg = HydraConfig.get()
+    job_dir = Path(hydra_cfg.runtime.output_dir)
     try:
         planned = plan_job(cfg)
     except ConfigError as exc:
-        console.stderr.print(f"[red]opsweep: error:[/] {exc}", highlight=False)
+        print(f"opsweep: error: {exc}", file=sys.stderr)
+        _discard_empty_job_dir(job_dir)
         raise SystemExit(2) from None
 
-    hydra_cfg = HydraConfig.get()
-    job_dir = Path(hydra_cfg.runtime.output_dir)
     sweep_dir = job_dir.parent.parent
     job_num = OmegaConf.select(hydra_cfg, "job.num", default=0) or 0
     overrides = list(hydra_cfg.overrides.task)
@@ -52,6 +54,20 @@ def run_job(cfg: DictConfig) -> Path | None:
     }
     table = _with_roofline(rows_to_table(rows, metadata))
     return write_new(table, job_dir / JOB_FILE)
+
+
+def _discard_empty_job_dir(job_dir: Path) -> None:
+    """Hydra makes the job folder before the config can be checked; when the config is bad,
+    remove what Hydra wrote (its .hydra record) so a failed start leaves no empty sweep behind.
+    Only folders holding no result file are touched."""
+    if (job_dir / JOB_FILE).exists():
+        return
+    shutil.rmtree(job_dir / ".hydra", ignore_errors=True)
+    for folder in (job_dir, job_dir.parent, job_dir.parent.parent):
+        try:
+            folder.rmdir()  # only succeeds when empty
+        except OSError:
+            break
 
 
 def smoke_timer() -> DictConfig:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -48,7 +49,9 @@ class Prepared:
     compile_stats: dict[str, Any] = field(default_factory=dict)
 
     def finish(self) -> None:
-        """After timing: graphs made during the samples are recompiles."""
+        """After timing: graphs dynamo made after the first call (accuracy check, warm-up,
+        samples) are recompiles, e.g. an op whose inputs change dtype or shape between
+        calls."""
         if "graph_count" in self.compile_stats:
             graphs_now = _dynamo_counters()["stats"]["unique_graphs"]
             self.compile_stats["recompile_count"] = graphs_now - self.compile_stats["graph_count"]

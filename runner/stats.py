@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 #: z for a two-sided 95% interval.
 Z_95 = 1.959963984540054

@@ -27,9 +27,10 @@ from __future__ import annotations
 import bisect
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from runner.stats import SampleStats, median_ci_rel_halfwidth, summarize
 
@@ -132,7 +133,7 @@ class TimerPlan:
     max_calls_per_sample: int = 10000
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "TimerPlan":
+    def from_settings(cls, settings: Any) -> TimerPlan:
         names = cls.__dataclass_fields__
         return cls(**{name: getattr(settings, name) for name in names})
 

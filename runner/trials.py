@@ -18,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from runner.schema import AXES, CompileMode, DType, GraphMode
 

@@ -19,14 +19,23 @@ import importlib
 import inspect
 import re
 import typing
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.schema import AXES, OP_META_KEYS, CompileMode, DType, GraphMode, RunConfig, TimerSettings
+from runner.schema import (
+    AXES,
+    OP_META_KEYS,
+    CompileMode,
+    DType,
+    GraphMode,
+    RunConfig,
+    TimerSettings,
+)
 from runner.trials import TrialSpec, as_choices, expand, shape_choices
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -352,10 +361,10 @@ def _override_values(override: Any) -> list[Any]:
 def _ops_in_play(overrides: list[Any], conf_dir: Path) -> list[str]:
     """Which op YAMLs a command line can select: op=..., else the experiment's, else the
     default in config.yaml."""
-    for ov in overrides:
+    for ov in reversed(overrides):  # Hydra applies the last of repeated overrides
         if ov.key_or_group == "op":
             return [str(v) for v in _override_values(ov)]
-    for ov in overrides:
+    for ov in reversed(overrides):
         if ov.key_or_group == "experiment":
             ops = []
             for name in _override_values(ov):
@@ -406,6 +415,7 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
             if custom_search:
                 continue
             _check_op_key(key, op_names, conf_dir)
+            _check_op_values(key.partition(".")[2], values, op_names, conf_dir)
         elif key in AXES:
             _check_axis_values(key, values, op_names, conf_dir)
         else:
@@ -427,17 +437,36 @@ def _op_yaml(name: str, conf_dir: Path) -> dict[str, Any] | None:
 
 
 def _check_op_key(full_key: str, op_names: list[str], conf_dir: Path) -> None:
+    """``op.<param>=...``: the key must be a parameter (or meta key) of every op in play, and a
+    closed-choice parameter's values must be among its choices."""
     sub = full_key.partition(".")[2]
-    valid: set[str] = set(OP_META_KEYS)
     for name in op_names:
         node = _op_yaml(name, conf_dir) or {}
-        valid |= set(node)
-        if "_target_" in node:
-            try:
-                valid |= set(builder_params(resolve_target(node["_target_"])))
-            except ConfigError:
-                pass
-    _check_key(full_key, sub, sorted(valid - {"_target_"}), "op.")
+        try:
+            params = builder_params(resolve_target(node["_target_"])) if node else {}
+        except ConfigError:
+            continue  # the op itself is reported by the op= check or inside the job
+        if sub in params or sub in OP_META_KEYS - {"_target_"}:
+            continue
+        close = difflib.get_close_matches(sub, list(params), n=1)
+        hint = f" Did you mean 'op.{close[0]}'?" if close else ""
+        listing = (f"Parameters of op '{name}': {choices_text('op.' + p for p in params)}."
+                   if params else f"Op '{name}' has no parameters.")
+        raise ConfigError(f"unknown config key '{full_key}'.{hint} {listing}")
+
+
+def _check_op_values(param: str, values: list[Any], op_names: list[str],
+                     conf_dir: Path) -> None:
+    for name in op_names:
+        node = _op_yaml(name, conf_dir) or {}
+        try:
+            spec = builder_params(resolve_target(node["_target_"])).get(param) if node else None
+        except ConfigError:
+            continue
+        if spec is not None:
+            for value in values:
+                for item in as_choices(value):
+                    spec.check(name, item)
 
 
 def _check_axis_values(key: str, values: list[Any], op_names: list[str],

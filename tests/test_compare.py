@@ -53,7 +53,8 @@ def test_twice_as_fast_is_faster_with_the_right_speedup():
     assert list(pairs["verdict"]) == ["faster"] * 4
     assert np.allclose(pairs["speedup"], 2.0, rtol=0.01)
     assert (pairs["ci_low"] > 1.9).all() and (pairs["ci_high"] < 2.1).all()
-    assert (pairs["ci_low"] <= pairs["speedup"]).all() and (pairs["speedup"] <= pairs["ci_high"]).all()
+    assert (pairs["ci_low"] <= pairs["speedup"]).all()
+    assert (pairs["speedup"] <= pairs["ci_high"]).all()
     assert (pairs["p_value"] < 1e-6).all()
     assert np.allclose(pairs["change_pct"], -50.0, atol=1.0)
     assert result.geomean == pytest.approx(2.0, rel=0.01)
@@ -155,7 +156,8 @@ def test_cli_formats(tmp_path, capsys):
     out_file = tmp_path / "cmp.csv"
     assert main([str(b), str(n), "--format", "csv", "-o", str(out_file)]) == 0
     frame = pd.read_csv(out_file)
-    assert frame.iloc[-1]["trial"] == "GEOMEAN" and frame.iloc[-1]["speedup"] == pytest.approx(2, rel=0.01)
+    assert frame.iloc[-1]["trial"] == "GEOMEAN"
+    assert frame.iloc[-1]["speedup"] == pytest.approx(2, rel=0.01)
     assert main([str(b), str(n)]) == 0
     table = capsys.readouterr().out
     assert "faster" in table and "matmul bf16 64x64x64" in table

@@ -197,7 +197,8 @@ def test_max_time_counts_time_outside_the_timed_region() -> None:
 
 
 def test_max_time_starts_after_warmup() -> None:
-    # 1 s of warm-up must not eat the sampling budget of 0.35 s: 0.1 s samples -> 4 of them.
+    # 1 s of warm-up must not eat the sampling budget of 0.35 s (counted from the warm-up's
+    # start, it would stop after one sample).
     clock = FakeClock([1.0] + [0.1, 0.3] * 50)
     m = run(clock, plan(warmup_calls=1, min_samples=2, target_rel=1e-9, max_time_s=0.35))
     assert m.stop_reason == "max_time"

@@ -1,0 +1,175 @@
+"""Bad input fails fast: exit status 2, a message that names the key, the bad value and the
+valid choices, and no results directory, for every kind of mistake.
+
+Each case is checked twice: in-process through ``runner.validate.check_command_line`` (the
+check ``python -m runner`` runs before Hydra composes anything), and end to end through
+``python -m runner`` in a fresh working directory. The subprocesses all start together in a
+module fixture, so the whole file costs about as much as its slowest run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.validate import ConfigError, check_command_line, group_options
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+OPS = group_options("op", REPO_ROOT / "conf")
+
+
+def _cuda_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+N_GPUS = _cuda_count()
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    args: tuple[str, ...]
+    needles: tuple[str, ...]
+    #: extra arguments that keep a run cheap if a bug lets it through validation
+    safe: tuple[str, ...] = ("timer=smoke",)
+    #: known bugs: which checks of this case are expected to fail, and why
+    bugs: dict[str, str] = field(default_factory=dict)
+
+
+TIMER_BOUNDS_BUG = (
+    "BUG: timer.min_samples > timer.max_samples is only rejected by TimerPlan.__post_init__ "
+    "inside runner/execute.py _measure_trial, so every trial becomes an error row, a results "
+    "folder is written and the exit status is 0; validate the timer (TimerPlan.from_settings "
+    "-> ConfigError) in check_command_line / plan_job before any trial runs")
+OP_PARAM_VALUE_BUG = (
+    "BUG: runner/validate.py check_command_line only checks op.* KEYS (_check_op_key), not "
+    "their values; op.impl=fast passes it, Hydra creates results/<sweep>/jobs/0/.hydra, and "
+    "plan_job rejects the value inside the job. Check op.* values against "
+    "builder_params(...)[name].check() for every op in play, as axis values are")
+TIMER_TYPE_BUG = (
+    "BUG: a timer value of the wrong type (timer.min_samples=abc) is rejected by OmegaConf "
+    "during Hydra's composition, which exits with status 1 (not the documented 2 for bad "
+    "input) and prints Hydra's message; check_command_line could check timer.* values "
+    "against TimerSettings' field types")
+TIMER_CLOCK_BUG = (
+    "BUG: timer.clock is a free string; an invalid value (timer.clock=hots) passes "
+    "validation, is ignored on cpu and raises ValueError inside every CUDA trial "
+    "(runner/execute.py _clock) -> error rows; validate it up front (Literal/enum)")
+
+CASES = [
+    Case("unknown_key", ("dtyp=fp16",),
+         ("unknown config key 'dtyp'", "Did you mean 'dtype'?", "Valid keys:", "dtype",
+          "shape", "device", "num_threads", "graph", "backward")),
+    Case("bad_dtype", ("dtype=fp61",),
+         ("'dtype'", "'fp61'", "fp64, fp32, tf32, fp16, bf16")),
+    Case("bad_op", ("op=matmull",), ("'op'", "'matmull'", "Did you mean 'matmul'?", *OPS)),
+    (Case("no_cuda", ("device=cuda",),
+          ("'device'", "'cuda'", "No CUDA device", "auto, cpu"))
+     if N_GPUS == 0 else
+     Case("no_such_gpu", (f"device=cuda:{N_GPUS}",),
+          ("'device'", f"'cuda:{N_GPUS}'", f"{N_GPUS} CUDA device(s)"))),
+    Case("shape_rank", ("op=matmul", "shape=[512,512]"),
+         ("'shape'", "[512, 512]", "rank 2", "rank 3 (M, N, K)")),
+    Case("shape_negative", ("op=matmul", "shape=[512,-1,512]"),
+         ("'shape'", "[512, -1, 512]", "positive integer")),
+    Case("shape_rank_in_list", ("op=matmul", "shape=[[8,8,8],[8,8]]"),
+         ("'shape'", "[8, 8]", "rank 2")),
+    Case("op_key", ("op=batched_dot", "op.imp=bmm"),
+         ("unknown config key 'op.imp'", "Did you mean 'op.impl'?")),
+    Case("op_literal", ("op=batched_dot", "op.impl=fast"),
+         ("'op.impl'", "'fast'", "mul_sum, bmm, einsum"),
+         safe=("timer=smoke", "shape=[8,8]"),
+         bugs={"check_command_line": OP_PARAM_VALUE_BUG, "no_results": OP_PARAM_VALUE_BUG}),
+    Case("multirun_value", ("dtype=fp32,fp61", "-m"), ("'dtype'", "'fp61'", "bf16"),
+         safe=("timer=smoke", "shape=[8,8,8]")),
+    Case("list_value", ("dtype=[fp32,fp61]",), ("'dtype'", "'fp61'", "bf16")),
+    Case("multirun_op", ("op=matmul,matmull", "-m"), ("'op'", "'matmull'", "matmul"),
+         safe=("timer=smoke", "shape=[8,8,8]")),
+    Case("timer_key", ("timer.warmup=3",),
+         ("unknown config key 'timer.warmup'", "timer.warmup_s", "timer.warmup_calls")),
+    Case("timer_bounds", ("timer.min_samples=20", "timer.max_samples=10"),
+         ("min_samples", "max_samples"), safe=("shape=[8,8,8]",),
+         bugs={k: TIMER_BOUNDS_BUG
+               for k in ("check_command_line", "exit", "stderr", "no_results")}),
+    Case("timer_type", ("timer.min_samples=abc",), ("timer.min_samples", "abc"),
+         bugs={"check_command_line": TIMER_TYPE_BUG, "exit": TIMER_TYPE_BUG}),
+]
+if N_GPUS:  # on cpu an invalid timer.clock is never read; on cuda every trial fails
+    CASES.append(Case("timer_clock", ("timer.clock=hots",), ("timer.clock", "hots"),
+                      safe=("timer=smoke", "shape=[8,8,8]"),
+                      bugs={k: TIMER_CLOCK_BUG
+                            for k in ("check_command_line", "exit", "stderr", "no_results")}))
+
+
+def params(check: str) -> list[Any]:
+    out = []
+    for case in CASES:
+        marks = ([pytest.mark.xfail(strict=True, reason=case.bugs[check])]
+                 if check in case.bugs else [])
+        out.append(pytest.param(case, id=case.id, marks=marks))
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, start_cli: Any) -> dict[str, Any]:
+    """Every case through ``python -m runner``, all started before any is waited on."""
+    return {case.id: start_cli([*case.args, *case.safe], tmp_path_factory.mktemp(case.id))
+            for case in CASES}
+
+
+# ---------------------------------------------------------------------------------------
+# In-process: check_command_line
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", params("check_command_line"))
+def test_check_command_line_rejects(case: Case) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_command_line([*case.args, *case.safe])
+    message = str(info.value)
+    for needle in case.needles:
+        assert needle in message, f"{needle!r} not in {message!r}"
+
+
+@pytest.mark.parametrize("args", [
+    ["op=matmul", "dtype=[fp32,bf16]", "shape=[[8,8,8],[16,16,16]]", "timer=smoke"],
+    ["op=batched_dot", "op.impl=[mul_sum,bmm]", "shape=[8,8]"],
+    ["-m", "op=matmul,batched_dot", "dtype=fp32,bf16"],
+    ["op=custom", "op.target=ops.examples:gelu_mul", "device=cpu", "seed=3"],
+    ["experiment=quickstart", "timer.target_rel=0.1", "timer.flush_l2=true"],
+    ["hydra.verbose=true", "+notes=x"],
+])
+def test_check_command_line_accepts_good_input(args: list[str]) -> None:
+    check_command_line(args)
+
+
+# ---------------------------------------------------------------------------------------
+# End to end: python -m runner
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", params("exit"))
+def test_cli_exits_with_status_2(runs: dict[str, Any], case: Case) -> None:
+    run = runs[case.id].wait()
+    assert run.returncode == 2, run.explain()
+
+
+@pytest.mark.parametrize("case", params("stderr"))
+def test_cli_explains_on_stderr(runs: dict[str, Any], case: Case) -> None:
+    run = runs[case.id].wait()
+    assert "error" in run.err.lower(), run.explain()
+    for needle in case.needles:
+        assert needle in run.err, f"{needle!r} not on stderr\n{run.explain()}"
+    assert "Traceback" not in run.stderr, run.explain()
+
+
+@pytest.mark.parametrize("case", params("no_results"))
+def test_cli_creates_no_results_directory(runs: dict[str, Any], case: Case) -> None:
+    run = runs[case.id].wait()
+    assert not (run.cwd / "results").exists(), (
+        f"results/ was created: {sorted(p.name for p in (run.cwd / 'results').rglob('*'))}"
+        f"\n{run.explain()}")
+    assert not (run.cwd / "multirun").exists() and not (run.cwd / "outputs").exists()
