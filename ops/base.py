@@ -16,8 +16,9 @@ closed choice, and the runner rejects other values before any trial runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 

@@ -9,11 +9,16 @@ says so (``roofline_source="fallback:<device>"``). Never a silent guess.
 
 Sources, by kind:
 
-* ``measured``: this project's device machines, PyTorch 2.11+cu130, driver 580.159.04, one
-  run: the best of 10 CUDA-event-timed ``x @ y`` at 8192^3 (bf16, fp16, tf32) and 4096^3
-  (fp32, fp64) on random data; a 1 GiB fp32 ``copy_`` counting bytes read plus written;
-  pinned 1 GiB host<->device copies counting bytes transferred; the mean per call of 1000
-  back-to-back eager ``a + b`` on one-element tensors (launch floor).
+* ``measured``: this project's device machines (one H100 80GB HBM3 SXM, one H200), PyTorch
+  2.11+cu130, driver 580.159.04. Matmul and copy ceilings are the best of three runs: a
+  standalone script (best of 10 CUDA-event-timed ``x @ y`` at 8192^3 for bf16/fp16/tf32 and
+  4096^3 for fp32/fp64; 1 GiB fp32 ``copy_`` counting bytes read plus written; pinned 1 GiB
+  host<->device copies counting bytes transferred) and two runs of the calibrate sweep
+  through ``python -m runner`` (``timer=quick`` and ``timer=default``; the rows listed in
+  :func:`runner.roofline.store_calibration`). Run-to-run spread was up to 10% (tf32, fp16),
+  which is why the maximum is kept. The launch floors are the runner's own median for a
+  one-element ``add`` (``timer=default``), eager and replayed as a CUDA graph, because that
+  is what the runner's timer measures for any tiny op.
 * ``datasheet``: NVIDIA's product datasheets, dense (not 2:4-sparse) tensor-core figures.
   Leads only: measured peaks come out 15-25% lower.
 
@@ -26,12 +31,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-#: Launch floor assumed when a fallback device has no measured one (µs). Eager PyTorch
-#: dispatch plus a kernel launch: measured 4.9 µs (H200) and 6.3 µs (H100) here.
-DEFAULT_LAUNCH_US = 5.0
+#: Launch floor assumed when a fallback device has no measured one (µs): a one-element eager
+#: ``add`` as the runner times it took 10.9 µs (H200) and 13.9 µs (H100) here.
+DEFAULT_LAUNCH_US = 10.0
 
-H100_H200_MEASURED = ("measured: PyTorch 2.11+cu130, driver 580.159.04, best of 10 CUDA-event "
-                      "timings; see runner/analysis_devices.py")
+H100_H200_MEASURED = ("measured: PyTorch 2.11+cu130, driver 580.159.04, best of three runs; "
+                      "see runner/analysis_devices.py")
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class DeviceSpec:
     h2d_gbps: float | None = None
     d2h_gbps: float | None = None
     launch_us: float | None = None
+    graph_launch_us: float | None = None
     source: str = "datasheet"
     urls: tuple[str, ...] = ()
     datasheet: dict[str, float] = field(default_factory=dict)
@@ -54,16 +60,16 @@ class DeviceSpec:
 FALLBACK_DEVICES: tuple[DeviceSpec, ...] = (
     DeviceSpec(
         name="H200", pattern=r"\bH200\b(?!.*NVL)",
-        matmul_tflops={"bf16": 784.0, "fp16": 752.0, "tf32": 407.0, "fp32": 49.8, "fp64": 62.1},
-        copy_gbps=4231.0, h2d_gbps=55.6, d2h_gbps=55.5, launch_us=4.9,
+        matmul_tflops={"bf16": 784.0, "fp16": 752.0, "tf32": 407.0, "fp32": 51.2, "fp64": 62.5},
+        copy_gbps=4232.0, h2d_gbps=55.6, d2h_gbps=55.5, launch_us=10.9, graph_launch_us=2.4,
         source=H100_H200_MEASURED,
         urls=("https://www.nvidia.com/en-us/data-center/h200/",),
         datasheet={"bf16": 989.5, "fp16": 989.5, "tf32": 494.7, "fp32": 67.0, "fp64": 67.0,
                    "memory_gbps": 4800.0}),
     DeviceSpec(
         name="H100 SXM", pattern=r"\bH100\b.*(SXM|HBM3)",
-        matmul_tflops={"bf16": 780.0, "fp16": 755.0, "tf32": 407.0, "fp32": 50.6, "fp64": 62.2},
-        copy_gbps=2997.0, h2d_gbps=55.4, d2h_gbps=55.2, launch_us=6.3,
+        matmul_tflops={"bf16": 781.0, "fp16": 755.0, "tf32": 407.0, "fp32": 51.6, "fp64": 62.6},
+        copy_gbps=2997.0, h2d_gbps=55.4, d2h_gbps=55.3, launch_us=13.9, graph_launch_us=3.3,
         source=H100_H200_MEASURED,
         urls=("https://www.nvidia.com/en-us/data-center/h100/",),
         datasheet={"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9, "fp64": 66.9,

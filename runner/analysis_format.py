@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
+import pandas as pd
+
 EXIT_BAD_ARGS = 2
 
 
@@ -33,10 +35,10 @@ def fail(message: str, prog: str = "runner") -> NoReturn:
 
 def is_missing(value: object) -> bool:
     """True for None, NaN and pandas' missing markers."""
-    if value is None:
+    if value is None or value is pd.NA or value is pd.NaT:
         return True
     try:
-        return bool(value != value)  # NaN, NA
+        return bool(value != value)  # NaN
     except (TypeError, ValueError):
         return False
 

@@ -104,7 +104,7 @@ def spec_label(row: pd.Series | dict, columns: Sequence[str]) -> str:
     bits = []
     for c in columns:
         value = canonical(row.get(c) if isinstance(row, dict) else row.get(c, None))
-        if c in ("op", "dtype", "shape_str", "device_requested", "device"):
+        if c in ("op", "dtype", "shape_str", "device_requested", "device", "sweep_id", "mode"):
             if value is not None:
                 bits.append(str(value))
             continue

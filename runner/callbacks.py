@@ -21,10 +21,27 @@ class MergeResults(Callback):
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         job_dir = Path(config.hydra.runtime.output_dir)
-        finish_sweep(job_dir.parent.parent)
+        self._finish(config, job_dir.parent.parent)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        finish_sweep(Path(config.hydra.sweep.dir))
+        self._finish(config, Path(config.hydra.sweep.dir))
+
+    @staticmethod
+    def _finish(config: DictConfig, sweep_dir: Path) -> None:
+        merged = finish_sweep(sweep_dir)
+        if merged is not None and config.get("store_calibration") and config.get("smoke"):
+            console.stderr.print("calibration not stored: smoke=true sizes and timer give "
+                                 "meaningless ceilings")
+        elif merged is not None and config.get("store_calibration"):
+            from runner.roofline import store_calibration
+
+            import pandas as pd
+
+            path = store_calibration(pd.read_parquet(merged), config.results_dir)
+            if path is None:
+                console.stderr.print("calibration: nothing stored (no usable rows)")
+            else:
+                console.stderr.print(f"calibration stored → {path}", highlight=False)
 
 
 def finish_sweep(sweep_dir: Path) -> Path | None:

@@ -49,7 +49,10 @@ from runner.load import load
 FAILED_STATUSES = ("error", "oom")
 
 _PAIR_COLUMNS = ["trial", "verdict", "base_us", "new_us", "speedup", "ci_low", "ci_high",
-                 "p_value", "change_pct", "noise_pct", "base_trials", "new_trials"]
+                 "p_value", "change_pct", "noise_pct", "base_trials", "new_trials", "note"]
+#: Timer settings that, when they differ between the two runs of a trial, are noted:
+#: e.g. an adaptive calls_per_sample of 11 vs 1 changes what a 3 µs op measures.
+_TIMER_FIELDS = ("timer_preset", "calls_per_sample", "l2_flush")
 
 
 @dataclass
@@ -152,11 +155,12 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
     new = new.assign(_key=spec_keys(new, keys)) if len(new) else new.assign(_key=[])
     both = pd.concat([base[[c for c in keys if c in base.columns]],
                       new[[c for c in keys if c in new.columns]]], ignore_index=True)
-    label_cols = ["op", *[c for c in varying_columns(both, keys) if c != "op"]]
+    # target is implied by op; it stays in the join but would only clutter the labels
+    label_cols = ["op", *[c for c in varying_columns(both, keys) if c not in ("op", "target")]]
     label_cols = [c for c in dict.fromkeys(label_cols) if c in both.columns]
 
-    base_specs = _collapse(base)
-    new_specs = _collapse(new)
+    base_specs = _collapse(base, keys)
+    new_specs = _collapse(new, keys)
     common = [k for k in base_specs if k in new_specs]
     rows, not_compared, reps = [], [], []
     for key in common:
@@ -177,7 +181,8 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
                      "ci_high": st.ci_high, "p_value": st.p_value,
                      "change_pct": (1.0 / st.speedup - 1.0) * 100.0 if st.speedup > 0 else np.nan,
                      "noise_pct": st.noise * 100.0, "base_trials": b["count"],
-                     "new_trials": n["count"], **spec})
+                     "new_trials": n["count"], "note": _timer_note(b["row"], n["row"]),
+                     **spec})
         reps.append(st.log_replicates)
     pairs = pd.DataFrame(rows, columns=_PAIR_COLUMNS + keys if not rows else None)
     finite = [i for i, r in enumerate(rows) if r["speedup"] > 0 and math.isfinite(r["speedup"])]
@@ -212,33 +217,59 @@ def _key_columns(base: pd.DataFrame, new: pd.DataFrame, ignored: set[str]) -> li
     return keys
 
 
-def _collapse(df: pd.DataFrame) -> dict[str, dict]:
+#: Columns a collapsed spec record keeps from its first row (besides the spec keys).
+_ROW_FIELDS = ("status", "reason", "time_median_us", "time_ci_low_us", "time_ci_high_us",
+               "noisy", *_TIMER_FIELDS)
+
+
+def _collapse(df: pd.DataFrame, keys: Sequence[str]) -> dict[str, dict]:
     """One record per spec key. Rows repeating a spec (repeated sweeps, merged globs) are
-    pooled: their raw samples concatenated, ok rows preferred over failed ones."""
+    pooled: their raw samples concatenated, ok rows preferred over failed ones.
+
+    Works on column lists rather than per-group DataFrames: thousands of specs stay fast.
+    """
     out: dict[str, dict] = {}
     if not len(df):
         return out
-    cols = df.columns
-    for key, group in df.groupby("_key", sort=False, observed=True):
-        if "status" in cols:
-            ok = group[group["status"].astype(object).to_numpy() == "ok"]
-        else:
-            ok = group
-        chosen = ok if len(ok) else group
-        first = chosen.iloc[0]
+    fields = [c for c in dict.fromkeys([*keys, *_ROW_FIELDS]) if c in df.columns]
+    columns = {c: df[c].astype(object).tolist() for c in fields}
+    samples_col = df["samples_us"].tolist() if "samples_us" in df.columns else None
+    status = columns.get("status", ["ok"] * len(df))
+    groups: dict[str, list[int]] = {}
+    for i, key in enumerate(df["_key"].tolist()):
+        groups.setdefault(key, []).append(i)
+    for key, idx in groups.items():
+        ok = [i for i in idx if status[i] == "ok"]
+        chosen = ok or idx
+        first = {c: columns[c][chosen[0]] for c in fields}
         samples = None
-        if "samples_us" in cols and len(ok):
-            arrays = [np.asarray(s, dtype=float) for s in ok["samples_us"]
-                      if s is not None and not is_missing_array(s)]
+        if samples_col is not None and ok:
+            arrays = [np.asarray(samples_col[i], dtype=float) for i in ok
+                      if samples_col[i] is not None and not is_missing_array(samples_col[i])]
             samples = np.concatenate(arrays) if arrays else None
         median = float(np.median(samples)) if samples is not None and len(samples) else \
             _float(first.get("time_median_us"))
         ci = (_float(first.get("time_ci_low_us")), _float(first.get("time_ci_high_us"))) \
             if len(chosen) == 1 else None
-        out[key] = {"row": first, "status": str(first.get("status", "ok")) if "status" in cols
-                    else "ok", "reason": first.get("reason") if "reason" in cols else None,
-                    "samples": samples, "median": median, "ci": ci, "count": len(chosen)}
+        state = first.get("status")
+        out[key] = {"row": first, "status": "ok" if state is None else str(state),
+                    "reason": first.get("reason"), "samples": samples, "median": median,
+                    "ci": ci, "count": len(chosen)}
     return out
+
+
+def _timer_note(base_row: dict, new_row: dict) -> str:
+    """Why two timings may not be comparable: different timer settings, or a noisy run."""
+    bits = []
+    for name in _TIMER_FIELDS:
+        b, n = canonical(base_row.get(name)), canonical(new_row.get(name))
+        if b is not None and n is not None and b != n:
+            bits.append(f"{name} {b} vs {n}")
+    noisy = [side for side, row in (("BASE", base_row), ("NEW", new_row))
+             if canonical(row.get("noisy")) is True]
+    if noisy:
+        bits.append(f"noisy in {' and '.join(noisy)}")
+    return "; ".join(bits)
 
 
 def is_missing_array(value: object) -> bool:
@@ -250,7 +281,7 @@ def _float(value: object) -> float:
     return float("nan") if is_missing(value) else float(value)
 
 
-def _spec_dict(row: pd.Series, keys: Sequence[str]) -> dict:
+def _spec_dict(row: dict, keys: Sequence[str]) -> dict:
     return {k: canonical(row.get(k)) for k in keys}
 
 
@@ -268,6 +299,9 @@ def _one_side(specs: dict[str, dict], other: dict[str, dict], keys: list[str],
 
 def _axis_notes(base: pd.DataFrame, new: pd.DataFrame, keys: list[str]) -> list[str]:
     """Explain why specs did not match: which axes differ between the two sides."""
+    if not len(base) or not len(new):
+        side = "BASE" if not len(base) else "NEW"
+        return [f"{side} has no trials (after filters): nothing to match against"]
     notes = []
     for col in keys:
         in_b, in_n = col in base.columns, col in new.columns
@@ -306,13 +340,19 @@ def render(result: Comparison, fmt: str = "table", *, base_name: str = "BASE",
     raise ValueError(f"format {fmt!r} is not one of table, csv, markdown")
 
 
-def _pair_cells(row: pd.Series) -> list[str]:
-    return [row["trial"], fmt_time_us(row["base_us"]), fmt_time_us(row["new_us"]),
-            fmt_ratio(row["speedup"]), f"[{row['ci_low']:.3g}, {row['ci_high']:.3g}]",
-            fmt_p(row["p_value"]), f"{row['noise_pct']:.1f}%", row["verdict"]]
+def _pair_cells(row: pd.Series, with_note: bool) -> list[str]:
+    cells = [row["trial"], fmt_time_us(row["base_us"]), fmt_time_us(row["new_us"]),
+             fmt_ratio(row["speedup"]), f"[{row['ci_low']:.3g}, {row['ci_high']:.3g}]",
+             fmt_p(row["p_value"]), f"{row['noise_pct']:.1f}%", row["verdict"]]
+    return cells + [row.get("note") or ""] if with_note else cells
 
 
 _PAIR_HEADERS = ["trial", "base", "new", "speedup", "95% CI", "p", "noise", "verdict"]
+
+
+def _headers(result: Comparison) -> tuple[list[str], bool]:
+    with_note = "note" in result.pairs.columns and result.pairs["note"].fillna("").ne("").any()
+    return _PAIR_HEADERS + (["note"] if with_note else []), with_note
 
 
 def summary_line(result: Comparison) -> str:
@@ -332,16 +372,17 @@ def summary_line(result: Comparison) -> str:
 
 def rule_line(result: Comparison) -> str:
     """The verdict rule in force, printed under every output."""
-    return (f"verdict: faster/slower only when p < {result.alpha:g}, the 95% CI excludes 1 "
-            f"and |speedup - 1| >= max({result.threshold * 100:g}%, noise); else same. "
-            "speedup = base/new (> 1: NEW is faster).")
+    return (f"verdict: faster/slower need p < {result.alpha:g}, a 95% CI excluding 1 and "
+            f"|speedup-1| >= max({result.threshold * 100:g}%, noise); "
+            "speedup = base/new (> 1: NEW faster)")
 
 
 def _render_markdown(result: Comparison, base_name: str, new_name: str) -> str:
     out = [f"## {base_name} → {new_name}", ""]
     if len(result.pairs):
-        out.append(markdown_table(_PAIR_HEADERS,
-                                  (_pair_cells(r) for _, r in result.pairs.iterrows())))
+        headers, with_note = _headers(result)
+        out.append(markdown_table(headers, (_pair_cells(r, with_note)
+                                            for _, r in result.pairs.iterrows())))
         out.append("")
     out += [f"**{summary_line(result)}**", "", rule_line(result), ""]
     out += _side_sections_md(result)
@@ -380,18 +421,36 @@ def _render_rich(result: Comparison, base_name: str, new_name: str, width: int |
                       highlight=False)
     if len(result.pairs):
         table = Table(title=f"{base_name} → {new_name}", show_lines=False)
-        for i, h in enumerate(_PAIR_HEADERS):
-            table.add_column(h, justify="left" if i == 0 else "right",
-                             overflow="fold" if i == 0 else "ellipsis")
+        headers, with_note = _headers(result)
+        for i, h in enumerate(headers):
+            table.add_column(h, justify="left" if i in (0, 8) else "right",
+                             overflow="fold" if i in (0, 8) else "ellipsis")
         for _, row in result.pairs.iterrows():
-            table.add_row(*_pair_cells(row))
+            table.add_row(*_pair_cells(row, with_note))
         console.print(table)
     else:
         console.print(f"{base_name} → {new_name}: no trial could be compared.")
-    console.print(summary_line(result))
-    console.print(rule_line(result))
-    for line in _side_sections_md(result):
-        console.print(line, markup=False)
+    console.print(summary_line(result), markup=False)
+    console.print(rule_line(result), markup=False)
+    if len(result.not_compared):
+        side = Table(title="Not compared (not ok on a side)", title_justify="left")
+        for h in ("trial", "base", "new", "reason"):
+            side.add_column(h, overflow="fold")
+        for _, r in result.not_compared.iterrows():
+            side.add_row(r["trial"], r["base_status"], r["new_status"], _reason(r))
+        console.print(side)
+    for title, frame in (("Only in BASE", result.only_base), ("Only in NEW", result.only_new)):
+        if len(frame):
+            side = Table(title=title, title_justify="left")
+            side.add_column("trial", overflow="fold")
+            side.add_column("status")
+            for _, r in frame.iterrows():
+                side.add_row(r["trial"], str(r["status"]))
+            console.print(side)
+    if result.axis_notes:
+        console.print("Why some trials did not match:", markup=False)
+        for note in result.axis_notes:
+            console.print(f"  - {note}", markup=False)
     return buf.getvalue()
 
 

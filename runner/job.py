@@ -52,7 +52,7 @@ def run_job(cfg: DictConfig) -> Path | None:
         "config": OmegaConf.to_yaml(cfg, resolve=True),
         "argv": sys.argv,
     }
-    table = _with_roofline(rows_to_table(rows, metadata))
+    table = _with_roofline(rows_to_table(rows, metadata), cfg.results_dir)
     return write_new(table, job_dir / JOB_FILE)
 
 
@@ -79,7 +79,7 @@ def smoke_timer() -> DictConfig:
                            OmegaConf.load(CONF_DIR / "timer" / "smoke.yaml"))
 
 
-def _with_roofline(table: Any) -> Any:
+def _with_roofline(table: Any, results_root: str) -> Any:
     """Append pct_of_peak / bound columns (runner.roofline) so results need no manual step."""
     try:
         from runner import roofline
@@ -87,8 +87,8 @@ def _with_roofline(table: Any) -> Any:
         return table
     import pyarrow as pa
 
-    annotated = roofline.annotate(table.to_pandas())
+    annotated = roofline.annotate(table.to_pandas(), results_root=results_root)
     for name in ("pct_of_peak", "bound", "roofline_source", "roofline_reason"):
         if name in annotated and name not in table.column_names:
-            table = table.append_column(name, pa.array(annotated[name].tolist()))
+            table = table.append_column(name, pa.Array.from_pandas(annotated[name]))
     return table

@@ -149,9 +149,12 @@ def prepare(spec: TrialSpec, workloads: Sequence[Workload]) -> Prepared:
 
 @contextlib.contextmanager
 def compile_isolation(spec: TrialSpec) -> Iterator[None]:
-    """Keep compiled trials independent: fresh dynamo state before and after, and inductor's
-    on-disk FX-graph and autograd caches off, so ``compile_time_s`` is a cold compile whatever
-    ran before."""
+    """Keep compiled trials independent: fresh dynamo state before and after, and every
+    inductor cache off (``torch.compiler.config.force_disable_caches``: FX graphs, autograd,
+    autotuning, compiled kernels), so ``compile_time_s`` is a cold compile whatever ran
+    before. Process-wide warm state that no flag resets (imported modules, a started
+    compile-worker pool, CUDA context) still makes the first compiled trial of a process
+    slower than the rest."""
     if spec.compile is CompileMode.none:
         yield
         return
@@ -160,6 +163,9 @@ def compile_isolation(spec: TrialSpec) -> Iterator[None]:
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(inductor_config.patch(fx_graph_cache=False))
+        compiler_config = getattr(torch.compiler, "config", None)
+        if hasattr(compiler_config, "force_disable_caches"):
+            stack.enter_context(compiler_config.patch(force_disable_caches=True))
         if hasattr(functorch_config, "enable_autograd_cache"):
             stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
         try:

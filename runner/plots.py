@@ -17,14 +17,28 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import PercentFormatter
+from matplotlib.ticker import (
+    FuncFormatter,
+    LogLocator,
+    NullFormatter,
+    NullLocator,
+    PercentFormatter,
+)
 
-from runner.analysis_spec import mode_label, param_columns, spec_label, varying_columns
+from runner.analysis_spec import (
+    mode_label,
+    param_columns,
+    spec_keys,
+    spec_label,
+    varying_columns,
+)
 
 #: Most series / rows drawn in one figure; the rest are left out with a note.
 MAX_SERIES = 12
 MAX_ROWS = 40
 DTYPE_ORDER = ("fp64", "fp32", "tf32", "fp16", "bf16")
+#: Below this FLOP/byte an op's throughput is shown in GB/s rather than TFLOP/s.
+MIN_FLOP_INTENSITY = 4.0
 BOUND_MARKERS = {"compute": "o", "memory": "s", "overhead": "^", None: "x"}
 
 
@@ -70,6 +84,30 @@ def _spans_decade(values: pd.Series) -> bool:
     return len(values) > 1 and values.max() / values.min() >= 10
 
 
+def short_number(value: float) -> str:
+    """Tick text: ``0.02``, ``5``, ``50k``, ``2M``, ``1G`` (SI suffixes past a thousand)."""
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def log_axis(axis, values: pd.Series) -> None:
+    """Put ``axis`` (``ax.xaxis``/``ax.yaxis``) on a log scale with plain labels (1, 2, 5, 10...).
+
+    Over fewer than three decades, ticks at 1-2-5 steps keep enough labels to read values;
+    minor ticks stay unlabelled so labels never collide.
+    """
+    values = pd.to_numeric(values, errors="coerce")
+    values = values[values > 0]
+    span = np.log10(values.max() / values.min()) if len(values) > 1 else 0.0
+    if span < 3:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: short_number(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _series_label(row: pd.Series, columns: list[str]) -> str:
     return spec_label(row, columns) if columns else "all"
 
@@ -102,15 +140,17 @@ def plot_scaling(df: pd.DataFrame) -> list[Plot]:
 
 
 def _scaling_figure(op: str, group: pd.DataFrame, tcol: str) -> Plot:
-    series_cols = [c for c in ("dtype", "mode", *param_columns(group))
+    series_cols = [c for c in ("sweep_id", "dtype", "mode", *param_columns(group))
                    if c in group.columns and varying_columns(group, [c])]
-    use_flops = pd.to_numeric(group.get("tflops"), errors="coerce").fillna(0).gt(0).any() \
-        and pd.to_numeric(group.get("flops"), errors="coerce").fillna(0).gt(0).all()
+    # FLOP/s for ops that do real arithmetic per byte; GB/s for copies and elementwise ops
+    intensity = pd.to_numeric(group.get("arithmetic_intensity"), errors="coerce")
+    use_flops = pd.to_numeric(group.get("flops"), errors="coerce").fillna(0).gt(0).all() \
+        and bool(intensity.median() >= MIN_FLOP_INTENSITY)
     rate_col, rate_label = ("tflops", "throughput (TFLOP/s)") if use_flops else \
         ("gbps", "bandwidth (GB/s, bytes read + written)")
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     ax_t, ax_r = fig.subplots(1, 2)
-    keys = group[series_cols].astype(str).agg(" ".join, axis=1) if series_cols else \
+    keys = spec_keys(group, series_cols) if series_cols else \
         pd.Series("all", index=group.index)
     names = list(dict.fromkeys(keys))
     note = ""
@@ -130,10 +170,13 @@ def _scaling_figure(op: str, group: pd.DataFrame, tcol: str) -> Plot:
         ax.grid(True, which="major", alpha=0.3)
         if _spans_decade(group["numel"]):
             ax.set_xscale("log")
+            log_axis(ax.xaxis, group["numel"])
     if _spans_decade(group[tcol]):
         ax_t.set_yscale("log")
+        log_axis(ax_t.yaxis, group[tcol])
     if rate_col in group.columns and _spans_decade(group[rate_col]):
         ax_r.set_yscale("log")
+        log_axis(ax_r.yaxis, group[rate_col])
     ax_t.set_title(f"{op}: median time per op")
     ax_r.set_title(f"{op}: {rate_label.split(' (')[0]}")
     _legend(ax_r, len(names))
@@ -187,6 +230,7 @@ def plot_roofline(df: pd.DataFrame, ceilings: list) -> Plot:
             drawn.append(dtype)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    log_axis(ax.xaxis, pd.concat([x, pd.Series([xmin, xmax])]))
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved throughput (TFLOP/s)")
     ax.grid(True, which="major", alpha=0.3)
@@ -218,7 +262,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
     tcol = time_column(rows)
     group_cols = [c for c in ("op", "dtype", "shape_str", *param_columns(rows))
                   if c in rows.columns]
-    keys = rows[group_cols].astype(str).agg("\x1f".join, axis=1)
+    keys = spec_keys(rows, group_cols)
     groups = [(k, g) for k, g in rows.groupby(keys, sort=False) if g["mode"].nunique() > 1]
     if not groups:
         return Plot(name, title, None, "no trial was run in more than one mode")
@@ -256,6 +300,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
                   "bars: 95% CI of the median")
     if _spans_decade(rows[tcol]):
         ax.set_xscale("log")
+        log_axis(ax.xaxis, rows[tcol])
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_title("Execution modes: lower is faster", fontsize="medium")
     _legend(ax, len(modes))
@@ -269,12 +314,14 @@ def plot_samples(df: pd.DataFrame) -> Plot:
     """Raw samples of each trial relative to its median, so noise and outliers show."""
     name, title = "samples", "Sample distributions (noise)"
     rows = ok_rows(df)
-    if rows.empty or "samples_us" not in rows.columns:
-        return Plot(name, title, None, "no raw samples in this sweep")
+    if rows.empty:
+        return Plot(name, title, None, "no timed (ok) trials in this sweep")
+    if "samples_us" not in rows.columns:
+        return Plot(name, title, None, "no raw samples (samples_us) in these results")
     data, labels = [], []
-    label_cols = varying_columns(with_modes(rows), ["op", "dtype", "shape_str", "mode",
-                                                    *param_columns(rows)]) or ["op"]
     rows = with_modes(rows)
+    label_cols = varying_columns(rows, ["sweep_id", "op", "dtype", "shape_str", "mode",
+                                        *param_columns(rows)]) or ["op"]
     for _, row in rows.iterrows():
         samples = row["samples_us"]
         if samples is None or not hasattr(samples, "__len__") or len(samples) < 2:
@@ -313,5 +360,20 @@ def plot_samples(df: pd.DataFrame) -> Plot:
 
 
 def all_plots(df: pd.DataFrame, ceilings: list) -> list[Plot]:
-    """Every plot of the report, in report order."""
-    return [*plot_scaling(df), plot_roofline(df, ceilings), plot_modes(df), plot_samples(df)]
+    """Every plot of the report, in report order.
+
+    A plot that fails on unexpected data becomes a note naming the error, so one bad
+    column never costs the whole report.
+    """
+    makers = [("scaling", "Time and throughput against size", lambda: plot_scaling(df)),
+              ("roofline", "Roofline", lambda: [plot_roofline(df, ceilings)]),
+              ("modes", "Execution modes compared", lambda: [plot_modes(df)]),
+              ("samples", "Sample distributions (noise)", lambda: [plot_samples(df)])]
+    out: list[Plot] = []
+    for name, title, make in makers:
+        try:
+            out.extend(make())
+        except Exception as exc:  # noqa: BLE001 - reported in the page instead
+            out.append(Plot(name, title, None, f"could not be drawn: {type(exc).__name__}: "
+                                               f"{exc}"))
+    return out

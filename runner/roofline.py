@@ -53,6 +53,8 @@ CALIBRATION_DIR = "calibration"
 #: Environment variable naming the results root when :func:`annotate` is not given one.
 RESULTS_ROOT_ENV = "OPSWEEP_RESULTS_ROOT"
 LINK_DIRECTIONS = ("h2d", "d2h")
+#: Execution modes that replay a captured graph: their launch floor is the graph one.
+GRAPH_MODES = ("cuda_graph", "graphed_callable")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class Ceilings:
     h2d_gbps: float | None = None
     d2h_gbps: float | None = None
     launch_us: float | None = None
+    graph_launch_us: float | None = None  # floor of a replayed CUDA graph, when calibrated
     notes: tuple[str, ...] = ()  # caveats repeated in roofline_reason
 
     def memory_gbps(self, direction: str | None) -> float | None:
@@ -131,7 +134,9 @@ def store_calibration(df: pd.DataFrame, results_root: str | os.PathLike) -> Path
       ``h2d_gbps`` / ``d2h_gbps``;
     * ``op == "add"`` with ``shape == [1]`` (``numel == 1``), eager rows (``graph == "none"``,
       ``compile == "none"``, ``streams == 1``) when there are any: the **median** of
-      ``time_median_us`` -> ``launch_us``.
+      ``time_median_us`` -> ``launch_us``;
+    * the same adds with ``graph`` ``cuda_graph``/``graphed_callable``, if any: the median
+      -> ``graph_launch_us``, the floor used for trials that replay graphs (optional).
 
     Ceilings with no rows are stored as null and listed under ``"missing"``.
     """
@@ -205,12 +210,13 @@ def _calibration_record(rows: pd.DataFrame, kind: str, name: str, driver: str | 
         return float(value) if _finite_pos(value) else None
 
     launch = _launch_us(rows[op == "add"])
+    graph_launch = _launch_us(rows[op == "add"], graphed=True)
     record: dict[str, Any] = {
         "schema": 1, "device_kind": kind, "device_name": name, "driver_version": driver,
         "slug": calibration_slug(kind, name, driver),
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "matmul_tflops": peaks, "copy_gbps": max_gbps("d2d"), "h2d_gbps": max_gbps("h2d"),
-        "d2h_gbps": max_gbps("d2h"), "launch_us": launch,
+        "d2h_gbps": max_gbps("d2h"), "launch_us": launch, "graph_launch_us": graph_launch,
     }
     for meta in ("sweep_id", "hostname", "torch_version", "cuda_version", "compute_capability",
                  "sm_count", "git_commit"):
@@ -227,7 +233,8 @@ def _calibration_record(rows: pd.DataFrame, kind: str, name: str, driver: str | 
     return record
 
 
-def _launch_us(add: pd.DataFrame) -> float | None:
+def _launch_us(add: pd.DataFrame, *, graphed: bool = False) -> float | None:
+    """Median time of one-element adds: eager ones (any, if none is eager), or graphed ones."""
     if add.empty or "time_median_us" not in add.columns:
         return None
     if "numel" in add.columns:
@@ -236,13 +243,17 @@ def _launch_us(add: pd.DataFrame) -> float | None:
         one = add[add["shape_str"].astype(str) == "1"]
     else:
         return None
-    eager = one
-    for col, value in (("graph", "none"), ("compile", "none")):
-        if col in eager.columns:
-            eager = eager[eager[col].astype(str) == value]
-    if "streams" in eager.columns:
-        eager = eager[pd.to_numeric(eager["streams"], errors="coerce").fillna(1) == 1]
-    chosen = eager if len(eager) else one
+    plain = one
+    if "compile" in plain.columns:
+        plain = plain[plain["compile"].astype(str) == "none"]
+    if "streams" in plain.columns:
+        plain = plain[pd.to_numeric(plain["streams"], errors="coerce").fillna(1) == 1]
+    if "graph" in plain.columns:
+        is_graph = plain["graph"].astype(str).isin(GRAPH_MODES)
+        plain = plain[is_graph] if graphed else plain[~is_graph]
+    elif graphed:
+        return None
+    chosen = plain if len(plain) or graphed else one
     value = pd.to_numeric(chosen["time_median_us"], errors="coerce").median()
     return float(value) if _finite_pos(value) else None
 
@@ -322,7 +333,8 @@ def resolve_ceilings(kind: str, name: str, driver: str | None,
             matmul_tflops={k: float(v) for k, v in (data.get("matmul_tflops") or {}).items()
                            if _finite_pos(v)},
             copy_gbps=data.get("copy_gbps"), h2d_gbps=data.get("h2d_gbps"),
-            d2h_gbps=data.get("d2h_gbps"), launch_us=launch, notes=notes), ""
+            d2h_gbps=data.get("d2h_gbps"), launch_us=launch,
+            graph_launch_us=data.get("graph_launch_us"), notes=notes), ""
     if kind == "cpu":
         return None, (f"no CPU calibration for {name!r}: run the calibrate experiment on "
                       "this CPU (python -m runner experiment=calibrate device=cpu)")
@@ -340,7 +352,7 @@ def resolve_ceilings(kind: str, name: str, driver: str | None,
     return Ceilings(device_name=name, source=f"fallback:{spec.name}",
                     matmul_tflops=dict(spec.matmul_tflops), copy_gbps=spec.copy_gbps,
                     h2d_gbps=spec.h2d_gbps, d2h_gbps=spec.d2h_gbps, launch_us=launch,
-                    notes=notes), ""
+                    graph_launch_us=spec.graph_launch_us, notes=notes), ""
 
 
 def ceilings_for(df: pd.DataFrame, results_root: str | os.PathLike | None = None
@@ -409,6 +421,7 @@ def _annotate(df: pd.DataFrame, results_root: str | os.PathLike | None) -> pd.Da
     dtypes = np.array([None if _missing(v) else str(v) for v in _col(df, "dtype")], dtype=object)
     directions = np.array([None if _missing(v) else str(v)
                            for v in _col(df, "param_direction")], dtype=object)
+    graphed = np.array([str(v) in GRAPH_MODES for v in _col(df, "graph")], dtype=bool)
 
     for key, idx in groups.items():
         rows = np.asarray(idx)
@@ -422,7 +435,7 @@ def _annotate(df: pd.DataFrame, results_root: str | os.PathLike | None) -> pd.Da
             continue
         source[rows] = ceil.source
         _classify(rows, ceil, time_us, flops, nbytes, tflops, gbps, dtypes, directions,
-                  pct, bound, reason)
+                  graphed, pct, bound, reason)
     return _assign(out, pct, bound, source, reason)
 
 
@@ -430,7 +443,7 @@ _REGIMES = ("compute", "memory", "overhead")
 
 
 def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, gbps,
-              dtypes, directions, pct, bound, reason) -> None:
+              dtypes, directions, graphed, pct, bound, reason) -> None:
     """Fill the roofline fields of ``rows`` (all on one device) in place, vectorised."""
     suffix = ("; " + "; ".join(ceil.notes)) if ceil.notes else ""
     t, f, q = time_us[rows], flops[rows], nbytes[rows]
@@ -438,14 +451,17 @@ def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, 
     peak = np.array([_pos_or_nan(ceil.matmul_tflops.get(d)) if d else np.nan for d in dt])
     bw_by_dir = {d: _pos_or_nan(ceil.memory_gbps(d)) for d in set(direction)}
     bw = np.array([bw_by_dir[d] for d in direction])
-    launch = _pos_or_nan(ceil.launch_us)
+    eager_floor, graph_floor = _pos_or_nan(ceil.launch_us), _pos_or_nan(ceil.graph_launch_us)
+    in_graph = graphed[rows]
+    launch = np.where(in_graph & np.isfinite(graph_floor), graph_floor, eager_floor)
+    eager_floor_for_graph = in_graph & ~np.isfinite(graph_floor)
     has_f = np.isfinite(f) & (f > 0)
     has_q = np.isfinite(q) & (q > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.stack([
             np.where(has_f, tflops[rows] / peak, -np.inf),
             np.where(has_q, gbps[rows] / bw, -np.inf),
-            np.full(len(rows), launch) / t if np.isfinite(launch) else np.full(len(rows), -np.inf),
+            np.where(np.isfinite(launch), launch / t, -np.inf),
         ])
     frac = np.where(np.isnan(frac), -np.inf, frac)
     problems = np.full(len(rows), None, dtype=object)
@@ -472,7 +488,10 @@ def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, 
         i = rows[j]
         bound[i] = regime
         pct[i] = 100.0 * top[j]
-        reason[i] = _why(regime, frac[:, j], peak[j], bw[j], launch, f[j], q[j]) + suffix
+        extra = "; no CUDA-graph launch floor calibrated: eager floor used" \
+            if eager_floor_for_graph[j] and regime == "overhead" else ""
+        reason[i] = _why(regime, frac[:, j], peak[j], bw[j], launch[j], f[j], q[j]) + extra \
+            + suffix
 
 
 def _pos_or_nan(value: object) -> float:

@@ -80,11 +80,13 @@ class TimerSettings:
     target_rel: float = 0.01
     max_time_s: float = 2.0
     # Ops shorter than batch_below_us are timed as calls_per_sample back-to-back calls per
-    # event pair, so the event resolution (~0.5 us) and launch jitter do not dominate.
-    batch_below_us: float = 10.0
-    batch_target_us: float = 100.0
+    # event pair, so a sample lasts about batch_target_us and the launch edge of the first
+    # call (~5-10 us) is ~1% of it (runner/timer.py, hazard 3).
+    batch_below_us: float = 1000.0
+    batch_target_us: float = 1000.0
     max_calls_per_sample: int = 10000
-    # Flush L2 before every sample (outside the timed region) to measure cold-cache time.
+    # Flush L2 before every sample (outside the timed region) to measure cold-cache time;
+    # forces one call per sample.
     flush_l2: bool = False
     # cuda only: "event" times with CUDA events; "host" with perf_counter around a sync.
     clock: str = "event"
@@ -120,6 +122,10 @@ class RunConfig:
     # CI mode: every shape dimension clamped to 16 and the smoke timer, whatever the experiment
     # says. Numbers are meaningless; it proves a config runs end to end.
     smoke: bool = False
+
+    # Set by the calibrate experiment: store this device's ceilings from the sweep's results
+    # under <results_dir>/calibration/ when it ends (runner.roofline.store_calibration).
+    store_calibration: bool = False
 
     check_accuracy: bool = True
     results_dir: str = "results"

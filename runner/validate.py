@@ -248,7 +248,7 @@ def plan_op(op_cfg: Mapping[str, Any]) -> tuple[OpPlan, dict[str, list[Any]]]:
         if key not in params:
             raise bad_value("op", key, sorted(params) or ["(none)"],
                             f"'{key}' is not a parameter of op '{name}' ({target}).")
-        choices[key] = [params[key].check(name, v) for v in as_choices(value)]
+        choices[key] = list(dict.fromkeys(params[key].check(name, v) for v in as_choices(value)))
     shape_names = op_cfg.get("shape_names")
     default_shape = op_cfg.get("default_shape")
     plan = OpPlan(name=name, target=str(target), builder=builder,
@@ -279,6 +279,21 @@ def _shape_axis(raw: Any, plan: OpPlan, smoke: bool = False) -> list[tuple[int, 
     return list(dict.fromkeys(checked))
 
 
+TIMER_CLOCKS = ("event", "host")
+
+
+def check_timer(timer: Any) -> None:
+    """The timer settings must make a valid :class:`~runner.timer.TimerPlan`."""
+    from runner.timer import TimerPlan
+
+    if timer.clock not in TIMER_CLOCKS:
+        raise bad_value("timer.clock", timer.clock, TIMER_CLOCKS)
+    try:
+        TimerPlan.from_settings(timer)
+    except ValueError as exc:
+        raise ConfigError(f"invalid timer settings: {exc}") from None
+
+
 @dataclass(frozen=True)
 class PlannedTrial:
     """One trial and the op that builds it (ops may differ between trials through ``cases``)."""
@@ -295,6 +310,7 @@ def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
     concatenated in case order: ``cases`` zips heterogeneous settings (different ops, shapes,
     params), where lists multiply.
     """
+    check_timer(cfg.timer)
     values = OmegaConf.to_container(cfg, resolve=True)
     cases = values.get("cases")
     if cases is None:
@@ -411,6 +427,7 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
                     raise bad_value(key, value, options)
         elif key.startswith("timer."):
             _check_key(key, key.partition(".")[2], TIMER_KEYS, "timer.")
+            _check_timer_value(key, values)
         elif key.startswith("op."):
             if custom_search:
                 continue
@@ -420,6 +437,28 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
             _check_axis_values(key, values, op_names, conf_dir)
         else:
             _check_key(key, key, TOP_LEVEL_KEYS, "")
+
+
+def _check_timer_value(key: str, values: list[Any]) -> None:
+    """``timer.<field>=value`` must have the field's type (OmegaConf would reject it later,
+    with Hydra's exit status 1 and no list of what is expected)."""
+    name = key.partition(".")[2]
+    kind = {f.name: f.type for f in dataclasses.fields(TimerSettings)}[name]
+    for value in values:
+        if kind in ("int", int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind in ("float", float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif kind in ("bool", bool):
+            ok = isinstance(value, bool)
+        else:
+            ok = isinstance(value, str)
+        if not ok:
+            expected = {"int": "an integer", "float": "a number", "bool": "true or false"}
+            raise ConfigError(f"invalid value for '{key}': {value!r}. Expected "
+                              f"{expected.get(str(kind), 'a string')}.")
+        if name == "clock" and value not in TIMER_CLOCKS:
+            raise bad_value(key, value, TIMER_CLOCKS)
 
 
 def _check_key(full_key: str, key: str, valid: Iterable[str], prefix: str) -> None:

@@ -8,14 +8,20 @@
 * fixture ``start_cli`` runs ``python -m runner`` (or another module) in a subprocess in a
   given working directory and returns a :class:`Cli`; start several before waiting on any so
   that the end-to-end runs overlap on the machine's cores.
+* a test module that defines ``CLI_RUNS`` (``{name: args}`` or ``{name: (args, folder)}``,
+  or a function returning one) gets those runs started as soon as collection ends, before
+  the first test of the session runs, so they overlap with the in-process tests; the
+  module-scoped fixture ``cli_runs`` hands them to the module's tests.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +135,10 @@ def cli_env() -> dict[str, str]:
         p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env["COLUMNS"] = "400"  # rich wraps at the terminal width: keep messages on one line
     env["PYTHONUNBUFFERED"] = "1"
+    # several runs share the machine's cores at once: one intra-op thread each keeps them
+    # from oversubscribing it (numbers from these runs are never looked at)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no pool of compile workers
     return env
 
 
@@ -140,22 +150,35 @@ class Cli:
         self.module = module
         self.cwd = Path(cwd)
         self.cwd.mkdir(parents=True, exist_ok=True)
+        # files, not pipes: a run that prints a lot never blocks while nobody reads it
+        self._stdout = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._proc = subprocess.Popen([sys.executable, "-m", module, *self.args],
-                                      cwd=self.cwd, env=cli_env(), stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True)
+                                      cwd=self.cwd, env=cli_env(), stdout=self._stdout,
+                                      stderr=self._stderr, text=True)
         self._done = False
 
     def wait(self) -> Cli:
         if not self._done:
             try:
-                self.stdout, self.stderr = self._proc.communicate(timeout=CLI_TIMEOUT_S)
+                self._proc.wait(timeout=CLI_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
-                self.stdout, self.stderr = self._proc.communicate()
-                raise AssertionError(f"{self} did not finish in {CLI_TIMEOUT_S} s") from None
-            self.returncode = self._proc.returncode
-            self._done = True
+                self._proc.wait()
+                self._collect()
+                raise AssertionError(f"{self} did not finish in {CLI_TIMEOUT_S} s\n"
+                                     f"{self.stderr[-4000:]}") from None
+            self._collect()
         return self
+
+    def _collect(self) -> None:
+        self._stdout.seek(0)
+        self._stderr.seek(0)
+        self.stdout, self.stderr = self._stdout.read(), self._stderr.read()
+        self._stdout.close()
+        self._stderr.close()
+        self.returncode = self._proc.returncode
+        self._done = True
 
     @property
     def output(self) -> str:
@@ -165,8 +188,15 @@ class Cli:
 
     @property
     def err(self) -> str:
+        """stderr, whitespace-normalised."""
         self.wait()
         return " ".join(self.stderr.split())
+
+    def stop(self) -> None:
+        """Kill the run if it is still going (our own child process, by its handle)."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
 
     def __repr__(self) -> str:
         return f"python -m {self.module} {' '.join(self.args)} (in {self.cwd})"
@@ -181,3 +211,49 @@ class Cli:
 def start_cli() -> Any:
     """``start_cli(args, cwd, module="runner") -> Cli``, already running."""
     return Cli
+
+
+# ---------------------------------------------------------------------------------------
+# Runs declared by test modules (CLI_RUNS), started right after collection.
+# ---------------------------------------------------------------------------------------
+
+_MODULE_RUNS: dict[str, dict[str, Cli]] = {}
+_RUN_FOLDERS: list[Path] = []
+
+
+def _start_module_runs(module: Any) -> dict[str, Cli]:
+    declared = module.CLI_RUNS() if callable(module.CLI_RUNS) else module.CLI_RUNS
+    base = Path(tempfile.mkdtemp(prefix=f"opsweep-{module.__name__}-"))
+    _RUN_FOLDERS.append(base)
+    runs = {}
+    for name, spec in declared.items():
+        args, folder = spec if isinstance(spec, tuple) else (spec, name)
+        runs[name] = Cli(list(args), base / folder)
+    return runs
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        module = item.getparent(pytest.Module)
+        obj = getattr(module, "obj", None)
+        if obj is not None and hasattr(obj, "CLI_RUNS") and obj.__name__ not in _MODULE_RUNS:
+            _MODULE_RUNS[obj.__name__] = _start_module_runs(obj)
+
+
+@pytest.fixture(scope="module")
+def cli_runs(request: pytest.FixtureRequest) -> dict[str, Cli]:
+    """The module's ``CLI_RUNS``, started at collection (or now, if they were not)."""
+    name = request.module.__name__
+    if name not in _MODULE_RUNS:
+        _MODULE_RUNS[name] = _start_module_runs(request.module)
+    return _MODULE_RUNS[name]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for runs in _MODULE_RUNS.values():
+        for run in runs.values():
+            run.stop()
+    for folder in _RUN_FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -107,3 +107,21 @@ def data_dependent_branch(x: Any, y: Any) -> Any:
     if x.sum().item() > 0:
         return x * y
     return x - y
+
+
+# ---------------------------------------------------------------------------------------
+# Custom ops that cannot be captured in a CUDA graph (they synchronise with the host).
+# ---------------------------------------------------------------------------------------
+
+def reads_a_scalar(x: Any, y: Any) -> Any:
+    """``x * sum(y)`` through ``.item()``: a device-to-host read, illegal during capture."""
+    return x * y.sum().item()
+
+
+def synchronizes(x: Any, y: Any) -> Any:
+    """``x * y`` followed by ``torch.cuda.synchronize()``, illegal during capture."""
+    import torch
+
+    out = x * y
+    torch.cuda.synchronize()
+    return out

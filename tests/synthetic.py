@@ -237,3 +237,60 @@ def scaled(df: pd.DataFrame, factor: float, *, sweep_id: str, seed: int = 1,
     out["tflops"] = out["tflops"] / factor
     out["gbps"] = out["gbps"] / factor
     return out
+
+
+# ----------------------------------------------------------------------------- real sweeps
+
+REPO = Path(__file__).resolve().parent.parent
+#: A tiny CPU sweep through the real runner: two ops, several sizes, a second dtype, and a
+#: CUDA-graph trial that a CPU must skip (a non-ok row).
+TINY_SWEEP_ARGS = (
+    "cases=[{op:matmul,shape:[[32,32,32],[128,128,128]],dtype:[fp32,fp64]},"
+    "{op:add,shape:[[1],[4096],[65536]]},{op:add,shape:[[4096]],graph:cuda_graph}]",
+    "device=cpu", "timer=quick",
+)
+_TINY_SWEEPS: dict[str, Path] = {}
+
+
+def runner_missing() -> str | None:
+    """Why ``python -m runner`` cannot run here (None when it can)."""
+    import importlib.util
+
+    for module in ("runner.__main__", "runner.job", "hydra"):
+        try:
+            if importlib.util.find_spec(module) is None:
+                return f"{module} is not importable yet (the runner core is not in place)"
+        except ImportError as exc:
+            return f"{module} is not importable yet: {exc}"
+    return None
+
+
+def tiny_cpu_sweep(tmp_path_factory) -> Path:
+    """Run (once per test session) a tiny CPU sweep with the real runner; its sweep dir.
+
+    Skips the calling test when the runner is not importable; fails with the runner's own
+    output when it is importable but the sweep fails.
+    """
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    why = runner_missing()
+    if why:
+        pytest.skip(f"needs the real runner: {why}")
+    if "tiny" in _TINY_SWEEPS:
+        return _TINY_SWEEPS["tiny"]
+    workdir = tmp_path_factory.mktemp("tiny_sweep")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = subprocess.run([sys.executable, "-m", "runner", *TINY_SWEEP_ARGS], cwd=workdir,
+                          env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(f"python -m runner {' '.join(TINY_SWEEP_ARGS)} failed "
+                    f"(exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    sweeps = sorted(p for p in (workdir / "results").iterdir() if p.is_dir())
+    assert len(sweeps) == 1, f"expected one sweep under {workdir / 'results'}, got {sweeps}"
+    _TINY_SWEEPS["tiny"] = sweeps[0]
+    return sweeps[0]

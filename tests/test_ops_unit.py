@@ -35,6 +35,7 @@ TINY: dict[str, tuple[int, ...]] = {
     "tensor_create": (4, 5), "alloc": (8, 6), "cpu_roundtrip": (10, 10),
     "conv2d": (2, 3, 6, 6, 4, 3), "sdpa": (2, 2, 8, 4), "softmax": (4, 9),
     "layer_norm": (4, 9), "matrix_power": (8,), "projection": (12, 4),
+    "varying_inputs": (8, 3),
 }
 
 FP32 = 4  # bytes per element in the hand-computed byte counts below
@@ -55,29 +56,36 @@ def resolve(dotted: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def make_ctx(shape: tuple[int, ...], dtype: torch.dtype = torch.float32,
-             seed: int = 0) -> OpContext:
-    return OpContext(shape=shape, dtype=dtype, device=torch.device("cpu"),
-                     generator=torch.Generator().manual_seed(seed), seed=seed,
+def make_ctx(shape: tuple[int, ...], dtype: torch.dtype = torch.float32, seed: int = 0,
+             device: str = "cpu") -> OpContext:
+    return OpContext(shape=shape, dtype=dtype, device=torch.device(device),
+                     generator=torch.Generator(device=device).manual_seed(seed), seed=seed,
                      dtype_name=str(dtype).split(".")[-1])
 
 
 def build(name: str, shape: tuple[int, ...] | None = None,
-          dtype: torch.dtype = torch.float32, seed: int = 0, **overrides: Any) -> Workload:
+          dtype: torch.dtype = torch.float32, seed: int = 0, device: str = "cpu",
+          **overrides: Any) -> Workload:
     """Build op ``name`` the way the runner does: the YAML's params, then the overrides."""
     cfg = load_yaml(name)
     params = {k: v for k, v in cfg.items() if k not in RESERVED} | overrides
-    ctx = make_ctx(TINY[name] if shape is None else shape, dtype, seed)
+    ctx = make_ctx(TINY[name] if shape is None else shape, dtype, seed, device)
     workload = resolve(cfg["_target_"])(ctx, **params)
     assert isinstance(workload, Workload)
     return workload
 
 
 def error_of(workload: Workload) -> float:
-    """The runner's accuracy check: reference from the inputs as they are, then one call."""
+    """The runner's accuracy check: reference from the inputs as they are, then one call.
+
+    The device is synchronised before comparing: an op may write host memory asynchronously
+    (a pinned d2h copy), and reading it earlier would compare a half-written buffer.
+    """
     with torch.no_grad():
         reference = workload.reference() if workload.reference is not None else None
     output = workload.fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     if workload.accuracy is not None:
         return workload.accuracy(output)
     assert reference is not None, "op has neither a reference nor an accuracy function"
@@ -112,6 +120,8 @@ CHECKED: list[tuple[str, dict[str, Any]]] = [
     ("conv2d", {"bias": True}), ("conv2d", {"bias": False}),
     ("sdpa", {"causal": False}), ("sdpa", {"causal": True}),
     ("softmax", {}), ("layer_norm", {}), ("matrix_power", {}), ("projection", {}),
+    ("varying_inputs", {"vary": "none"}), ("varying_inputs", {"vary": "shape"}),
+    ("varying_inputs", {"vary": "dtype"}),
 ]
 
 
@@ -150,7 +160,7 @@ def test_backward_runs_where_supported(case: tuple[str, dict[str, Any]]) -> None
     name, params = case
     workload = build(name, **params)
     if not workload.supports_backward:
-        assert name in ("add", "mul", "copy", "cpu_roundtrip")
+        assert name in ("add", "mul", "copy", "cpu_roundtrip", "varying_inputs")
         return
     leaves = grad_leaves(workload)
     for leaf in leaves:
@@ -492,3 +502,64 @@ def test_yaml_matches_builder_signature(name: str) -> None:
 def test_yaml_has_an_explaining_comment(name: str) -> None:
     first_line = (CONF_OP / f"{name}.yaml").read_text().splitlines()[0]
     assert first_line.startswith("# ")
+
+
+# ---------------------------------------------------------------------------------------
+# CUDA-only paths (skipped without a GPU): what the cpu tests can only see as skips
+# ---------------------------------------------------------------------------------------
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("direction", ["d2d", "h2d", "d2h"])
+@pytest.mark.parametrize("pinned", [False, True])
+def test_gpu_copy_directions(direction: str, pinned: bool) -> None:
+    if direction == "d2d" and pinned:
+        with pytest.raises(TrialSkipped):
+            build("copy", (4096,), device="cuda", direction=direction, pinned=pinned)
+        return
+    workload = build("copy", (4096,), device="cuda", direction=direction, pinned=pinned)
+    src = workload.inputs[0]
+    assert src.device.type == ("cpu" if direction == "h2d" else "cuda")
+    if direction == "h2d":
+        assert src.is_pinned() == pinned
+    assert error_of(workload) == 0.0
+    out = workload.fn()
+    assert out.device.type == ("cpu" if direction == "d2h" else "cuda")
+    if direction == "d2h":
+        assert out.is_pinned() == pinned
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_gpu_copy_compute_overlap_parts_and_fn() -> None:
+    workload = build("copy_compute_overlap", (64, 32, 3), device="cuda")
+    assert len(workload.parts) == 2
+    assert error_of(workload) < 1e-4
+    product, last = (part() for part in workload.parts)
+    torch.cuda.synchronize()
+    assert product.shape == (64, 64) and last.shape == (32, 32)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_gpu_alloc_records_allocator_counters_once() -> None:
+    workload = build("alloc", (256, 96), device="cuda")
+    workload.fn()
+    first = dict(workload.extra)
+    assert sorted(first) == sorted(
+        f"{kind}_bytes_step{i}_cols{c}" for kind in ("allocated", "reserved")
+        for i, c in enumerate((64, 32, 96), start=1))
+    assert first["allocated_bytes_step3_cols96"] >= 256 * 96 * FP32
+    workload.fn()
+    assert workload.extra == first  # recorded on the first call only
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_gpu_tensor_create_lands_on_the_device() -> None:
+    for where in ("device", "host_then_copy"):
+        out = build("tensor_create", (4, 5), device="cuda", where=where).fn()
+        assert out.device.type == "cuda" and out.shape == (4, 5)

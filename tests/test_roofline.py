@@ -84,6 +84,7 @@ def test_store_calibration_takes_the_documented_rows(calibrated):
     assert data["matmul_tflops"] == {"bf16": 800.0, "fp32": 50.0}  # max, error row ignored
     assert data["copy_gbps"] == 3000.0 and data["h2d_gbps"] == 50.0 and data["d2h_gbps"] == 45.0
     assert data["launch_us"] == 6.0  # median of the eager one-element adds
+    assert data["graph_launch_us"] == 1.0  # the graphed one-element add
     assert data["missing"] == [] and data["driver_version"] == "1.0"
 
 
@@ -107,6 +108,22 @@ def test_each_regime_is_classified(calibrated):
         assert row["roofline_reason"]  # the numbers that decided it
 
 
+def test_graph_replays_are_held_to_the_graph_launch_floor(calibrated, tmp_path):
+    graphed = make_trials([{"op": "add", "shape": (1,), "graph": "cuda_graph",
+                            "median_us": 1.25}], env=GPU)
+    root, _ = calibrated
+    out = annotate(graphed, results_root=root)
+    assert out["bound"].iloc[0] == "overhead"
+    assert out["pct_of_peak"].iloc[0] == pytest.approx(100 * 1.0 / 1.25)
+    # Without a graphed calibration row the eager floor is used, and the reason says so.
+    eager_only = calibrate_rows()
+    eager_only = eager_only[eager_only["graph"] == "none"]
+    store_calibration(eager_only, tmp_path)
+    out = annotate(graphed, results_root=tmp_path)
+    assert out["pct_of_peak"].iloc[0] == pytest.approx(100 * 6.0 / 1.25)
+    assert "eager floor used" in out["roofline_reason"].iloc[0]
+
+
 def test_missing_inputs_are_null_with_a_reason(calibrated):
     root, _ = calibrated
     out = annotate(trials(), results_root=root).set_index(["op", "dtype", "shape_str"])
@@ -128,13 +145,13 @@ def test_fallback_table_for_uncalibrated_known_gpus(tmp_path):
     out = annotate(trials(env=H100), results_root=tmp_path)
     assert out["roofline_source"].iloc[0] == "fallback:H100 SXM"
     assert out["bound"].iloc[0] == "compute"
-    assert out["pct_of_peak"].iloc[0] == pytest.approx(100 * 2 * 8192**3 / 2000e-6 / 1e12 / 780)
+    assert out["pct_of_peak"].iloc[0] == pytest.approx(100 * 2 * 8192**3 / 2000e-6 / 1e12 / 781)
     assert "fallback ceilings" in out["roofline_reason"].iloc[0]
     h200 = annotate(trials(env={**H100, "device_name": "NVIDIA H200"}), results_root=tmp_path)
     assert h200["roofline_source"].iloc[0] == "fallback:H200"
     l4 = annotate(trials(env={**H100, "device_name": "NVIDIA L4"}), results_root=tmp_path)
     assert l4["roofline_source"].iloc[0] == "fallback:L4"
-    assert "launch floor 5 us assumed" in l4["roofline_reason"].iloc[2]
+    assert "launch floor 10 us assumed" in l4["roofline_reason"].iloc[2]
 
 
 def test_unknown_gpu_and_uncalibrated_cpu_are_null_with_reasons(tmp_path):
@@ -195,3 +212,13 @@ def test_annotate_is_fast_on_100k_rows(calibrated):
     out = annotate(big, results_root=root)
     assert time.perf_counter() - start < 5.0
     assert out["bound"].notna().sum() == 4 * 17_000
+
+
+def test_docs_list_every_fallback_device():
+    from pathlib import Path
+
+    from runner.analysis_devices import FALLBACK_DEVICES
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "analysis.md").read_text()
+    for spec in FALLBACK_DEVICES:
+        assert f"| {spec.name} |" in docs, f"docs/analysis.md lacks the {spec.name} row"

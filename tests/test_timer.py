@@ -210,13 +210,35 @@ def test_max_time_starts_after_warmup() -> None:
 # ---------------------------------------------------------------------------------------
 
 def test_hooks_run_once_per_sample_and_never_inside_the_timed_region() -> None:
-    clock = FakeClock(per_call_s=2 * US)  # batched: 50 calls per sample
+    clock = FakeClock(per_call_s=2 * MS)  # long enough not to be batched
     m = run(clock, plan(warmup_calls=2, min_samples=3, max_samples=3),
             before_sample=clock.hook("before"), flush=clock.hook("flush"))
-    assert m.calls_per_sample == 50
+    assert m.calls_per_sample == 1
     warmup = ["before", "start", "call", "stop"] * 2  # no flush in warm-up
-    sample = ["before", "flush", "start"] + ["call"] * 50 + ["stop"]
+    sample = ["before", "flush", "start", "call", "stop"]
     assert clock.events == warmup + sample * 3
+
+
+def test_before_sample_runs_once_per_batched_sample() -> None:
+    clock = FakeClock(per_call_s=2 * US)  # batched: ceil(100 / 2) = 50 calls per sample
+    m = run(clock, plan(warmup_calls=2, min_samples=3, max_samples=3),
+            before_sample=clock.hook("before"))
+    assert m.calls_per_sample == 50
+    warmup = ["before", "start", "call", "stop"] * 2
+    sample = ["before", "start"] + ["call"] * 50 + ["stop"]
+    assert clock.events == warmup + sample * 3
+
+
+def test_flush_forces_one_call_per_sample() -> None:
+    """After an L2 flush only the first call of a batch would run cold: a short op is then
+    timed one call per sample, each after its own flush."""
+    clock = FakeClock(per_call_s=2 * US)
+    m = run(clock, plan(warmup_calls=2, min_samples=3, max_samples=3),
+            flush=clock.hook("flush"))
+    assert m.calls_per_sample == 1
+    assert clock.events == (["start", "call", "stop"] * 2
+                            + ["flush", "start", "call", "stop"] * 3)
+    assert m.samples_s == pytest.approx((2 * US,) * 3, rel=1e-12)
 
 
 def test_without_hooks_only_calls_are_timed() -> None:
@@ -286,6 +308,12 @@ def test_timer_plan_from_settings_copies_every_knob() -> None:
                              target_rel=0.2, max_time_s=3.0, batch_below_us=5.0,
                              batch_target_us=40.0, max_calls_per_sample=7)
     assert TimerPlan.from_settings(settings) == TimerPlan(2, 0.5, 4, 9, 0.2, 3.0, 5.0, 40.0, 7)
+
+
+def test_timer_plan_and_timer_settings_defaults_agree() -> None:
+    from runner.schema import TimerSettings
+
+    assert TimerPlan.from_settings(TimerSettings()) == TimerPlan()
 
 
 def test_host_clock_syncs_around_the_region_and_reads_nanoseconds() -> None:

@@ -128,11 +128,6 @@ def test_aliases_that_resolve_to_one_device_collapse(specs: Any) -> None:
         assert [s.device for s in out] == ["cpu"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG runner/validate.py plan_op: op-parameter choices are not de-duplicated "
-    "(choices[key] = [check(v) for v in as_choices(value)]), unlike the axes "
-    "(list(dict.fromkeys(...))); op.impl=[bmm,bmm] gives two identical trials with one "
-    "trial_id"))
 def test_duplicate_op_param_values_collapse(specs: Any) -> None:
     out = specs("op=batched_dot", "op.impl=[bmm,mul_sum,bmm]", "shape=[8,8]")
     assert [s.params_dict["impl"] for s in out] == ["bmm", "mul_sum"]
@@ -168,9 +163,10 @@ def test_trial_id_is_stable_across_processes() -> None:
     code = ("from runner.trials import TrialSpec; from runner.schema import *; "
             "print(TrialSpec('matmul','ops.matmul.build',(512,512,512),DType.fp32,'cpu',0,"
             "None,1,GraphMode.none,CompileMode.none,None,False,False).trial_id)")
-    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent.parent),
+                                       os.environ.get("PYTHONPATH", "")) if p)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": root, "PYTHONHASHSEED": "12345"},
+                         env={**os.environ, "PYTHONPATH": path, "PYTHONHASHSEED": "12345"},
                          check=True)
     assert out.stdout.strip() == MATMUL_512_FP32_CPU_ID
 

@@ -1,0 +1,360 @@
+"""The lesson experiments (``conf/experiment/*.yaml``) and their report (``runner.lessons``).
+
+* Every experiment file opens with its description (question, expectation, seed).
+* Every experiment runs at smoke size on a CPU with ``smoke=true``: all of them in two
+  ``-m experiment=a,b,...`` multiruns that conftest starts when collection ends (``CLI_RUNS``,
+  so they overlap with the in-process tests), each experiment checked on its own job's rows,
+  found through the merged file's metadata, so a failure names the experiment.
+* ``python -m runner.lessons`` turns those results into a report with a heading and a
+  verdict line per experiment, and reads an experiment's name from a file's stem when the
+  metadata has none.
+* Every claim of every lesson is measurable from its experiment's full-size trial plan (a
+  verdict selects rows by op, parameters and shapes, so a config edit that breaks a verdict
+  fails here), and the verdict criteria give the documented answers on hand-made data.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from runner import lessons
+from runner.results import read_metadata
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENT_DIR = REPO_ROOT / "conf" / "experiment"
+EXPERIMENTS = sorted(p.stem for p in EXPERIMENT_DIR.glob("*.yaml"))
+#: The lesson experiments (the others predate them and make no seed claim to check).
+LESSONS = [name for name in lessons.LESSON_ORDER if name in EXPERIMENTS]
+
+#: Experiments split into multiruns that run side by side; the compile-heavy ones apart.
+COMPILE_HEAVY = {"compile_fusion", "compile_recompilation", "execution_modes"}
+GROUPS = {
+    "compile": [n for n in EXPERIMENTS if n in COMPILE_HEAVY],
+    "rest": [n for n in EXPERIMENTS if n not in COMPILE_HEAVY],
+}
+
+
+def test_every_lesson_has_a_config() -> None:
+    assert set(lessons.LESSON_ORDER) <= set(EXPERIMENTS), (
+        set(lessons.LESSON_ORDER) - set(EXPERIMENTS))
+    assert set(lessons.VERDICTS) == set(lessons.LESSON_ORDER)
+
+
+# ---------------------------------------------------------------------------------------
+# The comment block
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_opens_with_its_description(name: str) -> None:
+    text = (EXPERIMENT_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[0] == "# @package _global_"
+    block = []
+    for line in lines[1:]:
+        if not line.startswith("#"):
+            break
+        block.append(line)
+    comment = "\n".join(block)
+    assert len(block) >= 4, f"{name}: the file should open with a comment block"
+    assert re.search(r"^# Question:", comment, re.M), f"{name}: no 'Question:' line"
+    assert re.search(r"^# Expect\b", comment, re.M), f"{name}: no 'Expect' line"
+    assert re.search(r"\bseeds? \d{3}", comment), f"{name}: the block names no seed"
+    if name in LESSONS:
+        desc = lessons.parse_description(EXPERIMENT_DIR / f"{name}.yaml")
+        assert desc.title and {"Question", "Expect", "Why", "Source"} <= set(desc.fields), (
+            f"{name}: needs a title line and Question/Expect/Why/Source fields")
+        assert re.search(r"\bseeds? \d{3}", desc.source), f"{name}: Source names no seed"
+
+
+# ---------------------------------------------------------------------------------------
+# Every experiment at smoke size on the CPU
+# ---------------------------------------------------------------------------------------
+
+def CLI_RUNS() -> dict[str, Any]:  # noqa: N802 (the name conftest looks for)
+    """One multirun per group; conftest starts them as soon as collection ends."""
+    return {f"smoke_{group}": ["-m", "experiment=" + ",".join(names), "smoke=true"]
+            for group, names in GROUPS.items() if names}
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(cli_runs: dict[str, Any]) -> dict[str, Any]:
+    return {group: cli_runs[f"smoke_{group}"] for group, names in GROUPS.items() if names}
+
+
+def _group_of(name: str) -> str:
+    return next(group for group, names in GROUPS.items() if name in names)
+
+
+def _merged(run: Any) -> Path:
+    run.wait()
+    assert run.returncode == 0, run.explain()
+    files = sorted((run.cwd / "results").glob("*/results.parquet"))
+    assert len(files) == 1, (files, run.explain())
+    return files[0]
+
+
+def _rows_of(path: Path, name: str) -> pd.DataFrame:
+    """The rows of the job that ran experiment ``name``, found through the metadata."""
+    jobs = [job["job_num"] for job in read_metadata(path)["jobs"]
+            if job.get("choices", {}).get("experiment") == name]
+    assert len(jobs) == 1, f"experiment {name}: expected one job in {path}, found {jobs}"
+    df = pq.read_table(path).to_pandas()
+    return df[df["job_num"] == jobs[0]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_runs_at_smoke_size(smoke_runs: dict[str, Any], name: str) -> None:
+    df = _rows_of(_merged(smoke_runs[_group_of(name)]), name)
+    assert len(df) > 0, f"experiment {name} ran no trial"
+    errors = df[~df["status"].isin(["ok", "skipped"])]
+    assert errors.empty, f"experiment {name}:\n" + errors[
+        ["op", "params_json", "shape_str", "status", "reason"]].to_string()
+    skipped = df[df["status"] == "skipped"]
+    assert skipped["reason"].fillna("").str.len().gt(0).all(), "a skipped row has no reason"
+    assert (df["timer_preset"] == "smoke").all()
+    assert df["shape"].map(lambda s: max(s) <= 16).all(), "smoke=true did not clamp a shape"
+
+
+@pytest.mark.slow
+def test_lessons_report_over_the_smoke_runs(smoke_runs: dict[str, Any], start_cli: Any,
+                                            tmp_path: Path) -> None:
+    merged = [str(_merged(run)) for run in smoke_runs.values()]
+    out = tmp_path / "experiments.md"
+    run = start_cli([*merged, "--out", str(out), "--banner", "placeholder: smoke numbers"],
+                    tmp_path, module="runner.lessons").wait()
+    assert run.returncode == 0, run.explain()
+    text = out.read_text(encoding="utf-8")
+    assert "placeholder: smoke numbers" in text
+    sections = _sections(text)
+    for name in EXPERIMENTS:
+        assert name in sections, f"no '## {name}' heading in the report"
+        assert "**Verdict:**" in sections[name], f"{name}: no verdict line"
+        assert "| op | params |" in sections[name], f"{name}: no results table"
+    # claims that CPU rows can answer are answered, even through runner.load's nullable
+    # columns (compile_dynamic is pd.NA there, which must count as "not set")
+    for name in ("compile_recompilation", "cpu_threads"):
+        assert "**not measured**" not in sections[name], sections[name]
+    for name in LESSONS:  # every lesson states its claims, measured or not
+        assert re.search(r"^- \*\*(held|did not hold|not measured|measured)\*\*",
+                         sections[name], re.M), f"{name}: no claim lines"
+
+
+def _sections(text: str) -> dict[str, str]:
+    parts = re.split(r"^## ", text, flags=re.M)[1:]
+    return {part.splitlines()[0].strip(): part for part in parts}
+
+
+def test_experiment_name_falls_back_to_the_file_stem(tmp_path: Path) -> None:
+    rows = _fake_frame("cuda_graphs", [
+        {"op": "pointwise_chain", "graph": "none", "time_median_us": 26200.0},
+        {"op": "pointwise_chain", "graph": "cuda_graph", "time_median_us": 2740.0},
+    ])
+    path = tmp_path / "cuda_graphs.parquet"
+    rows.drop(columns=["experiment"]).to_parquet(path)  # plain pandas: no opsweep metadata
+    df = lessons.load_results([path])
+    assert set(df["experiment"]) == {"cuda_graphs"}
+    claims = lessons.verdicts("cuda_graphs", df)
+    assert claims[0].status == lessons.HELD, claims[0]
+    assert "9.56×" in claims[0].measured
+
+
+def test_missing_results_fail_with_one_line(start_cli: Any, tmp_path: Path) -> None:
+    run = start_cli([str(tmp_path / "nothing.parquet")], tmp_path,
+                    module="runner.lessons").wait()
+    assert run.returncode == 2
+    assert "error:" in run.stderr and "Traceback" not in run.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts on full-size plans (fake numbers) and on hand-made data
+# ---------------------------------------------------------------------------------------
+
+def _fake_frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    base = {"status": "ok", "reason": None, "device": "cuda:0", "dtype": "fp32",
+            "shape_str": "1", "streams": 1, "graph": "none", "compile": "none",
+            "compile_dynamic": None, "backward": False, "num_threads": None,
+            "params_json": "{}", "job_num": 0, "device_name": "Fake GPU",
+            "torch_version": "0.0", "timer_preset": "quick",
+            "timestamp": datetime(2026, 1, 1, tzinfo=timezone.utc)}
+    df = pd.DataFrame([{**base, **row} for row in rows])
+    df["time_per_op_us"] = df["time_median_us"] / df["streams"]
+    df["experiment"] = name
+    return df
+
+
+def _planned_rows(name: str, compose: Any, plan_trials: Any) -> pd.DataFrame:
+    """The experiment's full-size trials as ok rows with made-up numbers, as if measured on a
+    machine with one GPU."""
+    from runner.execute import spec_columns
+
+    cfg = compose(f"experiment={name}")
+    rows = []
+    for index, (_, spec) in enumerate(plan_trials(cfg)):
+        row = spec_columns(spec)
+        t = 10.0 * (index + 1)
+        row.update(status="ok", reason=None, job_num=0, trial_index=index,
+                   time_median_us=t, time_per_op_us=t / spec.streams, tflops=1.0 + index,
+                   gbps=1.0 + index, rel_error=1e-6, peak_allocated_bytes=(3 - index % 2) << 20,
+                   peak_reserved_bytes=4 << 20, device_name="Fake GPU", cpu_model="Fake CPU",
+                   cpu_count=16, torch_version="0.0", timer_preset="quick",
+                   timestamp=datetime(2026, 1, 1, tzinfo=timezone.utc))
+        if row["compile"] != "none":
+            row.update(recompile_count=index % 3, compile_time_s=1.5, graph_count=1)
+        if spec.op == "alloc":
+            rows_n, max_cols = spec.shape
+            reserved = 0
+            for step, cols in enumerate((2 * max_cols // 3, max_cols // 3, max_cols), 1):
+                reserved = max(reserved, rows_n * cols * 4) if step < 3 else \
+                    reserved + rows_n * cols * 4
+                row[f"extra_allocated_bytes_step{step}_cols{cols}"] = rows_n * cols * 4
+                row[f"extra_reserved_bytes_step{step}_cols{cols}"] = reserved
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df["experiment"] = name
+    return df
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_every_claim_is_measurable_at_full_size(name: str, compose: Any, plan_trials: Any,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.validate
+
+    monkeypatch.setattr(runner.validate, "cuda_device_count", lambda: 1)  # device auto = cuda:0
+    df = _planned_rows(name, compose, plan_trials)
+    claims = lessons.verdicts(name, df)
+    assert claims, f"{name}: no claims"
+    unmeasured = [c for c in claims if c.status == lessons.NOT_MEASURED]
+    assert not unmeasured, (f"{name}: these claims find no rows in the experiment's own "
+                            f"full-size plan:\n" + "\n".join(c.line() for c in unmeasured))
+    section = lessons.experiment_section(name, df)
+    assert f"## {name}" in section and ("Fake GPU" in section or "Fake CPU" in section)
+
+
+def test_dtype_cliff_criterion() -> None:
+    def frame(t64: float) -> pd.DataFrame:
+        return _fake_frame("dtype_cliff", [
+            {"op": "matmul", "dtype": d, "shape_str": "2048x2048x2048", "time_median_us": t}
+            for d, t in (("fp64", t64), ("fp32", 100.0), ("fp16", 50.0))])
+
+    held, not_held = lessons.verdicts("dtype_cliff", frame(1600.0)), \
+        lessons.verdicts("dtype_cliff", frame(100.0))
+    # fp32 16x (claimed 15.6x: held), fp16 32x (claimed 62x, bar 31.5x: held)
+    assert [c.status for c in held] == [lessons.HELD, lessons.HELD]
+    # fp32 1x, fp16 2x: neither
+    assert [c.status for c in not_held] == [lessons.NOT_HELD, lessons.NOT_HELD]
+    # half the claimed gain is the bar: 15.63x claimed -> 8.3x needed
+    assert lessons.speedup_claim("c", 8.4, 15.63, "x").status == lessons.HELD
+    assert lessons.speedup_claim("c", 8.2, 15.63, "x").status == lessons.NOT_HELD
+    assert lessons.speedup_claim("c", None, 15.63, "x").status == lessons.NOT_MEASURED
+    assert lessons.no_gain_claim("c", 1.05, "x").status == lessons.HELD
+    assert lessons.no_gain_claim("c", 1.5, "x").status == lessons.NOT_HELD
+
+
+def test_caching_allocator_reads_the_seed_numbers() -> None:
+    mib = 1 << 20
+    df = _fake_frame("caching_allocator", [{
+        "op": "alloc", "shape_str": "4096x3072", "time_median_us": 5.0,
+        "extra_reserved_bytes_step1_cols2048": 32 * mib,
+        "extra_reserved_bytes_step2_cols1024": 32 * mib,
+        "extra_reserved_bytes_step3_cols3072": 80 * mib}])
+    claims = lessons.verdicts("caching_allocator", df)
+    assert [c.status for c in claims[:2]] == [lessons.HELD, lessons.HELD]
+    assert "step 3 (3072 cols) 80 MiB" in claims[0].measured
+
+
+def test_recompilation_verdict_uses_exact_counts() -> None:
+    rows = [{"op": "varying_inputs", "compile": "default", "param_vary": vary,
+             "compile_dynamic": dyn, "recompile_count": n, "time_median_us": 1.0}
+            for vary, dyn, n in (("none", None, 0), ("dtype", None, 2), ("shape", None, 1),
+                                 ("shape", True, 0), ("shape", False, 2))]
+    claims = lessons.verdicts("compile_recompilation", _fake_frame("compile_recompilation", rows))
+    assert [c.status for c in claims[:4]] == [lessons.HELD] * 4
+    rows[2]["recompile_count"] = 2  # a shape change that recompiles every time
+    claims = lessons.verdicts("compile_recompilation", _fake_frame("compile_recompilation", rows))
+    assert claims[1].status == lessons.NOT_HELD
+
+
+def test_verdicts_on_empty_or_odd_data_do_not_raise() -> None:
+    empty = pd.DataFrame({"status": [], "device": [], "op": []})
+    for name in LESSONS:
+        for claim in lessons.verdicts(name, empty):
+            assert claim.status in (lessons.NOT_MEASURED, lessons.MEASURED)
+    odd = _fake_frame("streams", [{"op": "matmul", "shape_str": "1000x1000x1000",
+                                   "time_median_us": float("nan")}])
+    assert lessons.verdicts("streams", odd)
+    text = lessons.render(pd.concat([odd, _fake_frame("unknown_lesson", [
+        {"op": "add", "time_median_us": 1.0}])]))
+    assert "## streams" in text and "## unknown_lesson" in text
+    assert "no seed claim is checked" in text
+
+
+# ---------------------------------------------------------------------------------------
+# The varying_inputs op behind compile_recompilation
+# ---------------------------------------------------------------------------------------
+
+def _varying(vary: str, shape: tuple[int, ...] = (8, 6), dtype: Any = None) -> Any:
+    import torch
+
+    from ops.base import OpContext
+    from ops.varying import build
+
+    ctx = OpContext(shape=shape, dtype=dtype or torch.float32, device=torch.device("cpu"),
+                    generator=torch.Generator().manual_seed(0))
+    return build(ctx, vary=vary)
+
+
+@pytest.mark.parametrize("vary", ["none", "shape", "dtype"])
+def test_varying_inputs_reference_matches_the_next_call(vary: str) -> None:
+    import torch
+
+    from ops.base import relative_error
+
+    workload = _varying(vary)
+    seen = []
+    for _ in range(4):  # more than one cycle: the reference always tracks the next pair
+        reference = workload.reference()
+        out = workload.fn()
+        assert out.shape == reference.shape
+        assert relative_error(out, reference) <= (workload.tolerance or 1e-6)
+        seen.append((tuple(out.shape), out.dtype))
+    expected = {
+        "none": [((8, 6), torch.float32)] * 4,
+        "shape": [((8, 6), torch.float32), ((4, 6), torch.float32), ((2, 6), torch.float32),
+                  ((8, 6), torch.float32)],
+        "dtype": [((8, 6), torch.float32), ((8, 6), torch.float64), ((8, 6), torch.float16),
+                  ((8, 6), torch.float32)],
+    }[vary]
+    assert seen == expected
+    assert workload.flops == 48 and workload.bytes_moved == 3 * 48 * 4  # the first pair's
+
+
+@pytest.mark.parametrize(("vary", "dynamic", "recompiles"), [
+    ("none", None, 0), ("dtype", None, 2), ("shape", None, 1), ("shape", False, 2),
+    ("shape", True, 0)])
+def test_varying_inputs_recompiles_as_documented(vary: str, dynamic: bool | None,
+                                                 recompiles: int) -> None:
+    """Dynamo's guards decide recompiles, whatever the backend: the eager backend keeps this
+    fast. The shape is not square (duck sizing would add a recompile under dynamic=True)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    workload = _varying(vary, shape=(16, 12))
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        fn = torch.compile(workload.fn, backend="eager", dynamic=dynamic)
+        fn()
+        first = counters["stats"]["unique_graphs"]
+        for _ in range(8):
+            fn()
+        assert counters["stats"]["unique_graphs"] - first == recompiles
+    finally:
+        torch._dynamo.reset()

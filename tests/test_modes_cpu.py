@@ -1,0 +1,198 @@
+"""Execution modes on a CPU: what runs, what is skipped with a reason, and what is measured.
+
+Trials go through ``runner.execute.run_trial`` exactly as a job runs them (composed config,
+``plan_job``, the smoke timer), so every row here is a row a sweep would write.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+import torch
+
+from ops.base import OpContext, Workload
+from runner import modes
+from runner.schema import CompileMode, DType, GraphMode
+from runner.trials import TrialSpec
+
+needs_compiler = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                                    reason="torch.compile on cpu needs a C++ compiler")
+CPU = ("device=cpu", "timer=smoke")
+
+
+@pytest.fixture(scope="module")
+def run(run_one: Any) -> Any:
+    def run(*overrides: str) -> dict[str, Any]:
+        return run_one(*CPU, *overrides)
+    return run
+
+
+# ---------------------------------------------------------------------------------------
+# CUDA-only modes are skipped, with the reason
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides", [
+    ("graph=cuda_graph",), ("graph=graphed_callable",), ("streams=2",),
+    ("graph=cuda_graph", "streams=2"),
+])
+@pytest.mark.parametrize("op", [("op=pointwise_chain", "shape=[4]", "op.iterations=2"),
+                                ("op=mlp", "shape=[4,8]")])
+def test_cuda_only_modes_are_skipped_on_cpu(run: Any, op: tuple, overrides: tuple) -> None:
+    row = run(*op, *overrides)
+    assert row["status"] == "skipped", row["reason"]
+    assert "CUDA" in row["reason"] and "cpu" in row["reason"]
+    assert row.get("time_median_us") is None
+    assert row["error_traceback"] is None
+
+
+def test_skipped_row_keeps_its_identity(run: Any) -> None:
+    row = run("op=matmul", "shape=[8,8,8]", "graph=cuda_graph")
+    assert row["status"] == "skipped"
+    assert (row["op"], row["graph"], row["shape"], row["device"]) == (
+        "matmul", "cuda_graph", [8, 8, 8], "cpu")
+    assert len(row["trial_id"]) == 16
+
+
+# ---------------------------------------------------------------------------------------
+# backward
+# ---------------------------------------------------------------------------------------
+
+def test_backward_matmul_counts_forward_and_backward_flops(run: Any) -> None:
+    m, n, k = 8, 12, 16
+    row = run("op=matmul", f"shape=[{m},{n},{k}]", "backward=true")
+    assert row["status"] == "ok", row["reason"]
+    # forward 2MNK, backward dA and dB 2MNK each: 3 x 2MNK (FlopCounterMode)
+    assert row["flops"] == 3 * 2 * m * n * k
+    assert row["tflops"] == pytest.approx(row["flops"] / (row["time_median_us"] * 1e-6) / 1e12)
+    assert row["bytes_moved"] is None and row["gbps"] is None  # forward bytes do not apply
+    assert row["backward"] is True
+    assert row["accuracy_ok"] is True
+
+
+def test_forward_matmul_flops_for_comparison(run: Any) -> None:
+    row = run("op=matmul", "shape=[8,12,16]")
+    assert row["status"] == "ok"
+    assert row["flops"] == 2 * 8 * 12 * 16
+    assert row["gbps"] is not None and row["gbps"] > 0
+
+
+def test_backward_on_an_op_without_backward_is_skipped(run: Any) -> None:
+    row = run("op=copy", "shape=[16]", "backward=true")
+    assert row["status"] == "skipped"
+    assert "backward" in row["reason"]
+
+
+def test_backward_resets_grads_before_every_sample() -> None:
+    """Without the reset, backward would accumulate into .grad (an extra read-modify-write
+    per leaf per call, and a growing gradient)."""
+    x = torch.randn(4, 4)
+    workload = Workload(fn=lambda: (x * 3).sum(), bytes_moved=0, inputs=(x,),
+                        supports_backward=True)
+    spec = TrialSpec(op="t", target="t", shape=(4, 4), dtype=DType.fp32, device="cpu", seed=0,
+                     num_threads=None, streams=1, graph=GraphMode.none,
+                     compile=CompileMode.none, compile_dynamic=None, fullgraph=False,
+                     backward=True)
+    modes.enable_grads(workload)
+    prepared = modes.prepare(spec, [workload])
+    assert prepared.before_sample is not None
+    prepared.fn()
+    prepared.fn()
+    assert torch.equal(x.grad, torch.full((4, 4), 6.0))  # accumulated twice
+    prepared.before_sample()
+    assert x.grad is None
+    prepared.fn()
+    assert torch.equal(x.grad, torch.full((4, 4), 3.0))
+
+
+# ---------------------------------------------------------------------------------------
+# torch.compile
+# ---------------------------------------------------------------------------------------
+
+@needs_compiler
+def test_compile_default_on_cpu(run: Any) -> None:
+    row = run("op=pointwise_chain", "shape=[4]", "op.iterations=3", "compile=default")
+    assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
+    assert row["compile_time_s"] > 0
+    assert row["graph_count"] >= 1
+    assert row["graph_break_count"] == 0
+    assert row["recompile_count"] == 0  # nothing recompiled while timing
+    assert row["accuracy_ok"] is True
+    assert row["compile"] == "default"
+
+
+@needs_compiler
+def test_graph_break_is_counted(run: Any) -> None:
+    row = run("op=custom", "op.target=fakes:explicit_graph_break", "shape=[4]",
+              "compile=default")
+    assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
+    assert row["graph_break_count"] >= 1
+    assert row["graph_count"] >= 2  # one graph each side of the break
+    assert "graph_break" in row["graph_break_reasons"]
+    assert row["accuracy_ok"] is True
+
+
+@needs_compiler
+@pytest.mark.parametrize(("target", "needle"), [
+    ("fakes:explicit_graph_break", "graph_break"),
+    ("fakes:data_dependent_branch", "data-dependent"),
+])
+def test_fullgraph_with_a_graph_break_is_an_error(run: Any, target: str, needle: str) -> None:
+    row = run("op=custom", f"op.target={target}", "shape=[4]", "compile=default",
+              "fullgraph=true")
+    assert row["status"] == "error"
+    assert needle in row["reason"], row["reason"]
+    assert "Traceback" in row["error_traceback"]
+    assert row["fullgraph"] is True
+
+
+def test_compile_state_is_isolated_between_trials(run: Any) -> None:
+    """An eager trial after a compiled one reports no compile columns."""
+    row = run("op=matmul", "shape=[8,8,8]")
+    assert row["compile_time_s"] is None
+    assert "graph_count" not in row or row["graph_count"] is None
+
+
+# ---------------------------------------------------------------------------------------
+# Global settings are restored after every trial
+# ---------------------------------------------------------------------------------------
+
+def test_trial_settings_are_restored(run: Any) -> None:
+    threads = torch.get_num_threads()
+    precision = torch.get_float32_matmul_precision()
+    row = run("op=matmul", "shape=[8,8,8]", "dtype=tf32", "num_threads=1")
+    assert row["status"] == "ok"
+    assert row["matmul_precision"] == "high" and row["tf32"] is True
+    assert row["num_threads"] == 1
+    assert torch.get_num_threads() == threads
+    assert torch.get_float32_matmul_precision() == precision
+
+
+def test_settings_are_restored_after_a_failing_trial(run: Any) -> None:
+    threads = torch.get_num_threads()
+    row = run("op=custom", "op.target=ops.examples:always_fails", "shape=[4]",
+              "num_threads=1", "dtype=tf32")
+    assert row["status"] == "error"
+    assert "fails on purpose" in row["reason"]
+    assert torch.get_num_threads() == threads
+
+
+def test_workload_contract_violation_is_an_error_row(frozen_gc: None) -> None:
+    """An op that returns something other than a Workload fails its trial only."""
+    from runner.execute import run_trial
+    from runner.schema import TimerSettings
+    from runner.validate import OpPlan
+
+    def build(ctx: OpContext) -> Any:
+        return 42
+
+    plan = OpPlan(name="bad", target="tests:bad", builder=build, shape_names=None,
+                  default_shape=(4,), params={})
+    spec = TrialSpec(op="bad", target="tests:bad", shape=(4,), dtype=DType.fp32, device="cpu",
+                     seed=0, num_threads=None, streams=1, graph=GraphMode.none,
+                     compile=CompileMode.none, compile_dynamic=None, fullgraph=False,
+                     backward=False)
+    row = run_trial(spec, plan, TimerSettings(min_samples=3, max_samples=3))
+    assert row["status"] == "error"
+    assert "ops.base.Workload" in row["reason"]

@@ -1,0 +1,46 @@
+"""notebooks/explore.ipynb runs top to bottom (nbclient) against a real tiny CPU sweep."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+try:
+    from synthetic import tiny_cpu_sweep
+except ImportError:  # tests/ imported as a package
+    from tests.synthetic import tiny_cpu_sweep
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO / "notebooks" / "explore.ipynb"
+
+
+def test_explore_notebook_runs(tmp_path_factory, tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat", reason="pip install nbformat nbclient ipykernel")
+    nbclient = pytest.importorskip("nbclient", reason="pip install nbclient ipykernel")
+    pytest.importorskip("ipykernel", reason="pip install ipykernel")
+    sweep = tiny_cpu_sweep(tmp_path_factory)
+    monkeypatch.setenv("OPSWEEP_SWEEP", str(sweep))
+    monkeypatch.delenv("OPSWEEP_BASE", raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError, with the cell and traceback, on failure
+
+    def text_of(cell) -> str:
+        parts = []
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", ""))
+            parts.append(out.get("data", {}).get("text/plain", ""))
+        return "\n".join(parts)
+
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert str(sweep) in text_of(code[0])
+    assert "ok" in text_of(code[1])
+    assert "compared:" in text_of(code[2]) and "0 faster, 0 slower" in text_of(code[2])
+    images = [o for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) >= 2, "the roofline and the custom pandas plot should both draw"
