@@ -1,31 +1,59 @@
 #!/usr/bin/env bash
 # Run opsweep's GPU checks on the lent GPU machine (the `device` tool), in one call:
-#   bash benchmarks/device_check.sh [pytest] EXPERIMENT [EXPERIMENT ...]
-# The machine has torch but no hydra/omegaconf: carry them as wheels in .whl/ (README,
-# "Running on the GPU machine"). Each experiment's merged Parquet and log are copied flat
-# into $OUT (the device tool returns at most 8 files, 2 folders deep); a short table is
-# printed last.
+#   bash benchmarks/device_check.sh STEP [STEP ...]
+# Steps, run in order:
+#   pytest          the GPU tests (pytest -m gpu)
+#   crosscheck      benchmarks/timer_crosscheck.py (opsweep vs do_bench vs torch.utils.benchmark)
+#   EXP[,EXP...]    python -m runner -m experiment=EXP[,EXP...] (one sweep, one merged file)
+#   report=EXP      python -m runner.report on the latest sweep of EXP
+#   compare=EXP     python -m runner.compare on the two latest sweeps of EXP
+#   lessons         python -m runner.lessons over every sweep -> $OUT/experiments.md
+# The machine has torch but no hydra/omegaconf: carry them as wheels in .whl/ (README).
+# The device tool returns at most 8 files, so all sweeps and reports are packed into
+# $OUT/results.tgz; logs go to $OUT/run.log; a short table of every sweep is printed last.
 set -uo pipefail
 OUT=${OUT:-/tmp/opsweep-out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | tail -1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 RESULTS=/tmp/opsweep-results
+mkdir -p "$RESULTS"
+declare -A LATEST PREVIOUS
+log() { echo "$*" | tee -a "$OUT/run.log"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu \
-  --format=csv > "$OUT/nvidia-smi.csv" 2>&1
-cat "$OUT/nvidia-smi.csv"
-: > "$OUT/run.log"
-for arg in "$@"; do
-  if [ "$arg" = pytest ]; then
-    python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee -a "$OUT/run.log" | tail -15
-    continue
-  fi
-  before=$(ls "$RESULTS" 2>/dev/null)
-  python3 -m runner "experiment=$arg" "results_dir=$RESULTS" >> "$OUT/run.log" 2>&1
-  echo "experiment=$arg exit=$?" | tee -a "$OUT/run.log"
-  for sweep in $(ls "$RESULTS"); do
-    case " $before " in *" $sweep "*) continue;; esac
-    cp "$RESULTS/$sweep/results.parquet" "$OUT/$arg.parquet" 2>/dev/null
-  done
+  --format=csv | tee "$OUT/nvidia-smi.csv"
+for step in "$@"; do
+  case "$step" in
+    pytest)
+      python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee -a "$OUT/run.log" | tail -15 ;;
+    crosscheck)
+      python3 benchmarks/timer_crosscheck.py 2>&1 | tee -a "$OUT/run.log" ;;
+    report=*)
+      exp=${step#report=}
+      python3 -m runner.report "${LATEST[$exp]}" --out "${LATEST[$exp]}/report" \
+        --results-root "$RESULTS" >> "$OUT/run.log" 2>&1
+      log "report $exp exit=$? -> ${LATEST[$exp]}/report" ;;
+    compare=*)
+      exp=${step#compare=}
+      python3 -m runner.compare "${PREVIOUS[$exp]}" "${LATEST[$exp]}" --format markdown 2>&1 \
+        | tee -a "$OUT/run.log" | tail -40 ;;
+    lessons)
+      python3 -m runner.lessons "$RESULTS"/*/results.parquet --out "$OUT/experiments.md" \
+        >> "$OUT/run.log" 2>&1
+      log "lessons exit=$?" ;;
+    *)
+      before=$(ls "$RESULTS")
+      start=$(date +%s)
+      python3 -m runner -m "experiment=$step" "results_dir=$RESULTS" ${OPSWEEP_ARGS:-} \
+        >> "$OUT/run.log" 2>&1
+      log "experiment=$step exit=$? wall=$(( $(date +%s) - start ))s"
+      for sweep in $(ls "$RESULTS"); do
+        case " $before " in *" $sweep "*) continue;; esac
+        [ "$sweep" = calibration ] && continue
+        PREVIOUS[$step]=${LATEST[$step]:-}
+        LATEST[$step]=$RESULTS/$sweep
+      done ;;
+  esac
 done
-python3 benchmarks/summarize.py "$OUT"/*.parquet
+tar -czf "$OUT/results.tgz" -C "$RESULTS" --exclude='*/jobs/*/.hydra' . 2>/dev/null
+python3 benchmarks/summarize.py "$RESULTS"/*/results.parquet

@@ -9,7 +9,7 @@ import sys
 
 import pandas as pd
 
-COLUMNS = ["op", "params", "dtype", "shape_str", "mode", "status", "time_median_us",
+COLUMNS = ["op", "params", "dtype", "shape_str", "device", "mode", "status", "time_median_us",
            "time_per_op_us", "tflops", "gbps", "n_samples", "ci_rel_halfwidth",
            "compile_time_s", "sm_clock_mhz_end", "accuracy_ok"]
 
