@@ -1,8 +1,11 @@
 """``python -m runner`` end to end, in temporary working directories.
 
-All runs start together in one module fixture (each costs a few seconds, mostly importing
-torch) and the tests then read what they left behind: exit status, the results tree, the
-merged Parquet file and its metadata.
+The runs are declared in ``CLI_RUNS`` and started by conftest as soon as collection ends (each
+costs a few seconds, mostly importing torch, so they overlap with the in-process tests); the
+tests then read what they left behind: exit status, the results tree, the merged Parquet
+file and its metadata. Every experiment runs at its smoke size (``smoke=true``), as a
+multirun with one job per experiment, unless ``tests/test_experiments.py`` (the experiments'
+own tests) already does so in the same session.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ BACK_TO_BACK = ["op=vector_add", "shape=[8]", "timer=smoke"]
 #: Experiments run as multiruns (one job per experiment, one torch import per multirun),
 #: split in this many processes so they share the cores.
 EXPERIMENT_RUNS = 2
+#: tests/test_experiments.py runs every experiment at smoke size end to end with the same
+#: checks (one job per experiment, found through the metadata). Running them twice would
+#: double the slowest part of the suite, so this module only does it without that file.
+COVERED_BY = Path(__file__).resolve().parent / "test_experiments.py"
+RUN_EXPERIMENTS = SMOKE_SUPPORTED and not COVERED_BY.exists()
 
 
 def experiment_groups() -> list[list[str]]:
@@ -67,7 +75,7 @@ def CLI_RUNS() -> dict[str, Any]:  # noqa: N802 (the name conftest looks for)
         "b2b_1": (BACK_TO_BACK, "back_to_back"),
         "b2b_2": (BACK_TO_BACK, "back_to_back"),
     }
-    if SMOKE_SUPPORTED:
+    if RUN_EXPERIMENTS:
         for index, group in enumerate(experiment_groups()):
             runs[f"experiments_{index}"] = ["-m", f"experiment={','.join(group)}",
                                             "smoke=true"]
@@ -264,7 +272,7 @@ def test_back_to_back_runs_get_different_sweep_folders(runs: dict[str, Any]) -> 
 @pytest.fixture(scope="module")
 def experiment_rows(runs: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """Each experiment's rows, found through the job metadata of the merged files."""
-    if not SMOKE_SUPPORTED:
+    if not RUN_EXPERIMENTS:
         return {}
     found: dict[str, pd.DataFrame] = {}
     for index in range(len(experiment_groups())):
@@ -287,6 +295,8 @@ def test_experiment_runs_end_to_end(runs: dict[str, Any], experiment_rows: dict[
     if not SMOKE_SUPPORTED:
         pytest.skip(f"needs a smoke size preset (smoke=true) to run at CI size: "
                     f"{', '.join(EXPERIMENTS)}")
+    if not RUN_EXPERIMENTS:
+        pytest.skip(f"runs end to end in {COVERED_BY.name}::test_experiment_runs_at_smoke_size")
     index = next(i for i, group in enumerate(experiment_groups()) if name in group)
     finished(runs[f"experiments_{index}"])
     df = experiment_rows[name]
