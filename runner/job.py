@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 import sys
 from pathlib import Path
@@ -22,6 +23,10 @@ def run_job(cfg: DictConfig) -> Path | None:
     Bad configuration exits with status 2 before any trial runs. A failing trial never stops
     the job: it becomes a row.
     """
+    # Everything imported so far (torch, inductor) lives for the whole process: move it out of
+    # the garbage collector's generations so the per-trial gc.collect() in execute._release
+    # scans only what trials allocate (~0.3 s per collection otherwise).
+    gc.freeze()
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
     try:

@@ -375,20 +375,8 @@ def _override_values(override: Any) -> list[Any]:
 
 
 def _ops_in_play(overrides: list[Any], conf_dir: Path) -> list[str]:
-    """Which op YAMLs a command line can select: op=..., else the experiment's, else the
-    default in config.yaml."""
-    for ov in reversed(overrides):  # Hydra applies the last of repeated overrides
-        if ov.key_or_group == "op":
-            return [str(v) for v in _override_values(ov)]
-    for ov in reversed(overrides):
-        if ov.key_or_group == "experiment":
-            ops = []
-            for name in _override_values(ov):
-                path = conf_dir / "experiment" / f"{name}.yaml"
-                ops += _defaults_choice(OmegaConf.load(path), "op") if path.exists() else []
-            if ops:
-                return ops
-    return _defaults_choice(OmegaConf.load(conf_dir / "config.yaml"), "op")
+    """Which op YAMLs a command line can select (see :func:`_presets_in_play`)."""
+    return _presets_in_play(overrides, "op", conf_dir)
 
 
 def _defaults_choice(node: DictConfig, group: str) -> list[str]:
@@ -413,6 +401,7 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
     custom_search = any(ov.key_or_group == "hydra.searchpath" for ov in overrides) or any(
         a.startswith(("--config-dir", "-cd", "--config-path", "-cp")) for a in args)
     op_names = _ops_in_play(overrides, conf_dir)
+    timer_overrides: dict[str, Any] = {}
     for ov in overrides:
         key = ov.key_or_group
         if ov.is_hydra_override() or ov.is_delete():
@@ -428,6 +417,8 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
         elif key.startswith("timer."):
             _check_key(key, key.partition(".")[2], TIMER_KEYS, "timer.")
             _check_timer_value(key, values)
+            if len(values) == 1:
+                timer_overrides[key.partition(".")[2]] = values[0]
         elif key.startswith("op."):
             if custom_search:
                 continue
@@ -437,6 +428,29 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
             _check_axis_values(key, values, op_names, conf_dir)
         else:
             _check_key(key, key, TOP_LEVEL_KEYS, "")
+    if timer_overrides and not custom_search:
+        for preset in _presets_in_play(overrides, "timer", conf_dir):
+            settings = OmegaConf.merge(OmegaConf.structured(TimerSettings),
+                                       OmegaConf.load(conf_dir / "timer" / f"{preset}.yaml"),
+                                       timer_overrides)
+            check_timer(settings)
+
+
+def _presets_in_play(overrides: list[Any], group: str, conf_dir: Path) -> list[str]:
+    """The options of ``group`` a command line selects: its own override, else the
+    experiment's ``override /group``, else config.yaml's default."""
+    for ov in reversed(overrides):
+        if ov.key_or_group == group:
+            return [str(v) for v in _override_values(ov)]
+    for ov in reversed(overrides):
+        if ov.key_or_group == "experiment":
+            found = []
+            for name in _override_values(ov):
+                path = conf_dir / "experiment" / f"{name}.yaml"
+                found += _defaults_choice(OmegaConf.load(path), group) if path.exists() else []
+            if found:
+                return found
+    return _defaults_choice(OmegaConf.load(conf_dir / "config.yaml"), group)
 
 
 def _check_timer_value(key: str, values: list[Any]) -> None:
