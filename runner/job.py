@@ -42,6 +42,8 @@ def run_job(cfg: DictConfig) -> Path | None:
     title = f"job {job_num}" + (f" ({' '.join(overrides)})" if overrides else "")
 
     timer = smoke_timer() if cfg.smoke else cfg.timer
+    if cfg.gpu_warmup_s > 0 and not cfg.smoke:
+        _heat_devices(planned, cfg.gpu_warmup_s)
     rows = []
     for index, trial in enumerate(console.track(planned, title, label=lambda t: t.spec.label())):
         row = run_trial(trial.spec, trial.op, timer, check_accuracy=cfg.check_accuracy)
@@ -59,6 +61,17 @@ def run_job(cfg: DictConfig) -> Path | None:
     }
     table = _with_roofline(rows_to_table(rows, metadata), cfg.results_dir)
     return write_new(table, job_dir / JOB_FILE)
+
+
+def _heat_devices(planned: list, seconds: float) -> None:
+    """Bring every CUDA device the job uses to its sustained-load state (see
+    ``runner.timer.heat_device``)."""
+    from runner.timer import heat_device
+
+    for device in dict.fromkeys(t.spec.device for t in planned):
+        if device.startswith("cuda"):
+            console.stderr.print(f"heating {device} for {seconds:g} s (gpu_warmup_s)")
+            heat_device(device, seconds)
 
 
 def _discard_empty_job_dir(job_dir: Path) -> None:

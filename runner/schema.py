@@ -123,6 +123,10 @@ class RunConfig:
     # says. Numbers are meaningless; it proves a config runs end to end.
     smoke: bool = False
 
+    # Seconds of sustained bf16 matmul on each CUDA device before a job's first trial, so that
+    # repeated runs start from the same power/thermal state (runner.timer.heat_device). 0: off.
+    gpu_warmup_s: float = 0.0
+
     # Set by the calibrate experiment: store this device's ceilings from the sweep's results
     # under <results_dir>/calibration/ when it ends (runner.roofline.store_calibration).
     store_calibration: bool = False

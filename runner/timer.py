@@ -124,6 +124,30 @@ class L2Flusher:
         self._buffer.zero_()
 
 
+def heat_device(device: Any, seconds: float, wall: Callable[[], float] = time.perf_counter,
+                size: int = 8192) -> int:
+    """Run back-to-back bf16 matmuls on ``device`` for ``seconds``; return how many ran.
+
+    An H200 under sustained matmul load drops from 1980 MHz towards 1470 MHz on its power cap,
+    and how far it has dropped depends on what ran in the minute before. Two runs of the same
+    sweep therefore differ by several percent if one follows heavy work and the other does
+    not. Heating the GPU to its sustained-load state before a job (``gpu_warmup_s``) makes
+    every run start from the same state. Synchronises every 20 launches so the host never
+    queues far beyond ``seconds``.
+    """
+    import torch
+
+    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    start, launched = wall(), 0
+    while wall() - start < seconds:
+        for _ in range(20):
+            torch.mm(a, b)
+        launched += 20
+        torch.cuda.synchronize(device)
+    return launched
+
+
 @dataclass(frozen=True)
 class TimerPlan:
     """The knobs of one measurement (a frozen copy of ``TimerSettings``)."""
