@@ -33,9 +33,9 @@ class MergeResults(Callback):
             console.stderr.print("calibration not stored: smoke=true sizes and timer give "
                                  "meaningless ceilings")
         elif merged is not None and config.get("store_calibration"):
-            from runner.roofline import store_calibration
-
             import pandas as pd
+
+            from runner.roofline import store_calibration
 
             path = store_calibration(pd.read_parquet(merged), config.results_dir)
             if path is None:

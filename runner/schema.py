@@ -17,6 +17,8 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from runner.timer import TimerPlan
+
 
 class DType(str, Enum):
     """Numeric formats a trial can run in.
@@ -65,26 +67,27 @@ class Status(str, Enum):
 class TimerSettings:
     """How the shared timer measures (see ``runner/timer.py`` for the why of each knob).
 
+    The defaults are :class:`runner.timer.TimerPlan`'s, the frozen copy the timer runs with.
     Presets live in ``conf/timer/*.yaml``: smoke, quick, default, precise.
     """
 
     preset: str = "default"
     # Warm-up runs until BOTH limits are met: caches, cuBLAS handles, autotuning and lazy
     # module loading all happen in the first calls and must stay out of the samples.
-    warmup_calls: int = 10
-    warmup_s: float = 0.05
+    warmup_calls: int = TimerPlan.warmup_calls
+    warmup_s: float = TimerPlan.warmup_s
     # Adaptive stop: after min_samples, stop once the 95% CI of the median is within
     # target_rel of the median; never exceed max_samples or max_time_s.
-    min_samples: int = 10
-    max_samples: int = 1000
-    target_rel: float = 0.01
-    max_time_s: float = 2.0
+    min_samples: int = TimerPlan.min_samples
+    max_samples: int = TimerPlan.max_samples
+    target_rel: float = TimerPlan.target_rel
+    max_time_s: float = TimerPlan.max_time_s
     # Ops shorter than batch_below_us are timed as calls_per_sample back-to-back calls per
     # event pair, so a sample lasts about batch_target_us and the launch edge of the first
     # call (~5-10 us) is ~1% of it (runner/timer.py, hazard 3).
-    batch_below_us: float = 1000.0
-    batch_target_us: float = 1000.0
-    max_calls_per_sample: int = 10000
+    batch_below_us: float = TimerPlan.batch_below_us
+    batch_target_us: float = TimerPlan.batch_target_us
+    max_calls_per_sample: int = TimerPlan.max_calls_per_sample
     # Flush L2 before every sample (outside the timed region) to measure cold-cache time;
     # forces one call per sample.
     flush_l2: bool = False
