@@ -36,6 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from runner.results import merge_tables
+
 try:  # the runner's column types (pyarrow only, no torch): all-null columns get their real type
     from runner.columns import COLUMNS as _KNOWN_COLUMNS
 except ImportError:  # pragma: no cover - analysis without the runner core
@@ -216,7 +218,7 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
             tables = list(pool.map(read, files))
     else:
         tables = [read(f) for f in files]
-    table = _concat(tables)
+    table = merge_tables(tables)
     if columns is not None:
         for name in columns:
             if name not in table.column_names:
@@ -230,43 +232,6 @@ def _sweep_id_from_path(file: Path) -> str:
     if file.parent.parent.name == "jobs":
         return file.parent.parent.parent.name
     return file.stem
-
-
-def _concat(tables: list[pa.Table]) -> pa.Table:
-    """Concatenate with unioned schemas; conflicting column types are read as strings."""
-    if len(tables) == 1:
-        return tables[0]
-    try:
-        return pa.concat_tables(tables, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        pass
-    types_by_name: dict[str, set[pa.DataType]] = {}
-    for t in tables:
-        for field in t.schema:
-            if not pa.types.is_null(field.type):
-                types_by_name.setdefault(field.name, set()).add(field.type)
-    conflicting = set()
-    for name, kinds in types_by_name.items():
-        try:
-            pa.unify_schemas([pa.schema([(name, k)]) for k in kinds],
-                             promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            conflicting.add(name)
-    fixed = []
-    for t in tables:
-        for name in conflicting & set(t.column_names):
-            i = t.column_names.index(name)
-            t = t.set_column(i, name, _as_string(t.column(name)))
-        fixed.append(t)
-    return pa.concat_tables(fixed, promote_options="permissive")
-
-
-def _as_string(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    try:
-        return pc.cast(column, pa.string())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        values = [None if v is None else json.dumps(v, default=str) for v in column.to_pylist()]
-        return pa.chunked_array([pa.array(values, pa.string())])
 
 
 def _long_table(table: pa.Table, keep: list[str]) -> pa.Table:

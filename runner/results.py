@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from runner.columns import COLUMNS
@@ -96,37 +97,47 @@ def job_files(sweep_dir: Path) -> list[Path]:
 
 
 def merge_tables(tables: Iterable[pa.Table]) -> pa.Table:
-    """Concatenate job tables whose columns differ (op parameters): missing columns are null,
-    a column that is all-null in one job takes the type it has in another."""
+    """Concatenate result tables whose columns differ (op parameters, newer columns): missing
+    columns are null, a column that is all-null in one table takes its type from another, and
+    a column whose types conflict (an op parameter that is an int in one job and a string in
+    another) is read as strings."""
     tables = list(tables)
     if not tables:
         return pa.table({})
+    if len(tables) == 1:
+        return tables[0]
+    errors = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
     try:
         return pa.concat_tables(tables, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        # Conflicting types for one column across jobs: fall back to strings for those.
-        conflicted = _conflicting_columns(tables)
-
-        def stringify(table: pa.Table) -> pa.Table:
-            for name in conflicted & set(table.column_names):
-                index = table.schema.get_field_index(name)
-                table = table.set_column(index, name, table[name].cast(pa.string()))
-            return table
-
-        return pa.concat_tables([stringify(t) for t in tables], promote_options="permissive")
-
-
-def _conflicting_columns(tables: list[pa.Table]) -> set[str]:
-    seen: dict[str, pa.DataType] = {}
-    conflicted = set()
+    except errors:
+        pass
+    types_by_name: dict[str, set[pa.DataType]] = {}
     for table in tables:
-        for field in table.schema:
-            if pa.types.is_null(field.type):
-                continue
-            if field.name in seen and seen[field.name] != field.type:
-                conflicted.add(field.name)
-            seen.setdefault(field.name, field.type)
-    return conflicted
+        for column in table.schema:
+            if not pa.types.is_null(column.type):
+                types_by_name.setdefault(column.name, set()).add(column.type)
+    conflicting = set()
+    for name, kinds in types_by_name.items():
+        try:
+            pa.unify_schemas([pa.schema([(name, k)]) for k in kinds],
+                             promote_options="permissive")
+        except errors:
+            conflicting.add(name)
+    fixed = []
+    for table in tables:
+        for name in conflicting & set(table.column_names):
+            index = table.column_names.index(name)
+            table = table.set_column(index, name, _as_string(table.column(name)))
+        fixed.append(table)
+    return pa.concat_tables(fixed, promote_options="permissive")
+
+
+def _as_string(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    try:
+        return pc.cast(column, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        values = [None if v is None else json.dumps(v, default=str) for v in column.to_pylist()]
+        return pa.chunked_array([pa.array(values, pa.string())])
 
 
 def merge_sweep(sweep_dir: Path) -> Path | None:
