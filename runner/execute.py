@@ -18,6 +18,7 @@ Order of a trial (each step's placement is deliberate):
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import traceback
@@ -95,7 +96,6 @@ def spec_columns(spec: TrialSpec) -> dict[str, Any]:
 def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
                    check_accuracy: bool) -> dict[str, Any]:
     device = torch.device(spec.device)
-    _release(spec.device)  # start from an empty allocator cache: peaks are this trial's own
     workloads = _build_workloads(spec, plan, device)
     first = workloads[0]
     modes.check_supported(spec, first)
@@ -252,8 +252,6 @@ def _flusher(timer: TimerSettings, device: torch.device) -> L2Flusher | None:
 
 
 def _on_device(device: str) -> Any:
-    import contextlib
-
     if device.startswith("cuda"):
         return torch.cuda.device(torch.device(device))
     return contextlib.nullcontext()
@@ -265,7 +263,8 @@ def _sync(device: torch.device) -> None:
 
 
 def _release(device: str) -> None:
-    """Free the trial's memory so the next trial starts clean (and its peaks are its own)."""
+    """Free the trial's memory so the next trial starts clean (and its peaks are its own).
+    Runs after every trial, whatever its outcome (``run_trial``'s ``finally``)."""
     gc.collect()
     if device.startswith("cuda"):
         torch.cuda.synchronize(torch.device(device))
