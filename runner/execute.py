@@ -30,7 +30,7 @@ import torch
 from ops.base import OpContext, TrialSkipped, Workload, relative_error
 from runner import modes
 from runner.context import DEFAULT_TOLERANCE, MATMUL_PRECISION, TORCH_DTYPES, trial_settings
-from runner.environment import GPU_STATE_FIELDS, environment, git_provenance, gpu_state
+from runner.environment import environment, git_provenance, gpu_state
 from runner.schema import DType, Status, TimerSettings
 from runner.timer import (
     Clock,
@@ -290,5 +290,3 @@ def _product(shape: tuple[int, ...]) -> int:
         total *= size
     return total
 
-
-GPU_COLUMNS = [f"{f}_{when}" for when in ("start", "end") for f in GPU_STATE_FIELDS]

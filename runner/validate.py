@@ -422,8 +422,7 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
         elif key.startswith("op."):
             if custom_search:
                 continue
-            _check_op_key(key, op_names, conf_dir)
-            _check_op_values(key.partition(".")[2], values, op_names, conf_dir)
+            _check_op_override(key, values, op_names, conf_dir)
         elif key in AXES:
             _check_axis_values(key, values, op_names, conf_dir)
         else:
@@ -489,7 +488,8 @@ def _op_yaml(name: str, conf_dir: Path) -> dict[str, Any] | None:
     return OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else None
 
 
-def _check_op_key(full_key: str, op_names: list[str], conf_dir: Path) -> None:
+def _check_op_override(full_key: str, values: list[Any], op_names: list[str],
+                       conf_dir: Path) -> None:
     """``op.<param>=...``: the key must be a parameter (or meta key) of every op in play, and a
     closed-choice parameter's values must be among its choices."""
     sub = full_key.partition(".")[2]
@@ -499,27 +499,18 @@ def _check_op_key(full_key: str, op_names: list[str], conf_dir: Path) -> None:
             params = builder_params(resolve_target(node["_target_"])) if node else {}
         except ConfigError:
             continue  # the op itself is reported by the op= check or inside the job
-        if sub in params or sub in OP_META_KEYS - {"_target_"}:
+        if sub in params:
+            for value in values:
+                for item in as_choices(value):
+                    params[sub].check(name, item)
+            continue
+        if sub in OP_META_KEYS - {"_target_"}:
             continue
         close = difflib.get_close_matches(sub, list(params), n=1)
         hint = f" Did you mean 'op.{close[0]}'?" if close else ""
         listing = (f"Parameters of op '{name}': {choices_text('op.' + p for p in params)}."
                    if params else f"Op '{name}' has no parameters.")
         raise ConfigError(f"unknown config key '{full_key}'.{hint} {listing}")
-
-
-def _check_op_values(param: str, values: list[Any], op_names: list[str],
-                     conf_dir: Path) -> None:
-    for name in op_names:
-        node = _op_yaml(name, conf_dir) or {}
-        try:
-            spec = builder_params(resolve_target(node["_target_"])).get(param) if node else None
-        except ConfigError:
-            continue
-        if spec is not None:
-            for value in values:
-                for item in as_choices(value):
-                    spec.check(name, item)
 
 
 def _check_axis_values(key: str, values: list[Any], op_names: list[str],
