@@ -21,7 +21,7 @@ import torch.utils.benchmark as tub
 
 from ops import batched_dot, elementwise, matmul, memcopy, pointwise_chain
 from ops.base import OpContext
-from runner.timer import CudaEventClock, TimerPlan, measure
+from runner.timing.timer import CudaEventClock, TimerPlan, measure
 
 CASES = [
     ("add 1 elem in-place fp32", elementwise.build_add, (1,), torch.float32, {"inplace": True}),

@@ -6,7 +6,7 @@ needs to judge the result (FLOP and byte counts, a float64 reference).
 
 Ops never time themselves, synchronise, warm up or pick streams. Everything about *how* a
 callable is executed (streams, CUDA graphs, ``torch.compile``, backward) is applied by
-``runner.modes`` to any workload, so that every op gets every mode for free and no op can
+``runner.execution.modes`` to any workload, so that every op gets every mode for free and no op can
 measure differently from another.
 
 The keyword parameters of ``build`` are the op's parameters. Their defaults live in

@@ -3,6 +3,6 @@
 Importing this package imports no torch, so loading results in a notebook stays fast.
 """
 
-from runner.load import load
+from runner.storage.load import load
 
 __all__ = ["load"]

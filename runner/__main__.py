@@ -1,7 +1,7 @@
 """``python -m runner [key=value ...] [-m]``: run a sweep.
 
-The command line is checked before Hydra composes anything (``runner.validate``), so a typo in
-any job of a multirun fails with exit status 2 before the first trial runs and before any
+The command line is checked before Hydra composes anything (``runner.config.validate``), so a
+typo in any job of a multirun fails with exit status 2 before the first trial runs and before any
 result directory is created.
 """
 
@@ -12,15 +12,15 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from runner import schema
-from runner.validate import ConfigError, check_command_line
+from runner.config import schema
+from runner.config.validate import ConfigError, check_command_line
 
 schema.register()
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def _hydra_main(cfg: DictConfig) -> object:
-    from runner.job import run_job  # imports torch: keep `--help` fast
+    from runner.execution.job import run_job  # imports torch: keep `--help` fast
 
     return run_job(cfg)
 

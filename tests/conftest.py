@@ -4,7 +4,7 @@
 * fixture ``compose`` builds a job config exactly as ``python -m runner`` does (same config
   dir, same schema), without starting Hydra's app.
 * fixtures ``plan_trials`` and ``run_one`` take a composed config through
-  ``runner.validate.plan_job`` and ``runner.execute.run_trial``.
+  ``runner.config.validate.plan_job`` and ``runner.execution.trial.run_trial``.
 * fixture ``start_cli`` runs ``python -m runner`` (or another module) in a subprocess in a
   given working directory and returns a :class:`Cli`; start several before waiting on any so
   that the end-to-end runs overlap on the machine's cores.
@@ -63,7 +63,7 @@ def _compose(*overrides: str) -> Any:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from runner import schema
+    from runner.config import schema
 
     schema.register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -77,7 +77,7 @@ def _plan_trials(cfg: Any) -> list[tuple[Any, Any]]:
     with ``.op`` and ``.spec`` (since ``cases`` let one job hold several ops); both are
     accepted so these tests follow the runner rather than pin its internal return type.
     """
-    from runner.validate import plan_job
+    from runner.config.validate import plan_job
 
     out = plan_job(cfg)
     if isinstance(out, tuple) and len(out) == 2 and hasattr(out[0], "builder"):
@@ -88,7 +88,7 @@ def _plan_trials(cfg: Any) -> list[tuple[Any, Any]]:
 
 def _run_one(*overrides: str, check_accuracy: bool = True) -> dict[str, Any]:
     """Compose, plan and run the single trial the overrides describe; return its row."""
-    from runner.execute import run_trial
+    from runner.execution.trial import run_trial
 
     cfg = _compose(*overrides)
     trials = _plan_trials(cfg)
@@ -119,7 +119,7 @@ def frozen_gc() -> None:
     unchanged: frozen objects are only never *collected*, and they are all alive anyway."""
     import torch  # noqa: F401
 
-    import runner.execute  # noqa: F401
+    import runner.execution.trial  # noqa: F401
 
     gc.collect()
     gc.freeze()

@@ -1,6 +1,6 @@
 """Test doubles shared by the runner's tests.
 
-* :class:`FakeClock` drives ``runner.timer.measure`` deterministically: every timed region
+* :class:`FakeClock` drives ``runner.timing.timer.measure`` deterministically: every timed region
   (``start`` → ``stop``) takes a scripted duration, and :meth:`FakeClock.wall` is a wall clock
   that advances by exactly the durations consumed, so warm-up by time and ``max_time_s`` can
   be tested to the call.
@@ -14,7 +14,7 @@ from typing import Any
 
 
 class FakeClock:
-    """A ``runner.timer.Clock`` that returns scripted durations and records what happened.
+    """A ``runner.timing.timer.Clock`` that returns scripted durations and records what happened.
 
     Each timed region takes the next value of ``durations`` (seconds). Once the script is
     used up, a region takes ``per_call_s`` times the number of :meth:`op` calls made inside it

@@ -256,7 +256,7 @@ def runner_missing() -> str | None:
     """Why ``python -m runner`` cannot run here (None when it can)."""
     import importlib.util
 
-    for module in ("runner.__main__", "runner.job", "hydra"):
+    for module in ("runner.__main__", "runner.execution.job", "hydra"):
         try:
             if importlib.util.find_spec(module) is None:
                 return f"{module} is not importable yet (the runner core is not in place)"

@@ -16,8 +16,8 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.synthetic import grid, make_trials, scaled, write_sweep
 
-from runner.analysis_stats import verdict
-from runner.compare import compare, main, render
+from runner.analysis.compare import compare, main, render
+from runner.analysis.significance import verdict
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = grid(op="matmul", dtype=["fp32", "bf16"], shape=[(64, 64, 64), (256, 256, 256)])

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from runner.columns import COLUMNS
-from runner.results import rows_to_table
-from runner.schema import RunConfig
-from runner.timer import TimerPlan
+from runner.config.schema import RunConfig
+from runner.storage.columns import COLUMNS
+from runner.storage.files import rows_to_table
+from runner.timing.timer import TimerPlan
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 OPS = sorted(p.stem for p in (CONF / "op").glob("*.yaml"))

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from runner.results import JOB_FILE, SWEEP_FILE, read_metadata
-from runner.schema import RunConfig
+from runner.config.schema import RunConfig
+from runner.storage.files import JOB_FILE, SWEEP_FILE, read_metadata
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
@@ -179,13 +179,13 @@ def test_multirun_reads_back_with_runner_load(multirun: Any) -> None:
         import importlib
 
         try:
-            load = importlib.import_module("runner.load")
+            load = importlib.import_module("runner.storage.load")
         except ImportError:
-            pytest.skip("runner.load does not exist")
+            pytest.skip("runner.storage.load does not exist")
     if not callable(load):
         load = getattr(load, "load", None)
     if load is None:
-        pytest.skip("runner.load is not callable")
+        pytest.skip("runner.storage.load is not callable")
     for where in (path, path.parent, run.cwd / "results"):  # file, sweep, results root
         loaded = load(where)
         assert len(loaded) == 2, where  # the job files are never counted on top
@@ -194,7 +194,7 @@ def test_multirun_reads_back_with_runner_load(multirun: Any) -> None:
 
 def test_collect_merges_a_copy_of_a_real_sweep(multirun: Any, tmp_path: Path) -> None:
     """``python -m runner.collect`` on a real sweep whose merge never happened."""
-    from runner.collect import main as collect_main
+    from runner.storage.collect import main as collect_main
 
     _, path, df = multirun
     copy = tmp_path / path.parent.name

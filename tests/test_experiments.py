@@ -1,11 +1,11 @@
-"""The lesson experiments (``conf/experiment/*.yaml``) and their report (``runner.lessons``).
+"""The lesson experiments (``conf/experiment/*.yaml``) and their report (``runner.claims.lessons``).
 
 * Every experiment file opens with its description (question, expectation, seed).
 * Every experiment runs at smoke size on a CPU with ``smoke=true``: all of them in two
   ``-m experiment=a,b,...`` multiruns that conftest starts when collection ends (``CLI_RUNS``,
   so they overlap with the in-process tests), each experiment checked on its own job's rows,
   found through the merged file's metadata, so a failure names the experiment.
-* ``python -m runner.lessons`` turns those results into a report with a heading and a
+* ``python -m runner.claims.lessons`` turns those results into a report with a heading and a
   verdict line per experiment, and reads an experiment's name from a file's stem when the
   metadata has none.
 * Every claim of every lesson is measurable from its experiment's full-size trial plan (a
@@ -24,8 +24,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from runner import lessons
-from runner.results import read_metadata
+from runner.claims import lessons
+from runner.storage.files import read_metadata
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT_DIR = REPO_ROOT / "conf" / "experiment"
@@ -129,7 +129,7 @@ def test_lessons_report_over_the_smoke_runs(smoke_runs: dict[str, Any], start_cl
     merged = [str(_merged(run)) for run in smoke_runs.values()]
     out = tmp_path / "experiments.md"
     run = start_cli([*merged, "--out", str(out), "--banner", "placeholder: smoke numbers"],
-                    tmp_path, module="runner.lessons").wait()
+                    tmp_path, module="runner.claims.lessons").wait()
     assert run.returncode == 0, run.explain()
     text = out.read_text(encoding="utf-8")
     assert "placeholder: smoke numbers" in text
@@ -138,7 +138,7 @@ def test_lessons_report_over_the_smoke_runs(smoke_runs: dict[str, Any], start_cl
         assert name in sections, f"no '## {name}' heading in the report"
         assert "**Verdict:**" in sections[name], f"{name}: no verdict line"
         assert "| op | params |" in sections[name], f"{name}: no results table"
-    # claims that CPU rows can answer are answered, even through runner.load's nullable
+    # claims that CPU rows can answer are answered, even through runner.storage.load's nullable
     # columns (compile_dynamic is pd.NA there, which must count as "not set")
     for name in ("compile_recompilation", "cpu_threads"):
         assert "**not measured**" not in sections[name], sections[name]
@@ -168,7 +168,7 @@ def test_experiment_name_falls_back_to_the_file_stem(tmp_path: Path) -> None:
 
 def test_missing_results_fail_with_one_line(start_cli: Any, tmp_path: Path) -> None:
     run = start_cli([str(tmp_path / "nothing.parquet")], tmp_path,
-                    module="runner.lessons").wait()
+                    module="runner.claims.lessons").wait()
     assert run.returncode == 2
     assert "error:" in run.stderr and "Traceback" not in run.stderr
 
@@ -193,7 +193,7 @@ def _fake_frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
 def _planned_rows(name: str, compose: Any, plan_trials: Any) -> pd.DataFrame:
     """The experiment's full-size trials as ok rows with made-up numbers, as if measured on a
     machine with one GPU."""
-    from runner.execute import spec_columns
+    from runner.execution.trial import spec_columns
 
     cfg = compose(f"experiment={name}")
     rows = []
@@ -225,9 +225,10 @@ def _planned_rows(name: str, compose: Any, plan_trials: Any) -> pd.DataFrame:
 @pytest.mark.parametrize("name", LESSONS)
 def test_every_claim_is_measurable_at_full_size(name: str, compose: Any, plan_trials: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import runner.validate
+    import runner.config.validate
 
-    monkeypatch.setattr(runner.validate, "cuda_device_count", lambda: 1)  # device auto = cuda:0
+    # device auto = cuda:0
+    monkeypatch.setattr(runner.config.validate, "cuda_device_count", lambda: 1)
     df = _planned_rows(name, compose, plan_trials)
     claims = lessons.verdicts(name, df)
     assert claims, f"{name}: no claims"
@@ -304,7 +305,7 @@ def _varying(vary: str, shape: tuple[int, ...] = (8, 6), dtype: Any = None) -> A
     import torch
 
     from ops.base import OpContext
-    from ops.varying import build
+    from ops.varying_inputs import build
 
     ctx = OpContext(shape=shape, dtype=dtype or torch.float32, device=torch.device("cpu"),
                     generator=torch.Generator().manual_seed(0))

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from ops.base import OpContext
-from runner import modes
-from runner.context import TORCH_DTYPES, trial_settings
-from runner.schema import CompileMode, GraphMode
-from runner.timer import CudaEventClock, HostClock, L2Flusher, TimerPlan, measure
+from runner.config.schema import CompileMode, GraphMode
+from runner.execution import modes
+from runner.execution.context import TORCH_DTYPES, trial_settings
+from runner.timing.timer import CudaEventClock, HostClock, L2Flusher, TimerPlan, measure
 
 pytestmark = pytest.mark.gpu
 

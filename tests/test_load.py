@@ -1,4 +1,5 @@
-"""runner.load: every layout read once, schemas unioned, proper dtypes, long samples, speed."""
+"""runner.storage.load: every layout read once, schemas unioned, proper dtypes, long samples,
+speed."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.synthetic import grid, make_trials, to_table, write_sweep
 
-from runner.load import ResultsNotFoundError, find_result_files, load, read_metadata
+from runner.storage.load import ResultsNotFoundError, find_result_files, load, read_metadata
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -145,15 +146,15 @@ def test_fast_on_100k_rows(tmp_path):
 
 
 def test_import_is_torch_free():
-    code = "import sys, runner.load; print('torch' in sys.modules)"
+    code = "import sys, runner.storage.load; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                          text=True, check=True)
-    assert out.stdout.strip() == "False", "import runner.load must not import torch"
+    assert out.stdout.strip() == "False", "import runner.storage.load must not import torch"
 
 
 def test_runner_load_is_callable_however_it_is_reached(tmp_path):
     sweep = write_sweep(tmp_path, _matmuls("s1"))
-    code = ("import runner, runner.load, sys; "
+    code = ("import runner, runner.storage.load, sys; "
             f"print(len(runner.load({str(sweep)!r}))); "
             "from runner import load; "
             f"print(len(load({str(sweep)!r})))")
@@ -167,7 +168,7 @@ def test_import_runner_exports_load(tmp_path):
     code = f"import runner; print(len(runner.load({str(sweep)!r})))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     if "has no attribute 'load'" in out.stderr:
-        pytest.skip("runner/__init__.py does not export load yet (core: add "
-                    "`from runner.load import load`)")
+        pytest.fail("runner/__init__.py must export load ("
+                    "`from runner.storage.load import load`)")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "4"

@@ -1,6 +1,6 @@
 """Execution modes on a CPU: what runs, what is skipped with a reason, and what is measured.
 
-Trials go through ``runner.execute.run_trial`` exactly as a job runs them (composed config,
+Trials go through ``runner.execution.trial.run_trial`` exactly as a job runs them (composed config,
 ``plan_job``, the smoke timer), so every row here is a row a sweep would write.
 """
 
@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from ops.base import OpContext, Workload
-from runner import modes
-from runner.schema import CompileMode, DType, GraphMode
-from runner.trials import TrialSpec
+from runner.config.schema import CompileMode, DType, GraphMode
+from runner.config.trials import TrialSpec
+from runner.execution import modes
 
 needs_compiler = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                                     reason="torch.compile on cpu needs a C++ compiler")
@@ -180,9 +180,9 @@ def test_settings_are_restored_after_a_failing_trial(run: Any) -> None:
 
 def test_workload_contract_violation_is_an_error_row(frozen_gc: None) -> None:
     """An op that returns something other than a Workload fails its trial only."""
-    from runner.execute import run_trial
-    from runner.schema import TimerSettings
-    from runner.validate import OpPlan
+    from runner.config.schema import TimerSettings
+    from runner.config.validate import OpPlan
+    from runner.execution.trial import run_trial
 
     def build(ctx: OpContext) -> Any:
         return 42

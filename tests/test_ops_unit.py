@@ -389,7 +389,7 @@ def test_tensor_create_makes_a_new_random_tensor() -> None:
 
 
 def test_alloc_follows_the_seed_sequence_and_records_nothing_on_cpu() -> None:
-    from ops.allocator import column_sequence
+    from ops.alloc import column_sequence
 
     assert column_sequence(3072) == (2048, 1024, 3072)
     assert column_sequence(1) == (1, 1, 1)

@@ -1,4 +1,5 @@
-"""runner.report and runner.plots: the report builds, its PNGs are real, missing data is a note."""
+"""runner.analysis.report and .plots: the report builds, its PNGs are real, missing data is a
+note."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.synthetic import make_trials, tiny_cpu_sweep, write_sweep
 
-from runner.load import load
-from runner.plots import all_plots, plot_modes, plot_scaling
-from runner.report import build_report, main
-from runner.roofline import annotate, ceilings_for
+from runner.analysis.plots import all_plots, plot_modes, plot_scaling
+from runner.analysis.report import build_report, main
+from runner.analysis.roofline import annotate, ceilings_for
+from runner.storage.load import load
 
 
 def gpu_sweep() -> list[dict]:

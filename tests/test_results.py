@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from runner.collect import main as collect_main
-from runner.columns import COLUMNS
-from runner.results import (
+from runner.storage.collect import main as collect_main
+from runner.storage.columns import COLUMNS
+from runner.storage.files import (
     JOB_FILE,
     LEADING_COLUMNS,
     METADATA_KEY,

@@ -1,4 +1,4 @@
-"""runner.roofline: calibration storage, the three regimes, fallbacks, and never raising."""
+"""runner.analysis.roofline: calibration storage, the three regimes, fallbacks, never raising."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.synthetic import CPU, H100, make_trials
 
-from runner import roofline
-from runner.roofline import annotate, calibration_slug, store_calibration
+from runner.analysis import roofline
+from runner.analysis.roofline import annotate, calibration_slug, store_calibration
 
 GPU = {**H100, "device_name": "NVIDIA Test GPU", "driver_version": "1.0"}
 TRIAL_COLUMNS = ["op", "dtype", "shape_str", "status", "pct_of_peak", "bound",
@@ -217,7 +217,7 @@ def test_annotate_is_fast_on_100k_rows(calibrated):
 def test_docs_list_every_fallback_device():
     from pathlib import Path
 
-    from runner.analysis_devices import FALLBACK_DEVICES
+    from runner.analysis.devices import FALLBACK_DEVICES
 
     docs = (Path(__file__).resolve().parent.parent / "docs" / "analysis.md").read_text()
     for spec in FALLBACK_DEVICES:

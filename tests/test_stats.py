@@ -1,4 +1,4 @@
-"""``runner.stats``: the median's distribution-free CI and the summary of raw samples."""
+"""``runner.timing.stats``: the median's distribution-free CI and the summary of raw samples."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ import statistics
 import numpy as np
 import pytest
 
-from runner.stats import Z_95, SampleStats, median_ci_ranks, median_ci_rel_halfwidth, summarize
+from runner.timing.stats import (
+    Z_95,
+    SampleStats,
+    median_ci_ranks,
+    median_ci_rel_halfwidth,
+    summarize,
+)
 
 
 @pytest.mark.parametrize(("n", "ranks"), [

@@ -1,4 +1,4 @@
-"""``runner.timer.measure`` driven by a fake clock: every number below is exact.
+"""``runner.timing.timer.measure`` driven by a fake clock: every number below is exact.
 
 Durations are in seconds. Sample durations of 1 ms and more are above ``batch_below_us``
 (10 µs), so each sample is one call unless a test is about batching.
@@ -12,8 +12,8 @@ import statistics
 import pytest
 from fakes import FakeClock
 
-from runner.stats import median_ci_ranks
-from runner.timer import (
+from runner.timing.stats import median_ci_ranks
+from runner.timing.timer import (
     HostClock,
     Measurement,
     TimerPlan,
@@ -302,7 +302,7 @@ def test_timer_plan_rejects_nonpositive_knobs(bad: dict) -> None:
 
 
 def test_timer_plan_from_settings_copies_every_knob() -> None:
-    from runner.schema import TimerSettings
+    from runner.config.schema import TimerSettings
 
     settings = TimerSettings(warmup_calls=2, warmup_s=0.5, min_samples=4, max_samples=9,
                              target_rel=0.2, max_time_s=3.0, batch_below_us=5.0,
@@ -311,7 +311,7 @@ def test_timer_plan_from_settings_copies_every_knob() -> None:
 
 
 def test_timer_plan_and_timer_settings_defaults_agree() -> None:
-    from runner.schema import TimerSettings
+    from runner.config.schema import TimerSettings
 
     assert TimerPlan.from_settings(TimerSettings()) == TimerPlan()
 

@@ -1,8 +1,9 @@
-"""Trial expansion: ``runner.trials`` and ``runner.validate.plan_job`` on composed configs.
+"""Trial expansion: ``runner.config.trials`` and ``runner.config.validate.plan_job`` on composed
+configs.
 
 The rule: a flat shape is one shape, a list of shapes is one trial each; every other axis
 and every op parameter expands a list into one trial per element; the trials are the
-cartesian product in ``runner.schema.AXES`` order, then op parameters, last varying fastest.
+cartesian product in ``runner.config.schema.AXES`` order, then op parameters, last varying fastest.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from runner.schema import AXES, CompileMode, DType, GraphMode
-from runner.trials import TrialSpec, as_choices, expand, shape_choices
-from runner.validate import ConfigError
+from runner.config.schema import AXES, CompileMode, DType, GraphMode
+from runner.config.trials import TrialSpec, as_choices, expand, shape_choices
+from runner.config.validate import ConfigError
 
 MATMUL_512_FP32_CPU = TrialSpec(
     op="matmul", target="ops.matmul.build", shape=(512, 512, 512), dtype=DType.fp32,
@@ -160,7 +161,7 @@ def test_trial_id_is_stable_across_processes() -> None:
     import sys
     from pathlib import Path
 
-    code = ("from runner.trials import TrialSpec; from runner.schema import *; "
+    code = ("from runner.config.trials import TrialSpec; from runner.config.schema import *; "
             "print(TrialSpec('matmul','ops.matmul.build',(512,512,512),DType.fp32,'cpu',0,"
             "None,1,GraphMode.none,CompileMode.none,None,False,False).trial_id)")
     path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent.parent),

@@ -15,7 +15,7 @@ and losing rows whose schema differs. :func:`load` takes any of
 and returns one DataFrame whose schemas are unioned (missing columns are null), whose axis
 columns are categoricals (small, fast to group by) and whose ``timestamp`` is UTC.
 
-This module imports no torch, so ``import runner.load`` is fast in notebooks and CLIs.
+This module imports no torch, so ``import runner.storage.load`` is fast in notebooks and CLIs.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import glob
 import json
 import os
 import sys
-import types
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,10 +35,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from runner.results import merge_tables
+from runner.storage.files import merge_tables
 
 try:  # the runner's column types (pyarrow only, no torch): all-null columns get their real type
-    from runner.columns import COLUMNS as _KNOWN_COLUMNS
+    from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
 except ImportError:  # pragma: no cover - analysis without the runner core
     _KNOWN_COLUMNS = {}
 
@@ -292,12 +291,3 @@ def _as_utc(series: pd.Series) -> pd.Series:
         return series.dt.tz_convert("UTC")
     return pd.to_datetime(series, utc=True, errors="coerce")
 
-
-class _CallableModule(types.ModuleType):
-    """Lets ``runner.load(...)`` work whether ``runner.load`` names this module or the function."""
-
-    def __call__(self, *args, **kwargs):
-        return load(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -25,7 +25,7 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
-from runner.analysis_spec import (
+from runner.analysis.selection import (
     mode_label,
     param_columns,
     spec_keys,

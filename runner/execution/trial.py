@@ -28,11 +28,18 @@ from typing import Any
 import torch
 
 from ops.base import OpContext, TrialSkipped, Workload, relative_error
-from runner import modes
-from runner.context import DEFAULT_TOLERANCE, MATMUL_PRECISION, TORCH_DTYPES, trial_settings
-from runner.environment import environment, git_provenance, gpu_state
-from runner.schema import DType, Status, TimerSettings
-from runner.timer import (
+from runner.config.schema import DType, Status, TimerSettings
+from runner.config.trials import TrialSpec
+from runner.config.validate import OpPlan
+from runner.execution import modes
+from runner.execution.context import (
+    DEFAULT_TOLERANCE,
+    MATMUL_PRECISION,
+    TORCH_DTYPES,
+    trial_settings,
+)
+from runner.execution.environment import environment, git_provenance, gpu_state
+from runner.timing.timer import (
     Clock,
     CudaEventClock,
     HostClock,
@@ -41,8 +48,6 @@ from runner.timer import (
     TimerPlan,
     measure,
 )
-from runner.trials import TrialSpec
-from runner.validate import OpPlan
 
 _FLUSHERS: dict[str, L2Flusher] = {}
 

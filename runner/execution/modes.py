@@ -29,8 +29,8 @@ from typing import Any
 import torch
 
 from ops.base import TrialSkipped, Workload
-from runner.schema import CompileMode, GraphMode
-from runner.trials import TrialSpec
+from runner.config.schema import CompileMode, GraphMode
+from runner.config.trials import TrialSpec
 
 
 @dataclass

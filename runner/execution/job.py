@@ -12,9 +12,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from runner import console
-from runner.execute import run_trial
-from runner.results import FORMAT_VERSION, JOB_FILE, rows_to_table, write_new
-from runner.validate import ConfigError, plan_job
+from runner.config.validate import ConfigError, plan_job
+from runner.execution.trial import run_trial
+from runner.storage.files import FORMAT_VERSION, JOB_FILE, rows_to_table, write_new
 
 
 def run_job(cfg: DictConfig) -> Path | None:
@@ -65,8 +65,8 @@ def run_job(cfg: DictConfig) -> Path | None:
 
 def _heat_devices(planned: list, seconds: float) -> None:
     """Bring every CUDA device the job uses to its sustained-load state (see
-    ``runner.timer.heat_device``)."""
-    from runner.timer import heat_device
+    ``runner.timing.timer.heat_device``)."""
+    from runner.timing.timer import heat_device
 
     for device in dict.fromkeys(t.spec.device for t in planned):
         if device.startswith("cuda"):
@@ -90,17 +90,18 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
 
 def smoke_timer() -> DictConfig:
     """The ``conf/timer/smoke.yaml`` preset on top of the schema defaults."""
-    from runner.schema import TimerSettings
-    from runner.validate import CONF_DIR
+    from runner.config.schema import TimerSettings
+    from runner.config.validate import CONF_DIR
 
     return OmegaConf.merge(OmegaConf.structured(TimerSettings),
                            OmegaConf.load(CONF_DIR / "timer" / "smoke.yaml"))
 
 
 def _with_roofline(table: Any, results_root: str) -> Any:
-    """Append pct_of_peak / bound columns (runner.roofline) so results need no manual step."""
+    """Append pct_of_peak / bound columns (runner.analysis.roofline): results need no manual
+    step."""
     try:
-        from runner import roofline
+        from runner.analysis import roofline
     except ImportError:
         return table
     import pyarrow as pa

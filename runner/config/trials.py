@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from runner.schema import AXES, CompileMode, DType, GraphMode
+from runner.config.schema import AXES, CompileMode, DType, GraphMode
 
 
 @dataclass(frozen=True)

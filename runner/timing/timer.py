@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
 
-from runner.stats import SampleStats, median_ci_rel_halfwidth, summarize
+from runner.timing.stats import SampleStats, median_ci_rel_halfwidth, summarize
 
 
 class Clock(Protocol):

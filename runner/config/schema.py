@@ -4,8 +4,8 @@ Hydra merges ``conf/config.yaml`` onto :class:`RunConfig`, so an unknown top-lev
 timer setting of the wrong type is rejected by OmegaConf before anything runs.
 
 Axis fields are typed ``Any`` on purpose: every axis may be a scalar *or a list* (a list
-expands into one trial per element, see ``runner.trials``), and OmegaConf has no union types.
-Their values are checked against the closed enums below by ``runner.validate``, which names
+expands into one trial per element, see ``runner.config.trials``), and OmegaConf has no union types.
+Their values are checked against the closed enums below by ``runner.config.validate``, which names
 the key, the bad value and the valid choices.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from runner.timer import TimerPlan
+from runner.timing.timer import TimerPlan
 
 
 class DType(str, Enum):
@@ -67,7 +67,7 @@ class Status(str, Enum):
 class TimerSettings:
     """How the shared timer measures (see ``runner/timer.py`` for the why of each knob).
 
-    The defaults are :class:`runner.timer.TimerPlan`'s, the frozen copy the timer runs with.
+    The defaults are :class:`runner.timing.timer.TimerPlan`'s, the frozen copy the timer runs with.
     Presets live in ``conf/timer/*.yaml``: smoke, quick, default, precise.
     """
 
@@ -127,11 +127,12 @@ class RunConfig:
     smoke: bool = False
 
     # Seconds of sustained bf16 matmul on each CUDA device before a job's first trial, so that
-    # repeated runs start from the same power/thermal state (runner.timer.heat_device). 0: off.
+    # repeated runs start from the same power/thermal state (runner.timing.timer.heat_device).
+    # 0: off.
     gpu_warmup_s: float = 0.0
 
     # Set by the calibrate experiment: store this device's ceilings from the sweep's results
-    # under <results_dir>/calibration/ when it ends (runner.roofline.store_calibration).
+    # under <results_dir>/calibration/ when it ends (runner.analysis.roofline.store_calibration).
     store_calibration: bool = False
 
     check_accuracy: bool = True

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 GPU_STATE_FIELDS = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w",
                     "throttle_reasons")
 

@@ -2,7 +2,7 @@
 
 ``results.rows_to_table`` writes known columns with these types (so an all-null column still
 has its real type and pandas reads proper dtypes), and ``results/README.md``'s column table is
-generated from here (``python -m runner.columns``). Op parameters become ``param_<name>``
+generated from here (``python -m runner.storage.columns``). Op parameters become ``param_<name>``
 columns and op-specific measurements ``extra_<name>``; their types are inferred.
 """
 

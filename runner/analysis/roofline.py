@@ -23,7 +23,7 @@ falling back to ``flops``/``bytes_moved`` over ``time_per_op_us``. Copies with
 
 Ceilings come from ``<results_root>/calibration/<slug>.json`` written by
 :func:`store_calibration` after a ``calibrate`` sweep (``roofline_source="calibration:<slug>"``),
-else from the fallback table in ``runner.analysis_devices`` (``"fallback:<device>"``); CPU
+else from the fallback table in ``runner.analysis.devices`` (``"fallback:<device>"``); CPU
 trials need a CPU calibration. Whatever is missing leaves the fields null and says why in
 ``roofline_reason``. :func:`annotate` and :func:`store_calibration` never raise: the runner
 calls them on every job and a failure here must not lose a measurement.
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from runner.analysis_devices import DEFAULT_LAUNCH_US, match_device
+from runner.analysis.devices import DEFAULT_LAUNCH_US, match_device
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from runner.columns import COLUMNS
+from runner.storage.columns import COLUMNS
 
 JOB_FILE = "trials.parquet"
 SWEEP_FILE = "results.parquet"

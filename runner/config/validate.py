@@ -3,7 +3,7 @@
 Two entry points share one set of per-axis checks:
 
 * :func:`plan_job` turns a composed job config into an :class:`OpPlan` and the job's
-  :class:`~runner.trials.TrialSpec` list, or raises :class:`ConfigError`.
+  :class:`~runner.config.trials.TrialSpec` list, or raises :class:`ConfigError`.
 * :func:`check_command_line` looks at the raw ``key=value`` overrides *before* Hydra
   composes anything, so that a typo in any job of a multirun fails before the first job runs
   and before any result directory is made.
@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.schema import (
+from runner.config.schema import (
     AXES,
     OP_META_KEYS,
     CompileMode,
@@ -36,9 +36,9 @@ from runner.schema import (
     RunConfig,
     TimerSettings,
 )
-from runner.trials import TrialSpec, as_choices, expand, shape_choices
+from runner.config.trials import TrialSpec, as_choices, expand, shape_choices
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 class ConfigError(ValueError):
@@ -283,8 +283,8 @@ TIMER_CLOCKS = ("event", "host")
 
 
 def check_timer(timer: Any) -> None:
-    """The timer settings must make a valid :class:`~runner.timer.TimerPlan`."""
-    from runner.timer import TimerPlan
+    """The timer settings must make a valid :class:`~runner.timing.timer.TimerPlan`."""
+    from runner.timing.timer import TimerPlan
 
     if timer.clock not in TIMER_CLOCKS:
         raise bad_value("timer.clock", timer.clock, TIMER_CLOCKS)

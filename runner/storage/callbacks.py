@@ -10,7 +10,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from runner import console
-from runner.results import merge_sweep
+from runner.storage.files import merge_sweep
 
 
 class MergeResults(Callback):
@@ -35,7 +35,7 @@ class MergeResults(Callback):
         elif merged is not None and config.get("store_calibration"):
             import pandas as pd
 
-            from runner.roofline import store_calibration
+            from runner.analysis.roofline import store_calibration
 
             path = store_calibration(pd.read_parquet(merged), config.results_dir)
             if path is None:

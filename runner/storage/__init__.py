@@ -1,0 +1,6 @@
+"""Result files: the column schema, atomic writes, merging, loading, recovering a sweep.
+
+The storage schema (``columns``) is the contract between the run side and the read side.
+
+May import: pyarrow, pandas, hydra (for the end-of-sweep callback). Never torch.
+"""
