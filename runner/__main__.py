@@ -1,6 +1,6 @@
 """``python -m runner [key=value ...] [-m]``: run a sweep.
 
-The command line is checked before Hydra composes anything (``runner.config.validate``), so a
+The command line is checked before Hydra composes anything (``runner.config.overrides``), so a
 typo in any job of a multirun fails with exit status 2 before the first trial runs and before any
 result directory is created.
 """
@@ -13,7 +13,8 @@ import hydra
 from omegaconf import DictConfig
 
 from runner.config import schema
-from runner.config.validate import ConfigError, check_command_line
+from runner.config.errors import ConfigError
+from runner.config.overrides import check_command_line
 
 schema.register()
 

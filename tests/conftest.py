@@ -4,7 +4,7 @@
 * fixture ``compose`` builds a job config exactly as ``python -m runner`` does (same config
   dir, same schema), without starting Hydra's app.
 * fixtures ``plan_trials`` and ``run_one`` take a composed config through
-  ``runner.config.validate.plan_job`` and ``runner.execution.trial.run_trial``.
+  ``runner.config.planner.plan_job`` and ``runner.execution.trial.run_trial``.
 * fixture ``start_cli`` runs ``python -m runner`` (or another module) in a subprocess in a
   given working directory and returns a :class:`Cli`; start several before waiting on any so
   that the end-to-end runs overlap on the machine's cores.
@@ -77,7 +77,7 @@ def _plan_trials(cfg: Any) -> list[tuple[Any, Any]]:
     with ``.op`` and ``.spec`` (since ``cases`` let one job hold several ops); both are
     accepted so these tests follow the runner rather than pin its internal return type.
     """
-    from runner.config.validate import plan_job
+    from runner.config.planner import plan_job
 
     out = plan_job(cfg)
     if isinstance(out, tuple) and len(out) == 2 and hasattr(out[0], "builder"):

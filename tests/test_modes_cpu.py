@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from ops.base import OpContext, Workload
-from runner.config.schema import CompileMode, DType, GraphMode
+from runner.config.axes import CompileMode, DType, GraphMode
 from runner.config.trials import TrialSpec
 from runner.execution import modes
 
@@ -180,8 +180,8 @@ def test_settings_are_restored_after_a_failing_trial(run: Any) -> None:
 
 def test_workload_contract_violation_is_an_error_row(frozen_gc: None) -> None:
     """An op that returns something other than a Workload fails its trial only."""
+    from runner.config.ops import OpPlan
     from runner.config.schema import TimerSettings
-    from runner.config.validate import OpPlan
     from runner.execution.trial import run_trial
 
     def build(ctx: OpContext) -> Any:

@@ -1,4 +1,4 @@
-"""Trial expansion: ``runner.config.trials`` and ``runner.config.validate.plan_job`` on composed
+"""Trial expansion: ``runner.config.trials`` and ``runner.config.planner.plan_job`` on composed
 configs.
 
 The rule: a flat shape is one shape, a list of shapes is one trial each; every other axis
@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from runner.config.schema import AXES, CompileMode, DType, GraphMode
+from runner.config.axes import AXIS_NAMES as AXES
+from runner.config.axes import CompileMode, DType, GraphMode
+from runner.config.errors import ConfigError
 from runner.config.trials import TrialSpec, as_choices, expand, shape_choices
-from runner.config.validate import ConfigError
 
 MATMUL_512_FP32_CPU = TrialSpec(
     op="matmul", target="ops.matmul.build", shape=(512, 512, 512), dtype=DType.fp32,
@@ -161,7 +162,7 @@ def test_trial_id_is_stable_across_processes() -> None:
     import sys
     from pathlib import Path
 
-    code = ("from runner.config.trials import TrialSpec; from runner.config.schema import *; "
+    code = ("from runner.config.trials import TrialSpec; from runner.config.axes import *; "
             "print(TrialSpec('matmul','ops.matmul.build',(512,512,512),DType.fp32,'cpu',0,"
             "None,1,GraphMode.none,CompileMode.none,None,False,False).trial_id)")
     path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent.parent),

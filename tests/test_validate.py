@@ -1,7 +1,7 @@
 """Bad input fails fast: exit status 2, a message that names the key, the bad value and the
 valid choices, and no results directory, for every kind of mistake.
 
-Each case is checked twice: in-process through ``runner.config.validate.check_command_line`` (the
+Each case is checked twice: in-process through ``runner.config.overrides.check_command_line`` (the
 check ``python -m runner`` runs before Hydra composes anything), and end to end through
 ``python -m runner`` in a fresh working directory. The subprocesses all start together in a
 module fixture, so the whole file costs about as much as its slowest run.
@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from runner.config.validate import ConfigError, check_command_line, group_options
+from runner.config.errors import ConfigError
+from runner.config.ops import group_options
+from runner.config.overrides import check_command_line
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OPS = group_options("op", REPO_ROOT / "conf")

@@ -26,17 +26,19 @@ from matplotlib.ticker import (
 )
 
 from runner.analysis.selection import (
+    MODE_AXES,
     mode_label,
     param_columns,
     spec_keys,
     spec_label,
     varying_columns,
 )
+from runner.storage.load import CATEGORY_ORDER
 
 #: Most series / rows drawn in one figure; the rest are left out with a note.
 MAX_SERIES = 12
 MAX_ROWS = 40
-DTYPE_ORDER = ("fp64", "fp32", "tf32", "fp16", "bf16")
+DTYPE_ORDER = CATEGORY_ORDER["dtype"]
 #: Below this FLOP/byte an op's throughput is shown in GB/s rather than TFLOP/s.
 MIN_FLOP_INTENSITY = 4.0
 BOUND_MARKERS = {"compute": "o", "memory": "s", "overhead": "^", None: "x"}
@@ -63,7 +65,7 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def with_modes(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` plus a ``mode`` column (eager, cuda_graph, compile:default, streams=2...)."""
-    cols = [c for c in ("graph", "compile", "streams", "backward") if c in df.columns]
+    cols = [c for c in MODE_AXES if c in df.columns]
     if df.empty:
         return df.assign(mode=pd.Series(dtype=object))
     modes = [mode_label(dict(zip(cols, values, strict=True)))

@@ -1,66 +1,31 @@
 """The typed schema behind the YAML: dataclasses registered in Hydra's ConfigStore.
 
 Hydra merges ``conf/config.yaml`` onto :class:`RunConfig`, so an unknown top-level key or a
-timer setting of the wrong type is rejected by OmegaConf before anything runs.
+setting of the wrong type is rejected by OmegaConf before anything runs.
 
-Axis fields are typed ``Any`` on purpose: every axis may be a scalar *or a list* (a list
-expands into one trial per element, see ``runner.config.trials``), and OmegaConf has no union types.
-Their values are checked against the closed enums below by ``runner.config.validate``, which names
-the key, the bad value and the valid choices.
+The trial axes are not written here: their fields come from the axis registry
+(:mod:`runner.config.axes`), which declares each axis once. They are typed ``Any`` because an
+axis takes a value *or a list of values*, a union OmegaConf 2.3 cannot express; the registry's
+checks enforce the element type before any trial runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from runner.config.axes import AXES
 from runner.timing.timer import TimerPlan
 
-
-class DType(str, Enum):
-    """Numeric formats a trial can run in.
-
-    ``tf32`` is float32 storage with TensorFloat-32 matmul/conv precision
-    (``torch.set_float32_matmul_precision("high")``); ``fp32`` pins the precision to
-    ``"highest"`` so that fp32 numbers never silently use tensor cores.
-    """
-
-    fp64 = "fp64"
-    fp32 = "fp32"
-    tf32 = "tf32"
-    fp16 = "fp16"
-    bf16 = "bf16"
-
-
-class GraphMode(str, Enum):
-    """How the op's callable is launched: eagerly, replayed from a captured CUDA graph, or via
-    ``torch.cuda.make_graphed_callables`` (which also graphs the backward pass)."""
-
-    none = "none"
-    cuda_graph = "cuda_graph"
-    graphed_callable = "graphed_callable"
-
-
-class CompileMode(str, Enum):
-    """``torch.compile`` mode; ``none`` runs eagerly."""
-
-    none = "none"
-    default = "default"
-    reduce_overhead = "reduce-overhead"
-    max_autotune = "max-autotune"
-    max_autotune_no_cudagraphs = "max-autotune-no-cudagraphs"
-
-
-class Status(str, Enum):
-    """Outcome of one trial. Every trial ends as a row with one of these."""
-
-    ok = "ok"
-    error = "error"
-    skipped = "skipped"
-    oom = "oom"
+#: The axes' fields, derived from the registry: every axis defaults to its declared default.
+AxisFields = dataclasses.make_dataclass(
+    "AxisFields",
+    [(axis.name, Any, field(default=axis.default)) for axis in AXES],
+    namespace={"__doc__": "Trial axes (runner.config.axes): a value, or a list of values."},
+)
 
 
 @dataclass
@@ -96,27 +61,12 @@ class TimerSettings:
 
 
 @dataclass
-class RunConfig:
-    """Top-level config. Each axis below accepts a value or a list of values."""
+class RunConfig(AxisFields):
+    """Top-level config: the trial axes (inherited from the registry) and job settings."""
 
     op: Any = None
     timer: TimerSettings = field(default_factory=TimerSettings)
     experiment: Any = None
-
-    dtype: Any = "fp32"
-    # null → the op's default_shape. A flat list of ints is ONE shape; a list of lists is
-    # one trial per shape.
-    shape: Any = None
-    device: Any = "auto"
-    seed: Any = 0
-    num_threads: Any = None
-
-    streams: Any = 1
-    graph: Any = "none"
-    compile: Any = "none"
-    compile_dynamic: Any = None
-    fullgraph: Any = False
-    backward: Any = False
 
     # Optional list of partial configs (op, axes, op params); each is expanded on its own and
     # the trials concatenated. Lists multiply, cases zip. See README "Sweeps".
@@ -141,11 +91,6 @@ class RunConfig:
     notes: str = ""
 
 
-#: Config keys that are trial axes (expanded from lists), in expansion order.
-AXES: tuple[str, ...] = (
-    "shape", "dtype", "device", "seed", "num_threads",
-    "streams", "graph", "compile", "compile_dynamic", "fullgraph", "backward",
-)
 
 #: Keys of an op's YAML node that describe the op rather than parametrise it.
 OP_META_KEYS: frozenset[str] = frozenset(

@@ -3,11 +3,10 @@
 The rule (documented in the README):
 
 * ``shape``: a flat list of ints is ONE shape; a list of lists is one trial per shape.
-* every other axis (dtype, device, seed, num_threads, streams, graph, compile,
-  compile_dynamic, fullgraph, backward) and every op parameter: a scalar is one value, a list
-  is one trial per element.
-* the trials of a job are the cartesian product of all axes, in the order of ``AXES`` then
-  the op parameters in YAML order; the last axis varies fastest.
+* every other axis (``runner.config.axes.AXES``) and every op parameter: a scalar is one
+  value, a list is one trial per element.
+* the trials of a job are the cartesian product of all axes, in registry order, then the op
+  parameters in YAML order; the last varies fastest.
 
 Hydra multirun (``-m``, ``hydra.sweeper.params``) makes *jobs* on top of this; each job
 expands its own trials.
@@ -15,38 +14,23 @@ expands its own trials.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from enum import Enum
 from typing import Any
 
-from runner.config.schema import AXES, CompileMode, DType, GraphMode
+from runner.config.axes import AXES, AXIS_NAMES
 
 
-@dataclass(frozen=True)
-class TrialSpec:
-    """Everything that defines one trial. Frozen: a spec never changes once expanded.
-
-    ``device`` is the resolved device (``cpu``, ``cuda:0``) and ``params`` the op parameters
-    as sorted ``(name, value)`` pairs, so the spec hashes to the same id on every machine.
-    """
+class _TrialSpecMethods:
+    """What every :class:`TrialSpec` can do; its fields come from the axis registry."""
 
     op: str
     target: str
-    shape: tuple[int, ...]
-    dtype: DType
-    device: str
-    seed: int
-    num_threads: int | None
-    streams: int
-    graph: GraphMode
-    compile: CompileMode
-    compile_dynamic: bool | None
-    fullgraph: bool
-    backward: bool
-    params: tuple[tuple[str, Any], ...] = ()
+    params: tuple[tuple[str, Any], ...]
 
     @property
     def params_dict(self) -> dict[str, Any]:
@@ -54,14 +38,13 @@ class TrialSpec:
 
     @property
     def shape_str(self) -> str:
-        return "x".join(str(s) for s in self.shape)
+        return "x".join(str(s) for s in self.shape)  # type: ignore[attr-defined]
 
     def canonical(self) -> dict[str, Any]:
-        """JSON-ready dict of the spec, enum values as strings."""
-        out = asdict(self)
-        for key in ("dtype", "graph", "compile"):
-            out[key] = getattr(self, key).value
-        out["shape"] = list(self.shape)
+        """JSON-ready dict of the spec: each axis as its column value (enums as strings)."""
+        out: dict[str, Any] = {"op": self.op, "target": self.target}
+        for axis in AXES:
+            out[axis.name] = axis.column_value(getattr(self, axis.name))
         out["params"] = {k: v for k, v in self.params}
         return out
 
@@ -73,18 +56,36 @@ class TrialSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def label(self) -> str:
-        """Short human label for progress bars and tables."""
-        parts = [self.op, self.dtype.value, self.shape_str]
+        """Short human label for progress bars and tables: op, dtype, shape, params, and the
+        modes that are not at their defaults."""
+        parts = [self.op, self.dtype.value, self.shape_str]  # type: ignore[attr-defined]
         parts += [f"{k}={v}" for k, v in self.params]
-        if self.streams != 1:
-            parts.append(f"streams={self.streams}")
-        if self.graph is not GraphMode.none:
-            parts.append(self.graph.value)
-        if self.compile is not CompileMode.none:
-            parts.append(f"compile={self.compile.value}")
-        if self.backward:
-            parts.append("fwd+bwd")
+        for axis in AXES:
+            value = getattr(self, axis.name)
+            if not axis.is_mode or axis.column_value(value) == axis.default:
+                continue
+            if axis.kind is bool:
+                parts.append("fwd+bwd" if axis.name == "backward" else axis.name)
+            elif isinstance(value, Enum):
+                parts.append(value.value if axis.name == "graph"
+                             else f"{axis.name}={value.value}")
+            else:
+                parts.append(f"{axis.name}={value}")
         return " ".join(parts)
+
+
+#: Everything that defines one trial. Frozen: a spec never changes once expanded. ``device``
+#: is the resolved device (``cpu``, ``cuda:0``) and ``params`` the op parameters as sorted
+#: ``(name, value)`` pairs, so the spec hashes to the same id on every machine. The axis
+#: fields, in registry order, come from :data:`runner.config.axes.AXES`.
+TrialSpec = dataclasses.make_dataclass(
+    "TrialSpec",
+    [("op", str), ("target", str)]
+    + [(axis.name, axis.spec_type) for axis in AXES]
+    + [("params", tuple, dataclasses.field(default=()))],
+    bases=(_TrialSpecMethods,), frozen=True,
+)
+TrialSpec.__module__ = __name__  # so pickle (worker processes) finds it by name
 
 
 def as_choices(value: Any) -> list[Any]:
@@ -103,7 +104,7 @@ def shape_choices(value: Any) -> list[tuple[int, ...]]:
 def expand(axes: Mapping[str, list[Any]], params: Mapping[str, list[Any]], *,
            op: str, target: str) -> list[TrialSpec]:
     """Cartesian product of already-validated axis choices and op-parameter choices."""
-    axis_names = list(AXES)
+    axis_names = list(AXIS_NAMES)
     param_names = list(params)
     grids = [axes[name] for name in axis_names] + [params[name] for name in param_names]
     specs = []

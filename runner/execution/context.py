@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import torch
 
-from runner.config.schema import DType
+from runner.config.axes import DType
 
 TORCH_DTYPES: dict[DType, torch.dtype] = {
     DType.fp64: torch.float64,

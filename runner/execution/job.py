@@ -12,7 +12,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from runner import console
-from runner.config.validate import ConfigError, plan_job
+from runner.config.errors import ConfigError
+from runner.config.planner import plan_job
 from runner.execution.trial import run_trial
 from runner.storage.files import FORMAT_VERSION, JOB_FILE, rows_to_table, write_new
 
@@ -90,8 +91,8 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
 
 def smoke_timer() -> DictConfig:
     """The ``conf/timer/smoke.yaml`` preset on top of the schema defaults."""
+    from runner.config.ops import CONF_DIR
     from runner.config.schema import TimerSettings
-    from runner.config.validate import CONF_DIR
 
     return OmegaConf.merge(OmegaConf.structured(TimerSettings),
                            OmegaConf.load(CONF_DIR / "timer" / "smoke.yaml"))

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ops.base import TrialSkipped, Workload
-from runner.config.schema import CompileMode, GraphMode
+from runner.config.axes import CompileMode, GraphMode
 from runner.config.trials import TrialSpec
 
 

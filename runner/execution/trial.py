@@ -28,9 +28,10 @@ from typing import Any
 import torch
 
 from ops.base import OpContext, TrialSkipped, Workload, relative_error
-from runner.config.schema import DType, Status, TimerSettings
+from runner.config.axes import AXES, DType
+from runner.config.ops import OpPlan
+from runner.config.schema import TimerSettings
 from runner.config.trials import TrialSpec
-from runner.config.validate import OpPlan
 from runner.execution import modes
 from runner.execution.context import (
     DEFAULT_TOLERANCE,
@@ -39,6 +40,7 @@ from runner.execution.context import (
     trial_settings,
 )
 from runner.execution.environment import environment, git_provenance, gpu_state
+from runner.storage.columns import Status
 from runner.timing.timer import (
     Clock,
     CudaEventClock,
@@ -80,20 +82,16 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
 
 
 def spec_columns(spec: TrialSpec) -> dict[str, Any]:
-    """The trial's identity and every axis, as result columns."""
+    """The trial's identity, every registry axis, and values derived from them, as columns."""
     params = spec.params_dict
-    row: dict[str, Any] = {
-        "trial_id": spec.trial_id, "op": spec.op, "target": spec.target,
-        "dtype": spec.dtype.value, "torch_dtype": str(TORCH_DTYPES[spec.dtype]).split(".")[-1],
+    row: dict[str, Any] = {"trial_id": spec.trial_id, "op": spec.op, "target": spec.target}
+    row.update({axis.name: axis.column_value(getattr(spec, axis.name)) for axis in AXES})
+    row.update({
+        "torch_dtype": str(TORCH_DTYPES[spec.dtype]).split(".")[-1],
         "tf32": spec.dtype is DType.tf32, "matmul_precision": MATMUL_PRECISION[spec.dtype],
-        "shape": list(spec.shape), "shape_str": spec.shape_str,
-        "numel": _product(spec.shape), "device": spec.device, "seed": spec.seed,
-        "num_threads": spec.num_threads, "streams": spec.streams, "graph": spec.graph.value,
-        "compile": spec.compile.value, "compile_dynamic": spec.compile_dynamic,
-        "fullgraph": spec.fullgraph, "backward": spec.backward,
-        "params_json": json.dumps(params, sort_keys=True),
-        "error_traceback": None,
-    }
+        "shape_str": spec.shape_str, "numel": _product(spec.shape),
+        "params_json": json.dumps(params, sort_keys=True), "error_traceback": None,
+    })
     row.update({f"param_{k}": v for k, v in params.items()})
     return row
 

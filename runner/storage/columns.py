@@ -1,5 +1,7 @@
 """Every result column: its Arrow type and what it means. The one source of truth.
 
+The axis columns are derived from the axis registry (:mod:`runner.config.axes`).
+
 ``results.rows_to_table`` writes known columns with these types (so an all-null column still
 has its real type and pandas reads proper dtypes), and ``results/README.md``'s column table is
 generated from here (``python -m runner.storage.columns``). Op parameters become ``param_<name>``
@@ -8,10 +10,40 @@ columns and op-specific measurements ``extra_<name>``; their types are inferred.
 
 from __future__ import annotations
 
+from enum import Enum
+
 import pyarrow as pa
+
+from runner.config.axes import AXES, MODE_AXES, Axis
+
+__all__ = ["AXES", "AXIS_COLUMNS", "COLUMNS", "MODE_COLUMNS", "Status", "axis_doc"]
+
+class Status(str, Enum):
+    """Outcome of one trial. Every trial ends as a row with one of these (the ``status``
+    column)."""
+
+    ok = "ok"
+    error = "error"
+    skipped = "skipped"
+    oom = "oom"
+
 
 _S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 _TS = pa.timestamp("us", tz="UTC")
+_ARROW_TYPES = {"string": _S, "int64": _I, "bool": _B, "list<int64>": pa.list_(_I)}
+
+#: The trial axes' columns, in registry order, and those that name an execution mode: the read
+#: side (compare, report, plots, claims) takes its axis lists from here.
+AXIS_COLUMNS: tuple[str, ...] = tuple(axis.name for axis in AXES)
+MODE_COLUMNS: tuple[str, ...] = MODE_AXES
+
+
+def axis_doc(axis: Axis) -> str:
+    """An axis column's meaning: the registry's text, with the choices of an enum axis."""
+    doc = axis.column_doc or axis.doc
+    if axis.choices and axis.kind is not bool:
+        return f"{doc}: {' | '.join(c for c in axis.choices if c != 'null')}"
+    return doc
 
 #: name → (type, description), grouped as in the README.
 COLUMNS: dict[str, tuple[pa.DataType, str]] = {
@@ -21,29 +53,18 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "trial_index": (_I, "position of the trial within its job"),
     "trial_id": (_S, "stable hash of the trial spec (op, axes, params); equal on every machine"),
     "timestamp": (_TS, "UTC time the trial started"),
-    "status": (_S, "ok | error | skipped | oom"),
+    "status": (_S, " | ".join(status.value for status in Status)),
     "reason": (_S, "why a trial is not ok (exception or unsupported combination)"),
     "error_traceback": (_S, "full traceback of an error row"),
-    # axes
+    # axes: op and target, then every registry axis (runner.config.axes), then derived values
     "op": (_S, "op name (conf/op/<name>.yaml)"),
     "target": (_S, "the op's builder, as a dotted path"),
-    "dtype": (_S, "fp64 | fp32 | tf32 | fp16 | bf16"),
+    **{axis.name: (_ARROW_TYPES[axis.column_type], axis_doc(axis)) for axis in AXES},
     "torch_dtype": (_S, "storage dtype (tf32 is stored as float32)"),
     "tf32": (_B, "true when TF32 tensor-core math was allowed (dtype=tf32 only)"),
     "matmul_precision": (_S, "torch.get_float32_matmul_precision() during the trial"),
-    "shape": (pa.list_(_I), "the op's shape, e.g. [M, N, K] for matmul"),
     "shape_str": (_S, "shape as text, e.g. 4096x4096x4096"),
     "numel": (_I, "product of the shape"),
-    "device": (_S, "resolved device: cpu or cuda:N"),
-    "seed": (_I, "seed of the trial's random inputs"),
-    "num_threads": (_I, "torch intra-op threads set for the trial (null = default)"),
-    "streams": (_I, "CUDA streams the op ran on"),
-    "graph": (_S, "none | cuda_graph | graphed_callable"),
-    "compile": (_S, "none | default | reduce-overhead | max-autotune | "
-                    "max-autotune-no-cudagraphs"),
-    "compile_dynamic": (_B, "torch.compile's dynamic argument (null = automatic)"),
-    "fullgraph": (_B, "torch.compile's fullgraph argument"),
-    "backward": (_B, "true when each call ran forward and backward"),
     "params_json": (_S, "the op parameters as JSON"),
     # timing
     "timer_preset": (_S, "timer preset (conf/timer)"),
@@ -118,9 +139,14 @@ for _name, (_type, _text) in _GPU_STATE.items():
         COLUMNS[f"{_name}_{_when}"] = (_type, f"{_text}, at the trial's {_when}")
 
 
+def _escape_pipes(text: str) -> str:
+    return text.replace("|", r"\|")
+
+
 def markdown_table() -> str:
     lines = ["| column | type | meaning |", "| --- | --- | --- |"]
-    lines += [f"| `{name}` | {dtype} | {text} |" for name, (dtype, text) in COLUMNS.items()]
+    lines += [f"| `{name}` | {dtype} | {_escape_pipes(text)} |"
+              for name, (dtype, text) in COLUMNS.items()]
     lines += ["| `param_<name>` | inferred | one column per op parameter |",
               "| `extra_<name>` | inferred | op-specific measurements (e.g. allocator bytes) |"]
     return "\n".join(lines)

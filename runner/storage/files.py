@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from runner.storage.columns import COLUMNS
+from runner.storage.columns import COLUMNS, MODE_COLUMNS
 
 JOB_FILE = "trials.parquet"
 SWEEP_FILE = "results.parquet"
@@ -36,7 +36,7 @@ FORMAT_VERSION = 1
 #: Columns that lead the table, in this order; all others follow in first-seen order.
 LEADING_COLUMNS = (
     "sweep_id", "job_num", "trial_index", "trial_id", "timestamp", "status", "reason",
-    "op", "dtype", "shape", "shape_str", "device", "streams", "graph", "compile", "backward",
+    "op", "dtype", "shape", "shape_str", "device", *MODE_COLUMNS,
     "time_median_us", "tflops", "gbps", "n_samples",
 )
 

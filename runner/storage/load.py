@@ -35,32 +35,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+# The runner's column types (pyarrow only, no torch): all-null columns get their real type.
+from runner.storage.columns import AXES, AXIS_COLUMNS, Status
+from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
 from runner.storage.files import merge_tables
-
-try:  # the runner's column types (pyarrow only, no torch): all-null columns get their real type
-    from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
-except ImportError:  # pragma: no cover - analysis without the runner core
-    _KNOWN_COLUMNS = {}
 
 MERGED_NAME = "results.parquet"
 JOB_GLOB = "jobs/*/trials.parquet"
 #: Directories under a results root that hold no sweeps.
 NOT_SWEEPS = frozenset({"calibration"})
 
-#: Columns that describe *what* was measured (the spec). ``param_*`` columns are axes too.
-AXIS_COLUMNS: tuple[str, ...] = (
-    "op", "target", "dtype", "torch_dtype", "tf32", "matmul_precision", "shape_str", "numel",
-    "device", "device_requested", "seed", "num_threads", "streams", "graph", "compile",
-    "compile_dynamic", "fullgraph", "backward",
-)
+#: Columns that describe *what* was measured (the spec): the registry's axes and the values
+#: derived from them. ``param_*`` columns are axes too.
+SPEC_COLUMNS: tuple[str, ...] = ("op", "target", *AXIS_COLUMNS, "torch_dtype", "tf32",
+                                 "matmul_precision", "shape_str", "numel", "device_requested")
 
-#: Known category orders, so that plots and tables list them in a sensible order.
+#: Known category orders, so that plots and tables list them in a sensible order: the
+#: registry's closed choices, the statuses, and the roofline's regimes.
 CATEGORY_ORDER: dict[str, tuple[str, ...]] = {
-    "status": ("ok", "error", "skipped", "oom"),
-    "dtype": ("fp64", "fp32", "tf32", "fp16", "bf16"),
-    "graph": ("none", "cuda_graph", "graphed_callable"),
-    "compile": ("none", "default", "reduce-overhead", "max-autotune",
-                "max-autotune-no-cudagraphs"),
+    "status": tuple(status.value for status in Status),
+    **{axis.name: tuple(c for c in axis.choices if c != "null")
+       for axis in AXES if axis.choices and axis.kind is not bool},
     "bound": ("overhead", "memory", "compute"),
 }
 
@@ -81,7 +76,7 @@ STRING_COLUMNS: frozenset[str] = frozenset({
 
 #: Columns kept by ``samples="long"`` when no ``columns`` are given.
 LONG_ID_COLUMNS: tuple[str, ...] = (
-    "sweep_id", "job_num", "trial_index", "trial_id", "status", *AXIS_COLUMNS,
+    "sweep_id", "job_num", "trial_index", "trial_id", "status", *SPEC_COLUMNS,
     "time_median_us",
 )
 

@@ -1,0 +1,130 @@
+"""Ops: resolving an op's builder and checking its parameters against its signature.
+
+An op is ``conf/op/<name>.yaml`` whose ``_target_`` names a builder ``build(ctx, **params)``;
+the builder's keyword parameters are the op's parameters, and their annotations (``int``,
+``bool``, ``Literal[...]``) are the checks applied to ``op.<param>=...`` values.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from runner.config.errors import ConfigError, bad_value, choices_text
+from runner.config.schema import OP_META_KEYS
+from runner.config.trials import as_choices
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
+    """The options of a config group: the YAML files in ``conf/<group>/``."""
+    return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+
+
+def resolve_target(target: str, key: str = "op._target_") -> Callable[..., Any]:
+    """Import ``pkg.module.func`` or ``pkg.module:func``."""
+    if not isinstance(target, str) or not target:
+        raise ConfigError(f"invalid value for '{key}': {target!r}. Expected a dotted path "
+                          "such as 'ops.matmul.build' or 'mypkg.module:function'.")
+    module_name, sep, attr = target.partition(":")
+    if not sep:
+        module_name, _, attr = target.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"invalid value for '{key}': {target!r} could not be imported "
+                          f"({type(exc).__name__}: {exc}). Check the module is importable "
+                          "from the current directory or PYTHONPATH.") from None
+
+
+@dataclass(frozen=True)
+class OpParam:
+    name: str
+    annotation: Any
+    choices: tuple[Any, ...] | None
+
+    def check(self, op: str, value: Any) -> Any:
+        key = f"op.{self.name}"
+        if self.choices is not None:
+            if value not in self.choices:
+                raise bad_value(key, value, self.choices)
+            return value
+        kind = self.annotation
+        if kind is bool and not isinstance(value, bool):
+            raise bad_value(key, value, ["true", "false"])
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"invalid value for '{key}': {value!r}. Op '{op}' expects an "
+                              "integer.")
+        if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"invalid value for '{key}': {value!r}. Op '{op}' expects a "
+                              "number.")
+        if kind is str and not isinstance(value, str):
+            raise ConfigError(f"invalid value for '{key}': {value!r}. Op '{op}' expects a "
+                              "string.")
+        return value
+
+
+def builder_params(builder: Callable[..., Any]) -> dict[str, OpParam]:
+    """The op's parameters: keyword parameters of ``build`` after ``ctx``."""
+    try:
+        hints = typing.get_type_hints(builder)
+    except Exception:  # unresolvable annotations: fall back to no type checks
+        hints = {}
+    params = {}
+    for index, (name, parameter) in enumerate(inspect.signature(builder).parameters.items()):
+        if index == 0 or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        annotation = hints.get(name, parameter.annotation)
+        choices = None
+        if typing.get_origin(annotation) is Literal:
+            choices = typing.get_args(annotation)
+        params[name] = OpParam(name, annotation, choices)
+    return params
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    """The op selected for a job: its name, builder and shape signature."""
+
+    name: str
+    target: str
+    builder: Callable[..., Any]
+    shape_names: list[str] | None
+    default_shape: tuple[int, ...] | None
+    params: dict[str, OpParam]
+
+
+def plan_op(op_cfg: Mapping[str, Any]) -> tuple[OpPlan, dict[str, list[Any]]]:
+    """Validate the ``op`` node; return the plan and the op-parameter choices."""
+    if not op_cfg or "_target_" not in op_cfg:
+        raise ConfigError(f"no op selected. Choose one with op=NAME. Valid choices: "
+                          f"{choices_text(group_options('op'))}.")
+    target = op_cfg["_target_"]
+    builder = resolve_target(target)
+    name = str(op_cfg.get("name") or target.rpartition(".")[2])
+    params = builder_params(builder)
+    choices: dict[str, list[Any]] = {}
+    for key, value in op_cfg.items():
+        if key in OP_META_KEYS:
+            continue
+        if key not in params:
+            raise bad_value("op", key, sorted(params) or ["(none)"],
+                            f"'{key}' is not a parameter of op '{name}' ({target}).")
+        choices[key] = list(dict.fromkeys(params[key].check(name, v) for v in as_choices(value)))
+    shape_names = op_cfg.get("shape_names")
+    default_shape = op_cfg.get("default_shape")
+    plan = OpPlan(name=name, target=str(target), builder=builder,
+                  shape_names=list(shape_names) if shape_names else None,
+                  default_shape=tuple(default_shape) if default_shape else None,
+                  params=params)
+    return plan, choices
+
+
+#: ``smoke=true`` clamps every shape dimension to this, so any experiment runs in CI.

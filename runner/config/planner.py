@@ -1,0 +1,139 @@
+"""The trial planner: a composed job config → the op plans and frozen trial specs to run.
+
+Every value is checked here (through the axis registry and the op's signature) before any
+trial runs; a bad one raises :class:`~runner.config.axes.ConfigError` naming the key, the
+value and the choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from runner.config.axes import AXES_BY_NAME, AXIS_NAMES
+from runner.config.errors import ConfigError, bad_value
+from runner.config.ops import CONF_DIR, OpPlan, group_options, plan_op
+from runner.config.trials import TrialSpec, as_choices, expand, shape_choices
+
+
+def check_shape(value: Any, op: str, shape_names: list[str] | None) -> tuple[int, ...]:
+    rank_text = (f"{len(shape_names)} ({', '.join(shape_names)})" if shape_names
+                 else "any rank >= 1")
+    example = "[" + ",".join(["512"] * (len(shape_names) if shape_names else 2)) + "]"
+    if (not isinstance(value, tuple) or not value
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in value)):
+        raise ConfigError(f"invalid value for 'shape': {_show(value)}. Op '{op}' takes a list "
+                          f"of integers of rank {rank_text}, e.g. shape={example}; several "
+                          f"shapes are a list of lists, e.g. shape=[{example},{example}].")
+    if shape_names and len(value) != len(shape_names):
+        raise ConfigError(f"invalid value for 'shape': {_show(value)} has rank {len(value)}, "
+                          f"but op '{op}' takes rank {rank_text}, e.g. shape={example}.")
+    if any(s < 1 for s in value):
+        raise ConfigError(f"invalid value for 'shape': {_show(value)}. Every size must be a "
+                          f"positive integer, e.g. shape={example}.")
+    return value
+
+
+def _show(value: Any) -> str:
+    return str(list(value)) if isinstance(value, tuple) else repr(value)
+
+
+
+SMOKE_MAX_DIM = 16
+
+
+def _shape_axis(raw: Any, plan: OpPlan, smoke: bool = False) -> list[tuple[int, ...]]:
+    if raw is None:
+        if plan.default_shape is None:
+            raise ConfigError(f"'shape' is not set and op '{plan.name}' has no default_shape. "
+                              "Pass shape=[...].")
+        shapes = [plan.default_shape]
+    elif not isinstance(raw, list):
+        raise ConfigError(f"invalid value for 'shape': {raw!r}. Expected a list of integers "
+                          "such as shape=[512,512,512].")
+    else:
+        shapes = shape_choices(raw)
+    checked = [check_shape(s, plan.name, plan.shape_names) for s in shapes]
+    if smoke:
+        checked = [tuple(min(d, SMOKE_MAX_DIM) for d in s) for s in checked]
+    return list(dict.fromkeys(checked))
+
+
+TIMER_CLOCKS = ("event", "host")
+
+
+def check_timer(timer: Any) -> None:
+    """The timer settings must make a valid :class:`~runner.timing.timer.TimerPlan`."""
+    from runner.timing.timer import TimerPlan
+
+    if timer.clock not in TIMER_CLOCKS:
+        raise bad_value("timer.clock", timer.clock, TIMER_CLOCKS)
+    try:
+        TimerPlan.from_settings(timer)
+    except ValueError as exc:
+        raise ConfigError(f"invalid timer settings: {exc}") from None
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One trial and the op that builds it (ops may differ between trials through ``cases``)."""
+
+    op: OpPlan
+    spec: TrialSpec
+
+
+def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
+    """Validate a composed job config and expand it into trials.
+
+    Without ``cases`` the job is one cartesian product. With ``cases`` (a list of partial
+    configs) each case is expanded on its own, on top of the job's values, and the trials are
+    concatenated in case order: ``cases`` zips heterogeneous settings (different ops, shapes,
+    params), where lists multiply.
+    """
+    check_timer(cfg.timer)
+    values = OmegaConf.to_container(cfg, resolve=True)
+    cases = values.get("cases")
+    if cases is None:
+        return _plan_case(values, {}, "", conf_dir)
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise ConfigError(f"invalid value for 'cases': {cases!r}. Expected a list of mappings, "
+                          "e.g. cases=[{op: matmul, dtype: bf16}, {op: copy}].")
+    planned: list[PlannedTrial] = []
+    for index, case in enumerate(cases):
+        planned += _plan_case(values, case, f"cases[{index}].", conf_dir)
+    return planned
+
+
+def _plan_case(values: dict[str, Any], case: dict[str, Any], where: str,
+               conf_dir: Path) -> list[PlannedTrial]:
+    op_node = dict(values.get("op") or {})
+    if "op" in case:
+        options = group_options("op", conf_dir)
+        if case["op"] not in options:
+            raise bad_value(f"{where}op", case["op"], options)
+        op_node = OmegaConf.to_container(OmegaConf.load(conf_dir / "op" / f"{case['op']}.yaml"))
+    case_params = {k: v for k, v in case.items() if k != "op" and k not in AXIS_NAMES}
+    plan, _ = plan_op(op_node)
+    for key in case_params:
+        if key not in plan.params:
+            valid = sorted(set(AXIS_NAMES) | set(plan.params) | {"op"})
+            raise bad_value(f"{where}{key}", key, valid,
+                            f"'{key}' is neither an axis nor a parameter of op '{plan.name}'.")
+    plan, param_choices = plan_op({**op_node, **case_params})
+    axes: dict[str, list[Any]] = {}
+    for key in AXIS_NAMES:
+        raw = case.get(key, values[key])
+        try:
+            if key == "shape":
+                axes[key] = _shape_axis(raw, plan, smoke=bool(values.get("smoke")))
+            else:
+                axes[key] = list(dict.fromkeys(AXES_BY_NAME[key].check(v) for v in as_choices(raw)))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}{exc}" if where else str(exc)) from None
+    specs = expand(axes, param_choices, op=plan.name, target=plan.target)
+    return [PlannedTrial(plan, spec) for spec in specs]
+
+
