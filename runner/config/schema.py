@@ -68,27 +68,23 @@ class RunConfig(AxisFields):
     timer: TimerSettings = field(default_factory=TimerSettings)
     experiment: Any = None
 
-    # Optional list of partial configs (op, axes, op params); each is expanded on its own and
-    # the trials concatenated. Lists multiply, cases zip. See README "Sweeps".
-    cases: Any = None
-
-    # CI mode: every shape dimension clamped to 16 and the smoke timer, whatever the experiment
-    # says. Numbers are meaningless; it proves a config runs end to end.
-    smoke: bool = False
-
-    # Seconds of sustained bf16 matmul on each CUDA device before a job's first trial, so that
-    # repeated runs start from the same power/thermal state (runner.timing.timer.heat_device).
-    # 0: off.
-    gpu_warmup_s: float = 0.0
-
-    # Set by the calibrate experiment: store this device's ceilings from the sweep's results
-    # under <results_dir>/calibration/ when it ends (runner.analysis.roofline.store_calibration).
-    store_calibration: bool = False
-
-    check_accuracy: bool = True
-    results_dir: str = "results"
-    sweep_id: str = "${now:%Y-%m-%d_%H-%M-%S.%f}"
-    notes: str = ""
+    cases: Any = field(default=None, metadata={"doc": (
+        "list of partial configs {op: ..., axis: ...}, each expanded on its own (zip, not "
+        "product)")})
+    # CI mode: numbers are meaningless; it proves a config runs end to end.
+    smoke: bool = field(default=False, metadata={"doc": (
+        "clamp every shape dim to 16 and use the smoke timer (CI)")})
+    # So repeated runs start from the same power/thermal state (runner.timing.timer.heat_device).
+    gpu_warmup_s: float = field(default=0.0, metadata={"doc": (
+        "seconds of sustained bf16 matmul per CUDA device before the first trial")})
+    store_calibration: bool = field(default=False, metadata={"doc": (
+        "store this device's ceilings under <results_dir>/calibration/ (calibrate experiment)")})
+    check_accuracy: bool = field(default=True, metadata={"doc": (
+        "compare one call against a float64 reference before timing")})
+    results_dir: str = field(default="results", metadata={"doc": "where sweeps are written"})
+    sweep_id: str = field(default="${now:%Y-%m-%d_%H-%M-%S.%f}", metadata={"doc": (
+        "the sweep's folder name under results_dir")})
+    notes: str = field(default="", metadata={"doc": "free text stored with the results"})
 
 
 
@@ -98,5 +94,10 @@ OP_META_KEYS: frozenset[str] = frozenset(
 
 
 def register() -> None:
-    """Register the schema so ``conf/config.yaml`` can list ``base_config`` in its defaults."""
+    """Register the schema so ``conf/config.yaml`` can list ``base_config`` in its defaults, and
+    opsweep's ``--help`` (``hydra/help=opsweep``)."""
+    from runner.config import help
+    from runner.config.ops import CONF_DIR
+
     ConfigStore.instance().store(name="base_config", node=RunConfig)
+    help.register(CONF_DIR)

@@ -1,0 +1,107 @@
+"""The axis registry (``runner.config.axes``): every axis declared once, the rest derived.
+
+The last test is the proof that matters: a copy of the project with ONE new ``Axis`` entry
+expands trials over it, checks its values, writes its column and lists it in ``--help``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from runner.analysis.selection import MODE_AXES, SPEC_AXES
+from runner.config.axes import AXES, AXES_BY_NAME, AXIS_NAMES, Axis, ConfigError, DType
+from runner.config.schema import RunConfig
+from runner.config.trials import TrialSpec
+from runner.storage.columns import COLUMNS, MODE_COLUMNS
+from runner.storage.load import CATEGORY_ORDER
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_every_axis_is_a_config_field_with_its_default() -> None:
+    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
+    for axis in AXES:
+        assert fields[axis.name].default == axis.default, axis.name
+
+
+def test_trial_spec_fields_are_op_target_the_axes_in_order_then_params() -> None:
+    names = [f.name for f in dataclasses.fields(TrialSpec)]
+    assert names == ["op", "target", *AXIS_NAMES, "params"]
+
+
+def test_every_axis_has_a_typed_column_and_joins_the_spec() -> None:
+    types = {"string": "string", "int64": "int64", "bool": "bool",
+             "list<int64>": "list<item: int64>"}
+    for axis in AXES:
+        assert str(COLUMNS[axis.name][0]) == types[axis.column_type], axis.name
+        assert {"shape": "shape_str", "device": "device_requested"}.get(axis.name, axis.name) \
+            in SPEC_AXES
+    assert MODE_AXES == MODE_COLUMNS == tuple(a.name for a in AXES if a.is_mode)
+    assert CATEGORY_ORDER["dtype"] == tuple(d.value for d in DType)
+
+
+@pytest.mark.parametrize(("name", "good", "normalised", "bad"), [
+    ("dtype", "bf16", DType.bf16, "bf61"),
+    ("streams", 2, 2, 0),
+    ("num_threads", None, None, "four"),
+    ("backward", True, True, "yes"),
+])
+def test_axis_check_normalises_or_names_key_value_and_choices(name, good, normalised, bad):
+    axis = AXES_BY_NAME[name]
+    assert axis.check(good) == normalised
+    with pytest.raises(ConfigError) as err:
+        axis.check(bad)
+    assert f"'{name}'" in str(err.value) and repr(bad) in str(err.value)
+
+
+def test_enum_axis_suggests_the_closest_choice() -> None:
+    with pytest.raises(ConfigError, match="Did you mean 'bf16'"):
+        AXES_BY_NAME["dtype"].check("bf61")
+
+
+def test_axis_describe_lists_choices_and_default() -> None:
+    assert AXES_BY_NAME["graph"].describe() == \
+        "none | cuda_graph | graphed_callable (default none)"
+    assert Axis("k", int, 1, "doc", minimum=1).describe() == "integer >= 1 (default 1)"
+
+
+@pytest.mark.slow
+def test_a_new_axis_is_one_declaration(tmp_path: Path) -> None:
+    """Copy the project, add one ``Axis(...)`` line, and use the axis end to end."""
+    copy = tmp_path / "opsweep"
+    for part in ("runner", "ops", "conf"):
+        shutil.copytree(REPO / part, copy / part,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    axes_py = copy / "runner" / "config" / "axes.py"
+    source = axes_py.read_text()
+    anchor = ('    Axis("backward", bool, False, "each call runs forward and backward", '
+              'is_mode=True),\n')
+    assert anchor in source
+    axes_py.write_text(source.replace(anchor, anchor + '    Axis("warps", int, 4, '
+                                      '"warps per block of a kernel under test", minimum=1),\n'))
+    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1"}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "runner", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    done = run("op=matmul", "shape=[8,8,8]", "device=cpu", "smoke=true", "warps=[2,8]",
+               "check_accuracy=false", "sweep_id=axis")
+    assert done.returncode == 0, done.stderr
+    table = pq.read_table(tmp_path / "results" / "axis" / "results.parquet")
+    assert table.column("warps").to_pylist() == [2, 8]
+    assert str(table.schema.field("warps").type) == "int64"
+
+    bad = run("op=matmul", "warps=0")
+    assert bad.returncode == 2
+    assert "invalid value for 'warps': 0. Expected an integer >= 1" in bad.stderr
+
+    assert "warps per block of a kernel under test" in run("--help").stdout
