@@ -12,6 +12,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from runner.cli import fail
 from runner.config import schema
 from runner.config.errors import ConfigError
 from runner.config.overrides import check_command_line
@@ -30,8 +31,7 @@ def main() -> None:
     try:
         check_command_line(sys.argv[1:])
     except ConfigError as exc:
-        print(f"opsweep: error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        fail(exc)
     _hydra_main()
 
 

@@ -1,6 +1,6 @@
-"""``python -m runner.collect``: the command; the code is :mod:`runner.storage.collect`."""
+"""``python -m runner.collect``: the command; the code is :mod:`runner.execution.collect`."""
 
-from runner.storage.collect import main
+from runner.execution.collect import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -194,7 +194,7 @@ def test_multirun_reads_back_with_runner_load(multirun: Any) -> None:
 
 def test_collect_merges_a_copy_of_a_real_sweep(multirun: Any, tmp_path: Path) -> None:
     """``python -m runner.collect`` on a real sweep whose merge never happened."""
-    from runner.storage.collect import main as collect_main
+    from runner.execution.collect import main as collect_main
 
     _, path, df = multirun
     copy = tmp_path / path.parent.name

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from runner.storage.collect import main as collect_main
+from runner.execution.collect import main as collect_main
 from runner.storage.columns import COLUMNS
 from runner.storage.files import (
     JOB_FILE,

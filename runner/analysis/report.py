@@ -31,14 +31,13 @@ from runner.analysis.plots import Plot, all_plots, with_modes
 from runner.analysis.roofline import CALIBRATION_DIR, annotate, ceilings_for
 from runner.analysis.selection import apply_filters, param_columns
 from runner.analysis.values import (
-    OneLineArgumentParser,
-    fail,
     fmt_num,
     fmt_time_us,
     html_table,
     is_missing,
     markdown_table,
 )
+from runner.cli import OneLineArgumentParser, fail
 from runner.storage.load import find_result_files, load
 
 #: Most trial rows written into the HTML/Markdown table (all are in trials.csv).

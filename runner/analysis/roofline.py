@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from runner.analysis.devices import DEFAULT_LAUNCH_US, match_device
+from runner.analysis.values import is_missing
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def slugify(text: str) -> str:
 
 def device_kind(device: object) -> str:
     """``cpu``, ``cuda``... from a resolved device string such as ``cuda:0``."""
-    text = "" if _missing(device) else str(device)
+    text = "" if is_missing(device) else str(device)
     return text.split(":")[0].lower() or "unknown"
 
 
@@ -98,10 +99,10 @@ def device_identity(kind: str, device_name: object, driver_version: object,
                     cpu_model: object) -> tuple[str, str | None]:
     """``(name, driver)`` identifying a device for calibration: GPU name + driver, or CPU model."""
     if kind == "cpu":
-        name = cpu_model if not _missing(cpu_model) else device_name
-        return (str(name) if not _missing(name) else "cpu"), None
-    name = None if _missing(device_name) else str(device_name)
-    return name or "", None if _missing(driver_version) else str(driver_version)
+        name = cpu_model if not is_missing(cpu_model) else device_name
+        return (str(name) if not is_missing(name) else "cpu"), None
+    name = None if is_missing(device_name) else str(device_name)
+    return name or "", None if is_missing(driver_version) else str(driver_version)
 
 
 def calibration_slug(kind: str, name: str, driver: str | None) -> str:
@@ -222,7 +223,7 @@ def _calibration_record(rows: pd.DataFrame, kind: str, name: str, driver: str | 
                  "sm_count", "git_commit"):
         if meta in rows.columns and len(rows):
             value = rows[meta].iloc[0]
-            record[meta] = None if _missing(value) else _plain(value)
+            record[meta] = None if is_missing(value) else _plain(value)
     missing = [] if peaks else ["matmul_tflops (no ok op=matmul rows)"]
     for key, label in (("copy_gbps", "d2d"), ("h2d_gbps", "h2d"), ("d2h_gbps", "d2h")):
         if record[key] is None and not (kind == "cpu" and label != "d2d"):
@@ -404,7 +405,7 @@ def _annotate(df: pd.DataFrame, results_root: str | os.PathLike | None) -> pd.Da
         return _assign(out, pct, bound, source, reason)
 
     status = np.array(_col(df, "status"), dtype=object)
-    not_ok = np.array([s != "ok" and not _missing(s) for s in status], dtype=bool)
+    not_ok = np.array([s != "ok" and not is_missing(s) for s in status], dtype=bool)
     for i in np.flatnonzero(not_ok):
         reason[i] = f"status={status[i]}: not timed"
 
@@ -418,8 +419,8 @@ def _annotate(df: pd.DataFrame, results_root: str | os.PathLike | None) -> pd.Da
     with np.errstate(divide="ignore", invalid="ignore"):
         tflops = np.where(np.isfinite(tflops), tflops, flops / (time_us * 1e-6) / 1e12)
         gbps = np.where(np.isfinite(gbps), gbps, nbytes / (time_us * 1e-6) / 1e9)
-    dtypes = np.array([None if _missing(v) else str(v) for v in _col(df, "dtype")], dtype=object)
-    directions = np.array([None if _missing(v) else str(v)
+    dtypes = np.array([None if is_missing(v) else str(v) for v in _col(df, "dtype")], dtype=object)
+    directions = np.array([None if is_missing(v) else str(v)
                            for v in _col(df, "param_direction")], dtype=object)
     graphed = np.array([str(v) in GRAPH_MODES for v in _col(df, "graph")], dtype=bool)
 
@@ -529,15 +530,6 @@ def _num(df: pd.DataFrame, name: str) -> np.ndarray:
     if name not in df.columns:
         return np.full(len(df), np.nan)
     return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-
-
-def _missing(value: object) -> bool:
-    if value is None:
-        return True
-    try:
-        return bool(value != value)
-    except (TypeError, ValueError):
-        return False
 
 
 def _finite_pos(value: object) -> bool:

@@ -1,36 +1,18 @@
-"""Shared formatting for the analysis CLIs: numbers with units, Markdown tables, arg errors.
+"""Values on the read side, once each: the missing-value test, number formats, tables.
 
-The compare and report CLIs print the same quantities (times, speedups, p-values) and must
-fail the same way on bad arguments: one line on stderr and exit status 2, never a
-traceback. That lives here so both behave alike.
+The compare, report and claims commands print the same quantities (times, speedups,
+p-values); one formatter per quantity keeps them alike. Result frames read through
+:func:`runner.load` have nullable columns whose ``pd.NA`` is neither equal to itself nor a
+bool: :func:`is_missing` is the one test for a missing cell.
 """
 
 from __future__ import annotations
 
-import argparse
 import html
 import math
-import sys
 from collections.abc import Iterable, Sequence
-from typing import NoReturn
 
 import pandas as pd
-
-EXIT_BAD_ARGS = 2
-
-
-class OneLineArgumentParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line (``prog: error: ...``) and exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        fail(f"{message} (see {self.prog} --help)", prog=self.prog)
-
-
-def fail(message: str, prog: str = "runner") -> NoReturn:
-    """Print ``prog: error: message`` on one line to stderr and exit with status 2."""
-    first = " ".join(str(message).split())
-    print(f"{prog}: error: {first}", file=sys.stderr)
-    raise SystemExit(EXIT_BAD_ARGS)
 
 
 def is_missing(value: object) -> bool:

@@ -1120,7 +1120,7 @@ def _display_path(path: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    from runner.analysis.values import OneLineArgumentParser
+    from runner.cli import OneLineArgumentParser
 
     parser = OneLineArgumentParser(
         prog="python -m runner.claims.lessons",
@@ -1138,7 +1138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from runner.analysis.values import fail
+    from runner.cli import fail
     from runner.storage.load import ResultsNotFoundError
 
     try:

@@ -12,6 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from runner import console
+from runner.cli import fail
 from runner.config.errors import ConfigError
 from runner.config.planner import plan_job
 from runner.execution.trial import run_trial
@@ -33,9 +34,8 @@ def run_job(cfg: DictConfig) -> Path | None:
     try:
         planned = plan_job(cfg)
     except ConfigError as exc:
-        print(f"opsweep: error: {exc}", file=sys.stderr)
         _discard_empty_job_dir(job_dir)
-        raise SystemExit(2) from None
+        fail(exc)
 
     sweep_dir = job_dir.parent.parent
     job_num = OmegaConf.select(hydra_cfg, "job.num", default=0) or 0

@@ -1,7 +1,7 @@
-"""Result files: the column schema, atomic writes, merging, loading, recovering a sweep.
+"""Result files: the column schema, atomic writes, merging, loading.
 
 The storage schema (``columns``) is the contract between the run side and the read side.
 
-May import: pyarrow, pandas, hydra (for the end-of-sweep callback), and the axis registry
+May import: pyarrow, pandas, and the axis registry
 (``runner.config.axes``, standard library only) that the axis columns derive from. Never torch.
 """

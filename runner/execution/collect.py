@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from runner.storage.callbacks import finish_sweep
+from runner.execution.callbacks import finish_sweep
 from runner.storage.files import SWEEP_FILE
 
 
