@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from runner.config.axes import AXES_BY_NAME, AXIS_NAMES
 from runner.config.errors import ConfigError, bad_value, choices_text
 from runner.config.ops import CONF_DIR, builder_params, group_options, resolve_target
-from runner.config.planner import TIMER_CLOCKS, check_shape, check_timer
+from runner.config.planner import TIMER_CLOCKS, check_shape, check_shard, check_timer
 from runner.config.schema import OP_META_KEYS, RunConfig, TimerSettings
 from runner.config.trials import as_choices, shape_choices
 
@@ -67,11 +67,14 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
         a.startswith(("--config-dir", "-cd", "--config-path", "-cp")) for a in args)
     op_names = _ops_in_play(overrides, conf_dir)
     timer_overrides: dict[str, Any] = {}
+    sharding: dict[str, list[Any]] = {"shard": [0], "num_shards": [1]}
     for ov in overrides:
         key = ov.key_or_group
         if ov.is_hydra_override() or ov.is_delete():
             continue
         values = _override_values(ov)
+        if key in sharding and values:
+            sharding[key] = values
         if key in CONFIG_GROUPS:
             if custom_search:
                 continue
@@ -92,6 +95,10 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
             _check_axis_values(key, values, op_names, conf_dir)
         else:
             _check_key(key, key, TOP_LEVEL_KEYS, "")
+    # Every job of a multirun must be a valid shard, before the first one runs.
+    for shard in sharding["shard"]:
+        for num_shards in sharding["num_shards"]:
+            check_shard(shard, num_shards)
     if timer_overrides and not custom_search:
         for preset in _presets_in_play(overrides, "timer", conf_dir):
             settings = OmegaConf.merge(OmegaConf.structured(TimerSettings),

@@ -7,6 +7,7 @@ value and the choices.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,15 @@ def check_timer(timer: Any) -> None:
 
 @dataclass(frozen=True)
 class PlannedTrial:
-    """One trial and the op that builds it (ops may differ between trials through ``cases``)."""
+    """One trial and the op that builds it (ops may differ between trials through ``cases``).
+
+    ``index`` is the trial's position in the job's whole plan, before sharding: the shards of
+    one job together hold every index once (the ``trial_index`` column).
+    """
 
     op: OpPlan
     spec: TrialSpec
+    index: int = 0
 
 
 def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
@@ -95,16 +101,34 @@ def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
     """
     check_timer(cfg.timer)
     values = OmegaConf.to_container(cfg, resolve=True)
+    shard, num_shards = check_shard(values.get("shard", 0), values.get("num_shards", 1))
     cases = values.get("cases")
     if cases is None:
-        return _plan_case(values, {}, "", conf_dir)
-    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        planned = _plan_case(values, {}, "", conf_dir)
+    elif not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise ConfigError(f"invalid value for 'cases': {cases!r}. Expected a list of mappings, "
                           "e.g. cases=[{op: matmul, dtype: bf16}, {op: copy}].")
-    planned: list[PlannedTrial] = []
-    for index, case in enumerate(cases):
-        planned += _plan_case(values, case, f"cases[{index}].", conf_dir)
-    return planned
+    else:
+        planned = []
+        for index, case in enumerate(cases):
+            planned += _plan_case(values, case, f"cases[{index}].", conf_dir)
+    numbered = [dataclasses.replace(trial, index=index) for index, trial in enumerate(planned)]
+    # Round-robin, not contiguous blocks: neighbouring trials (one op's sizes) cost alike, so
+    # every shard gets a similar mix of slow and fast ones.
+    return numbered[shard::num_shards]
+
+
+def check_shard(shard: Any, num_shards: Any) -> tuple[int, int]:
+    """``shard=i num_shards=n``: this job runs the trials whose index is ``i`` modulo ``n``."""
+    for key, value, minimum in (("num_shards", num_shards, 1), ("shard", shard, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(f"invalid value for '{key}': {value!r}. Expected an integer >= "
+                              f"{minimum}, e.g. -m shard='range(4)' num_shards=4.")
+    if shard >= num_shards:
+        raise ConfigError(f"invalid value for 'shard': {shard}. With num_shards={num_shards} "
+                          f"it must be in 0..{num_shards - 1}; e.g. -m "
+                          f"shard='range({num_shards})' num_shards={num_shards}.")
+    return shard, num_shards
 
 
 def _plan_case(values: dict[str, Any], case: dict[str, Any], where: str,

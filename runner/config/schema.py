@@ -79,6 +79,11 @@ class RunConfig(AxisFields):
         "seconds of sustained bf16 matmul per CUDA device before the first trial")})
     store_calibration: bool = field(default=False, metadata={"doc": (
         "store this device's ceilings under <results_dir>/calibration/ (calibrate experiment)")})
+    # Scale-out: one big job's trials split over several Hydra jobs (docs/scale-out.md).
+    shard: int = field(default=0, metadata={"doc": (
+        "run only trials i, i+n, i+2n, ... of the job (i = shard, n = num_shards)")})
+    num_shards: int = field(default=1, metadata={"doc": (
+        "split the job's trials into this many shards: -m shard='range(n)' num_shards=n")})
     check_accuracy: bool = field(default=True, metadata={"doc": (
         "compare one call against a float64 reference before timing")})
     results_dir: str = field(default="results", metadata={"doc": "where sweeps are written"})

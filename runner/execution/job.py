@@ -46,9 +46,10 @@ def run_job(cfg: DictConfig) -> Path | None:
     if cfg.gpu_warmup_s > 0 and not cfg.smoke:
         _heat_devices(planned, cfg.gpu_warmup_s)
     rows = []
-    for index, trial in enumerate(console.track(planned, title, label=lambda t: t.spec.label())):
+    for trial in console.track(planned, title, label=lambda t: t.spec.label()):
         row = run_trial(trial.spec, trial.op, timer, check_accuracy=cfg.check_accuracy)
-        row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=index)
+        row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=trial.index,
+                   shard=cfg.shard, num_shards=cfg.num_shards)
         rows.append(row)
 
     metadata: dict[str, Any] = {

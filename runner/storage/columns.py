@@ -50,7 +50,10 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     # identity and status
     "sweep_id": (_S, "folder name of the sweep under results/ (sub-second timestamp)"),
     "job_num": (_I, "Hydra job number within the sweep (0 for a single run)"),
-    "trial_index": (_I, "position of the trial within its job"),
+    "trial_index": (_I, "position of the trial in its job's plan (before sharding: the shards "
+                        "of one job number their trials alike)"),
+    "shard": (_I, "which shard of its job's trials this row's job ran (shard=i)"),
+    "num_shards": (_I, "how many shards the job's trials were split into (1: not sharded)"),
     "trial_id": (_S, "stable hash of the trial spec (op, axes, params); equal on every machine"),
     "timestamp": (_TS, "UTC time the trial started"),
     "status": (_S, " | ".join(status.value for status in Status)),
