@@ -1,0 +1,84 @@
+"""The cluster presets in ``conf/hydra/launcher/``, tested without a cluster.
+
+``slurm`` and ``slurm_node`` are composed by Hydra onto hydra-submitit-launcher's schema (a
+typo in a preset fails here), turned into a submitit executor exactly as the plugin does in
+``BaseSubmititLauncher.launch``, and rendered into the sbatch script SLURM would receive.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+submitit = pytest.importorskip("submitit", reason="pip install -e .[slurm]")
+
+
+def _launcher_params(preset: str, *overrides: str) -> dict:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from runner.config import schema
+
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True,
+                      overrides=[f"hydra/launcher={preset}", "results_dir=/tmp/r",
+                                 "sweep_id=s", *overrides])
+    params = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
+    params.pop("_target_")
+    return params
+
+
+@pytest.fixture(autouse=True)
+def srun_on_path(tmp_path, monkeypatch) -> None:
+    """submitit's SlurmExecutor refuses to exist without an ``srun`` on PATH; nothing runs it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def _sbatch_text(params: dict, folder: Path) -> str:
+    """The plugin's mapping of its config onto submitit (submitit_launcher.py, ``launch``)."""
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from omegaconf import OmegaConf
+
+    executor = submitit.AutoExecutor(cluster="slurm", folder=str(folder),
+                                     slurm_max_num_timeout=params.pop("max_num_timeout"))
+    params.pop("submitit_folder")
+    base = set(OmegaConf.structured(BaseQueueConf).keys())
+    params["name"] = "runner"  # ${hydra.job.name}, resolved by Hydra at launch time
+    executor.update_parameters(**{k if k in base else f"slurm_{k}": v
+                                  for k, v in params.items()})
+    return executor._executor._make_submission_file_text("python -m runner", "uid")
+
+
+def test_slurm_preset_asks_one_gpu_per_task(tmp_path) -> None:
+    text = _sbatch_text(_launcher_params("slurm", "hydra.launcher.partition=gpu"), tmp_path)
+    assert "#SBATCH --gpus-per-task=1" in text
+    assert "#SBATCH --ntasks-per-node=1" in text
+    assert "#SBATCH --cpus-per-task=8" in text
+    assert "#SBATCH --partition=gpu" in text
+    assert "#SBATCH --time=120" in text
+    assert "#SBATCH --array=0-" not in text  # arrays are made per launch, from the jobs
+    assert "srun" in text
+
+
+def test_slurm_node_preset_takes_whole_exclusive_nodes(tmp_path) -> None:
+    text = _sbatch_text(_launcher_params("slurm_node"), tmp_path)
+    assert "#SBATCH --gpus-per-node=8" in text
+    assert "#SBATCH --exclusive" in text
+    assert "--gpus-per-task" not in text
+
+
+def test_a_typo_in_a_preset_key_fails_at_composition(tmp_path) -> None:
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import ConfigKeyError
+
+    with pytest.raises((ConfigCompositionException, ConfigKeyError)):
+        _launcher_params("slurm", "hydra.launcher.gpus_per_tsak=2")
