@@ -33,6 +33,8 @@ def environment(device: str) -> dict[str, Any]:
         "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
         "hostname": socket.gethostname(), "python_version": platform.python_version(),
         "platform": platform.platform(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "gpu_index": None, "gpu_uuid": None, "gpu_pci_bus_id": None,
     }
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.device(device))
@@ -43,10 +45,26 @@ def environment(device: str) -> dict[str, Any]:
             l2_cache_bytes=getattr(props, "L2_cache_size", None),
             total_memory_bytes=props.total_memory,
             driver_version=_nvml_call(lambda nvml, _h: nvml.nvmlSystemGetDriverVersion(), device),
+            **physical_gpu(device, props),
         )
     else:
         info["device_name"] = info["cpu_model"]
     return info
+
+
+def physical_gpu(device: str, props: Any) -> dict[str, Any]:
+    """Which physical GPU ``device`` is: NVML's index (the host's numbering, not the one
+    CUDA_VISIBLE_DEVICES makes), UUID and PCI bus id. Rows of workers on different GPUs, or of
+    cluster tasks that SLURM or Ray placed, say where they ran."""
+    uuid = str(getattr(props, "uuid", "") or "") or None
+    if uuid and not uuid.startswith("GPU-"):
+        uuid = f"GPU-{uuid}"
+    bus_id = _nvml_call(lambda n, h: n.nvmlDeviceGetPciInfo(h).busId, device)
+    if bus_id is None and hasattr(props, "pci_bus_id"):
+        bus_id = f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:" \
+                 f"{getattr(props, 'pci_device_id', 0):02X}.0"
+    return {"gpu_index": _nvml_call(lambda n, h: n.nvmlDeviceGetIndex(h), device),
+            "gpu_uuid": uuid, "gpu_pci_bus_id": bus_id}
 
 
 def cpu_model() -> str:
