@@ -17,6 +17,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from runner.claims.spec import Claim, Pivot
 from runner.timing.timer import TimerPlan
 
 
@@ -134,6 +135,13 @@ class RunConfig:
     # Set by the calibrate experiment: store this device's ceilings from the sweep's results
     # under <results_dir>/calibration/ when it ends (runner.analysis.roofline.store_calibration).
     store_calibration: bool = False
+
+    # What the experiment claims (runner.claims.spec), judged on its results by the report,
+    # `check=true` and `python -m runner.check`; pivots are its informational tables.
+    expect: list[Claim] = field(default_factory=list)
+    pivots: list[Pivot] = field(default_factory=list)
+    # Judge `expect` when the sweep ends; exit 1 when a claim did not hold (a CI gate).
+    check: bool = False
 
     check_accuracy: bool = True
     results_dir: str = "results"

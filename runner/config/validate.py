@@ -313,14 +313,16 @@ def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
     check_timer(cfg.timer)
     values = OmegaConf.to_container(cfg, resolve=True)
     cases = values.get("cases")
-    if cases is None:
-        return _plan_case(values, {}, "", conf_dir)
-    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+    if cases is not None and (not isinstance(cases, list)
+                              or not all(isinstance(c, dict) for c in cases)):
         raise ConfigError(f"invalid value for 'cases': {cases!r}. Expected a list of mappings, "
                           "e.g. cases=[{op: matmul, dtype: bf16}, {op: copy}].")
     planned: list[PlannedTrial] = []
-    for index, case in enumerate(cases):
-        planned += _plan_case(values, case, f"cases[{index}].", conf_dir)
+    for index, case in enumerate(cases if cases is not None else [{}]):
+        planned += _plan_case(values, case, f"cases[{index}]." if cases else "", conf_dir)
+    from runner.config.expect import check_job
+
+    check_job(values, planned)  # the claims, against the planned ops' parameters
     return planned
 
 
@@ -427,6 +429,12 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
             _check_axis_values(key, values, op_names, conf_dir)
         else:
             _check_key(key, key, TOP_LEVEL_KEYS, "")
+    from runner.config.expect import check_experiments, config_dirs
+
+    for ov in overrides:  # the experiments' claims (expect:), in every job of a multirun
+        if ov.key_or_group == "experiment":
+            check_experiments([str(v) for v in _override_values(ov) if v],
+                              config_dirs(args, conf_dir))
     if timer_overrides and not custom_search:
         for preset in _presets_in_play(overrides, "timer", conf_dir):
             settings = OmegaConf.merge(OmegaConf.structured(TimerSettings),
