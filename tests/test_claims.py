@@ -235,3 +235,16 @@ def test_claims_from_yaml_alone_gate_a_sweep(start_cli: Any, conf_dir: Path,
     text = (tmp_path / "r.md").read_text(encoding="utf-8")
     assert "## mine_false" in text and "**elements.**" in text
     assert "- **did not hold**: a 64-element add is 100x the work." in text
+
+
+def test_claims_import_no_torch_and_nothing_of_the_run_side() -> None:
+    """runner/claims reads results: it takes from the run side only the storage schema."""
+    import subprocess
+    import sys
+
+    code = ("import sys, runner.claims.check, runner.claims.report, runner.claims.bespoke\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith("
+            "('runner.config', 'runner.execution', 'runner.timing'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -130,7 +130,8 @@ def pivot_table(df: pd.DataFrame, pivot: Pivot) -> str:
 
     def text(value: Any) -> str:
         value = canonical(value)
-        return "null" if value is None else str(value)
+        return "null" if value is None else str(value).lower() if isinstance(value, bool) \
+            else str(value)
 
     labels = rows[keys].apply(lambda r: tuple(text(v) for v in r), axis=1)
     heads = rows[across].map(text) if across else pd.Series("", index=rows.index)
