@@ -58,6 +58,21 @@ def test_check_command_on_saved_results(capsys: pytest.CaptureFixture[str]) -> N
     assert "did not hold" in out and "fp64/fp32 time at 2048³ = 0.835x" in out
     # results without claims state none and pass
     assert main([str(DATA / "h200-foundation-2026-11-21.parquet")]) == 0
+    assert main([str(DATA / "h200-experiments-2026-11-21.parquet"), "--claims-from", "conf"]) == 1
+
+
+def test_report_shows_an_error_verdict_as_one() -> None:
+    from runner.claims.report import render
+    from runner.claims.results import Expectations, Results
+
+    rows = SPEEDUP.assign(experiment="mine")
+    broken = _claim(_target_="tests.test_claims.raises", at_least=1.0)
+    text = render(Results(rows, {"mine": Expectations([_claim(at_least=2.0), broken])}))
+    assert "| experiment | held | did not hold | not measured | error | trials |" in text
+    assert "| [mine](#mine) | 1 | 0 | 0 | 1 | 4 |" in text
+    assert "- **error**: graphs are faster. Measured: ZeroDivisionError: a bug in the claim." \
+        in text
+    assert "**Verdict:** 1 held, 0 did not hold, 0 not measured, 1 error." in text
 
 
 # ---------------------------------------------------------------------------------------

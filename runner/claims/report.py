@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from runner.analysis.values import markdown_table
 from runner.claims.engine import ERROR, HELD, NOT_HELD, NOT_MEASURED, judge, tally
 from runner.claims.results import CONF_DIR, Expectations, Results, load_results
 from runner.claims.tables import environment_line, not_run_table, pivot_table, results_table
@@ -147,17 +148,18 @@ def render(results: Results, *, banner: str = "", sources: Sequence[str] = (),
         "older 16-SM GPU (seed 004), so a claim that did not hold on a newer GPU is a finding, "
         "not an error. How to write claims: `docs/claims.md`.", "",
     ]
-    sections = []
+    sections, counts = [], {}
+    for name in names:
+        rows, expectations = results.of(name), results.expectations(name, conf_dir, prefer)
+        counts[name] = [*tally(judge(expectations.claims, rows)).values(), len(rows)]
+        sections.append(experiment_section(name, rows, expectations, conf_dir))
     if names:
-        out += ["| experiment | held | did not hold | not measured | trials |",
-                "| --- | --- | --- | --- | --- |"]
-        for name in names:
-            rows, expectations = results.of(name), results.expectations(name, conf_dir, prefer)
-            counts = tally(judge(expectations.claims, rows))
-            out.append(f"| [{name}](#{name}) | {counts[HELD]} | {counts[NOT_HELD]} | "
-                       f"{counts[NOT_MEASURED]} | {len(rows)} |")
-            sections.append(experiment_section(name, rows, expectations, conf_dir))
-        out.append("")
+        # held, did not hold, not measured, [error: only when a claim errored], trials
+        keep = [i for i in range(5) if i != 3 or any(c[3] for c in counts.values())]
+        headers = ["held", "did not hold", "not measured", "error", "trials"]
+        out += [markdown_table(["experiment"] + [headers[i] for i in keep],
+                               [[f"[{name}](#{name})"] + [c[i] for i in keep]
+                                for name, c in counts.items()]), ""]
     else:
         out += ["_No results were given._", ""]
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
