@@ -7,7 +7,7 @@
 #   EXP[,EXP...]    python -m runner -m experiment=EXP[,EXP...] (one sweep, one merged file)
 #   report=EXP      python -m runner.report on the latest sweep of EXP
 #   compare=EXP     python -m runner.compare on the two latest sweeps of EXP
-#   lessons         python -m runner.claims.lessons over every sweep -> $OUT/experiments.md
+#   lessons         python -m runner.claims.report over every sweep -> $OUT/experiments.md
 # The machine has torch but no hydra/omegaconf: carry them as wheels in .whl/ (README).
 # The device tool returns at most 8 files, so all sweeps and reports are packed into
 # $OUT/results.tgz; logs go to $OUT/run.log; a short table of every sweep is printed last.
@@ -38,7 +38,7 @@ for step in "$@"; do
       python3 -m runner.compare "${PREVIOUS[$exp]}" "${LATEST[$exp]}" --format markdown 2>&1 \
         | tee -a "$OUT/run.log" | tail -40 ;;
     lessons)
-      python3 -m runner.claims.lessons "$RESULTS"/*/results.parquet --out "$OUT/experiments.md" \
+      python3 -m runner.claims.report "$RESULTS"/*/results.parquet --out "$OUT/experiments.md" \
         >> "$OUT/run.log" 2>&1
       log "lessons exit=$?" ;;
     *)

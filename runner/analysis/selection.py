@@ -188,3 +188,46 @@ def _norm_text(value: object) -> str:
         return "null"
     text = str(value)
     return text.lower() if text.lower() in ("true", "false", "none", "null", "nan") else text
+
+
+def column_for(columns: Iterable[str], key: str) -> str | None:
+    """The column a selector key names: itself, ``param_<key>`` for an op parameter, or
+    ``shape_str`` for ``shape``; None when the results have no such column."""
+    columns = set(columns)
+    if key == "shape" and "shape_str" in columns:
+        return "shape_str"
+    for name in (key, f"param_{key}"):
+        if name in columns:
+            return name
+    return None
+
+
+def select(df: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:
+    """Rows of ``df`` matching every ``column: value`` of ``where`` (a claim's selector).
+
+    Values compare as :func:`apply_filters`' do (``True`` matches ``true``, ``1.0`` matches
+    ``1``); ``None`` matches a missing value; a list is any of its values, except that
+    ``shape: [M, N, K]`` is one shape (``[[...], [...]]`` several); ``device: cuda`` matches
+    every ``cuda:N``. A key naming no column matches no row: data that lacks it cannot
+    answer a question about it.
+    """
+    if df.empty:
+        return df
+    mask = np.ones(len(df), dtype=bool)
+    for key, wanted in where.items():
+        column = column_for(df.columns, key)
+        if column is None:
+            return df.iloc[0:0]
+        options = wanted if isinstance(wanted, (list, tuple)) else [wanted]
+        if key == "shape" and column == "shape_str":
+            if options and not isinstance(options[0], (list, tuple)):
+                options = [options]
+            options = ["x".join(str(int(d)) for d in s) for s in options]
+        texts = df[column].astype(object).map(lambda v: _norm_text(canonical(v)))
+        wanted_texts = {_norm_text(canonical(v)) for v in options}
+        if key == "device":  # a device class: cuda matches cuda:0, cuda:1, ...
+            match = texts.isin(wanted_texts) | texts.str.partition(":")[0].isin(wanted_texts)
+        else:
+            match = texts.isin(wanted_texts)
+        mask &= match.to_numpy(dtype=bool)
+    return df[mask]

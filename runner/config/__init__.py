@@ -3,6 +3,7 @@
 Turns a composed Hydra config into frozen :class:`~runner.config.trials.TrialSpec` objects, or
 into a :class:`~runner.config.errors.ConfigError` (exit status 2) before anything runs.
 
-May import: the standard library, omegaconf/hydra, and ``runner.timing`` (timer defaults).
+May import: the standard library, omegaconf/hydra, ``runner.timing`` (timer defaults) and
+``runner.claims.spec`` (the typed `expect:` of an experiment; `expect.py` checks it).
 Never torch at import time (``--help`` and the override checks must stay fast).
 """

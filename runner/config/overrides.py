@@ -95,6 +95,12 @@ def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
             _check_axis_values(key, values, op_names, conf_dir)
         else:
             _check_key(key, key, TOP_LEVEL_KEYS, "")
+    from runner.config.expect import check_experiments, config_dirs
+
+    for ov in overrides:  # the experiments' claims (expect:), in every job of a multirun
+        if ov.key_or_group == "experiment":
+            check_experiments([str(v) for v in _override_values(ov) if v],
+                              config_dirs(args, conf_dir))
     # Every job of a multirun must be a valid shard, before the first one runs.
     for shard in sharding["shard"]:
         for num_shards in sharding["num_shards"]:

@@ -112,6 +112,9 @@ def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
         planned = []
         for index, case in enumerate(cases):
             planned += _plan_case(values, case, f"cases[{index}].", conf_dir)
+    from runner.config.expect import check_job
+
+    check_job(values, planned)  # the claims, against the planned ops' parameters
     numbered = [dataclasses.replace(trial, index=index) for index, trial in enumerate(planned)]
     # Round-robin, not contiguous blocks: neighbouring trials (one op's sizes) cost alike, so
     # every shard gets a similar mix of slow and fast ones.

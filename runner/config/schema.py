@@ -17,6 +17,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from runner.claims.spec import Claim, Pivot
 from runner.config.axes import AXES
 from runner.timing.timer import TimerPlan
 
@@ -84,6 +85,14 @@ class RunConfig(AxisFields):
         "run only trials i, i+n, i+2n, ... of the job (i = shard, n = num_shards)")})
     num_shards: int = field(default=1, metadata={"doc": (
         "split the job's trials into this many shards: -m shard='range(n)' num_shards=n")})
+    # What the experiment claims (runner.claims.spec), judged on its results by the report,
+    # `check=true` and `python -m runner.check`; pivots are its informational tables.
+    expect: list[Claim] = field(default_factory=list, metadata={"doc": (
+        "claims the results are judged by (docs/claims.md); set in experiments")})
+    pivots: list[Pivot] = field(default_factory=list, metadata={"doc": (
+        "informational tables for the experiments report")})
+    check: bool = field(default=False, metadata={"doc": (
+        "judge `expect` when the sweep ends; exit 1 if a claim did not hold (a CI gate)")})
     check_accuracy: bool = field(default=True, metadata={"doc": (
         "compare one call against a float64 reference before timing")})
     results_dir: str = field(default="results", metadata={"doc": "where sweeps are written"})

@@ -1,4 +1,5 @@
-"""Hydra callback: when a run or multirun ends, merge its job files and print the summary."""
+"""Hydra callback: when a run or multirun ends, merge its job files and print the summary;
+with ``check=true``, judge the experiment's claims and exit 1 when one failed."""
 
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ class MergeResults(Callback):
                 console.stderr.print("calibration: nothing stored (no usable rows)")
             else:
                 console.stderr.print(f"calibration stored → {path}", highlight=False)
+        if merged is not None and config.get("check"):
+            from runner.claims.check import check_sweep
+
+            status = check_sweep(merged)  # after the merge: -m sweeps are judged as one
+            if status:
+                raise SystemExit(status)
 
 
 def finish_sweep(sweep_dir: Path) -> Path | None:

@@ -1,0 +1,269 @@
+"""The claims engine (``runner.claims``): same verdicts as the code it replaced, the criteria,
+malformed claims rejected before any trial, and an experiment written only in YAML gated by
+``check=true`` and ``python -m runner.check``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from runner.claims.engine import (
+    ERROR,
+    HELD,
+    MEASURED,
+    NOT_HELD,
+    NOT_MEASURED,
+    Measurement,
+    judge,
+)
+from runner.claims.results import load_results
+from runner.claims.spec import Aggregate, Claim
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA = REPO_ROOT / "docs" / "data"
+#: The verdicts of the hand-written runner/lessons.py on docs/data, captured before the port.
+BEFORE = json.loads((Path(__file__).parent / "data" / "verdicts-before-claims-engine.json")
+                    .read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------------------------------
+# Same verdicts as before the port, claim by claim
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("file", sorted(p.name for p in DATA.glob("*.parquet")))
+def test_same_verdicts_as_the_code_it_replaced(file: str) -> None:
+    results = load_results([DATA / file])
+    now = {}
+    for name in results.experiments():
+        for verdict in judge(results.expectations(name).claims, results.of(name)):
+            if verdict.status != MEASURED:  # informational lines were never verdicts
+                now[(name, verdict.claim)] = verdict.status
+    before = {(name, c["claim"]): c["status"]
+              for name, claims in BEFORE.get(file, {}).items() for c in claims}
+    assert now == before
+    if file.startswith("h200-experiments"):
+        assert len(before) == 35  # every judged claim of the 16 lessons
+
+
+def test_check_command_on_saved_results(capsys: pytest.CaptureFixture[str]) -> None:
+    from runner.claims.check import main
+
+    assert main([str(DATA / "h200-experiments-2026-11-21.parquet")]) == 1  # some did not hold
+    out = capsys.readouterr().out
+    assert "did not hold" in out and "fp64/fp32 time at 2048³ = 0.835x" in out
+    # results without claims state none and pass
+    assert main([str(DATA / "h200-foundation-2026-11-21.parquet")]) == 0
+    assert main([str(DATA / "h200-experiments-2026-11-21.parquet"), "--claims-from", "conf"]) == 1
+
+
+def test_report_shows_an_error_verdict_as_one() -> None:
+    from runner.claims.report import render
+    from runner.claims.results import Expectations, Results
+
+    rows = SPEEDUP.assign(experiment="mine")
+    broken = _claim(_target_="tests.test_claims.raises", at_least=1.0)
+    text = render(Results(rows, {"mine": Expectations([_claim(at_least=2.0), broken])}))
+    assert "| experiment | held | did not hold | not measured | error | trials |" in text
+    assert "| [mine](#mine) | 1 | 0 | 0 | 1 | 4 |" in text
+    assert "- **error**: graphs are faster. Measured: ZeroDivisionError: a bug in the claim." \
+        in text
+    assert "**Verdict:** 1 held, 0 did not hold, 0 not measured, 1 error." in text
+
+
+# ---------------------------------------------------------------------------------------
+# The engine on hand-made rows
+# ---------------------------------------------------------------------------------------
+
+def _rows(*rows: dict[str, Any]) -> pd.DataFrame:
+    base = {"status": "ok", "device": "cuda:0", "op": "matmul", "dtype": "fp32",
+            "shape_str": "8x8x8", "graph": "none"}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+SPEEDUP = _rows({"graph": "none", "time_per_op_us": 84.0},
+                {"graph": "cuda_graph", "time_per_op_us": 10.0},
+                {"device": "cpu", "graph": "none", "time_per_op_us": 1.0},
+                {"graph": "cuda_graph", "time_per_op_us": 5.0, "status": "error"})
+
+
+def _claim(**fields: Any) -> Claim:
+    base = dict(claim="graphs are faster", where={"device": "cuda"},
+                numerator={"graph": "none"}, denominator={"graph": "cuda_graph"})
+    return Claim(**{**base, **fields})
+
+
+@pytest.mark.parametrize(("fields", "status"), [
+    ({"half_of_claimed_gain": 15.63}, HELD),      # 8.4x >= 1 + 14.63 / 2 = 8.315x
+    ({"half_of_claimed_gain": 16.0}, NOT_HELD),   # 8.4x < 8.5x
+    ({"at_least": 8.4}, HELD),
+    ({"below": 8.4}, NOT_HELD),
+    ({"at_most": 8.4}, HELD),
+    ({"within": [8.0, 9.0]}, HELD),
+    ({"within": [1.0, 2.0]}, NOT_HELD),
+])
+def test_comparisons(fields: dict[str, Any], status: str) -> None:
+    (verdict,) = judge([_claim(**fields)], SPEEDUP)
+    assert verdict.status == status, verdict
+    assert verdict.value == pytest.approx(8.4)  # cpu and error rows are not read
+    assert "8.4x (84 µs / 10 µs)" in verdict.measured
+
+
+def test_missing_rows_are_not_measured_and_a_code_error_is_an_error() -> None:
+    cpu_claim = _claim(where={"device": "cpu"}, at_least=1.0)  # no cpu graph rows
+    ambiguous = _claim(where={}, aggregate=Aggregate.one, at_least=1.0)  # 2 ok eager rows
+    broken = _claim(_target_="tests.test_claims.raises", at_least=1.0)
+    info = _claim(_target_="tests.test_claims.informs")
+    verdicts = judge([cpu_claim, ambiguous, broken, info], SPEEDUP)
+    assert [v.status for v in verdicts] == [NOT_MEASURED, ERROR, ERROR, MEASURED]
+    assert "exactly one" in verdicts[1].measured
+    assert verdicts[2].measured == "ZeroDivisionError: a bug in the claim"
+    assert verdicts[3].measured == "42 rows"
+
+
+def raises(rows: pd.DataFrame, claim: Claim) -> Measurement:
+    raise ZeroDivisionError("a bug in the claim")
+
+
+def informs(rows: pd.DataFrame, claim: Claim) -> Measurement:
+    return Measurement(None, "42 rows")
+
+
+def test_each_combines_and_needs_every_item() -> None:
+    rows = _rows({"device": "cpu", "rel_error": 1e-6}, {"device": "cuda:1", "rel_error": 3e-6})
+    claim = Claim(claim="small error", metric="rel_error", at_most=1e-5,
+                  each=[{"where": {"device": "cpu"}, "label": "cpu"},
+                        {"where": {"device": "cuda"}, "label": "gpu"}])
+    (verdict,) = judge([claim], rows)
+    assert verdict.status == HELD and verdict.value == pytest.approx(3e-6)
+    assert "max of: cpu 1e-06, gpu 3e-06" in verdict.measured
+    (verdict,) = judge([claim], rows[rows["device"] == "cpu"])
+    assert verdict.status == NOT_MEASURED and "for gpu" in verdict.measured
+
+
+# ---------------------------------------------------------------------------------------
+# Malformed claims: rejected before any trial, naming the key, the value and the fix
+# ---------------------------------------------------------------------------------------
+
+GOOD = ("{claim: c, where: {op: add}, numerator: {shape: [64]}, denominator: {shape: [8]}, "
+        "metric: numel, at_least: 2}")
+MALFORMED = {
+    "unknown_comparison": (GOOD.replace("at_least", "greater_than"),
+                           ["expect[0].greater_than", "2", "Valid keys", "at_least"]),
+    "unknown_aggregate": (GOOD.replace("metric:", "aggregate: mediam, metric:"),
+                          ["expect[0].aggregate", "'mediam'", "Valid choices: median"]),
+    "unknown_column": (GOOD.replace("{op: add}", "{op: add, dtpye: fp32}"),
+                       ["expect[0].where.dtpye", "'dtpye'", "Did you mean 'dtype'?"]),
+    "missing_threshold": (GOOD.replace(", at_least: 2", ""),
+                          ["expect[0]", "'c'", "no threshold", "half_of_claimed_gain"]),
+    "bad_target": (GOOD.replace("metric:", "_target_: runner.claims.bespoke.nope, metric:"),
+                   ["expect[0]._target_", "'runner.claims.bespoke.nope'", "fn(rows, claim)"]),
+    "two_comparisons": (GOOD.replace("at_least: 2", "at_least: 2, below: 3"),
+                        ["expect[0]", "at_least, below", "exactly one"]),
+    "not_numeric": (GOOD.replace("numel", "dtype"),
+                    ["expect[0].metric", "'dtype'", "time_per_op_us"]),
+    "half_a_ratio": (GOOD.replace(", denominator: {shape: [8]}", ""),
+                     ["expect[0]", "numerator", "no denominator"]),
+}
+
+
+def _experiment(expect: str, pivots: str = "[]") -> str:
+    return ("# @package _global_\n"
+            "defaults:\n  - override /timer: smoke\n"
+            "device: cpu\ncheck_accuracy: false\n"
+            "cases:\n  - {op: add, shape: [[8], [64]]}\n"
+            f"expect:\n  - {expect}\npivots: {pivots}\n")
+
+
+@pytest.fixture()
+def conf_dir(tmp_path: Path) -> Path:
+    """A config directory of experiment files only (``--config-dir``), next to conf/."""
+    folder = tmp_path / "my_conf" / "experiment"
+    folder.mkdir(parents=True)
+    for kind, (expect, _) in MALFORMED.items():
+        (folder / f"bad_{kind}.yaml").write_text(_experiment(expect), encoding="utf-8")
+    (folder / "mine.yaml").write_text(_experiment(GOOD), encoding="utf-8")
+    (folder / "mine_false.yaml").write_text(_experiment(
+        GOOD.replace("claim: c", "claim: 'a 64-element add is 100x the work'")
+        .replace("at_least: 2", "at_least: 100"),
+        "[{title: elements, rows: [shape], metric: numel}]"), encoding="utf-8")
+    return tmp_path / "my_conf"
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_claims_fail_before_hydra_runs(kind: str, conf_dir: Path) -> None:
+    from runner.config.errors import ConfigError
+    from runner.config.overrides import check_command_line
+
+    with pytest.raises(ConfigError) as error:
+        check_command_line(["--config-dir", str(conf_dir), f"experiment=bad_{kind}"])
+    for part in MALFORMED[kind][1]:
+        assert part in str(error.value), str(error.value)
+
+
+def test_malformed_claims_are_checked_when_a_job_is_planned(compose: Any) -> None:
+    """The same checks inside the job (Hydra's searchpath bypasses the command-line check)."""
+    from runner.config.errors import ConfigError
+    from runner.config.planner import plan_job
+
+    cfg = compose("experiment=cuda_graphs", "expect=[{claim: c, where: {grpah: none}, "
+                  "at_least: 1}]")
+    with pytest.raises(ConfigError, match=r"expect\[0\]\.where\.grpah.*Did you mean 'graph'"):
+        plan_job(cfg)
+    assert plan_job(compose("experiment=cuda_graphs"))  # the committed claims are well-formed
+
+
+def test_a_malformed_claim_exits_2_and_runs_nothing(start_cli: Any, conf_dir: Path,
+                                                    tmp_path: Path) -> None:
+    run = start_cli(["--config-dir", str(conf_dir), "experiment=bad_unknown_column"],
+                    tmp_path).wait()
+    assert run.returncode == 2, run.explain()
+    assert "expect[0].where.dtpye" in run.err and "Traceback" not in run.stderr
+    assert not (tmp_path / "results").exists()
+
+
+# ---------------------------------------------------------------------------------------
+# An experiment in YAML alone, as a CI gate
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_claims_from_yaml_alone_gate_a_sweep(start_cli: Any, conf_dir: Path,
+                                             tmp_path: Path) -> None:
+    single, multi = tmp_path / "single", tmp_path / "multi"
+    passing = start_cli(["--config-dir", str(conf_dir), "experiment=mine", "check=true"], single)
+    failing = start_cli(["--config-dir", str(conf_dir), "-m", "experiment=mine,mine_false",
+                         "check=true"], multi)
+    passing.wait(), failing.wait()
+    assert passing.returncode == 0, passing.explain()
+    assert "held" in passing.stdout and "numel" in passing.stdout
+    assert failing.returncode == 1, failing.explain()
+    assert "did not hold" in failing.stdout and "100x the work" in failing.stdout
+    # the saved results remember their claims: re-checking them needs no config directory
+    (sweep,) = (multi / "results").iterdir()
+    recheck = start_cli([str(sweep)], tmp_path, module="runner.check").wait()
+    assert recheck.returncode == 1, recheck.explain()
+    report = start_cli([str(sweep), "--out", str(tmp_path / "r.md")], tmp_path,
+                       module="runner.claims.report").wait()
+    assert report.returncode == 0, report.explain()
+    text = (tmp_path / "r.md").read_text(encoding="utf-8")
+    assert "## mine_false" in text and "**elements.**" in text
+    assert "- **did not hold**: a 64-element add is 100x the work." in text
+
+
+def test_claims_import_no_torch_and_nothing_of_the_run_side() -> None:
+    """runner/claims reads results: it takes from the run side only the storage schema (which
+    derives its axis columns from the axis registry, a standard-library declaration)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, runner.claims.check, runner.claims.report, runner.claims.bespoke\n"
+            "allowed = ('runner.config', 'runner.config.axes', 'runner.config.errors')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or (m.startswith("
+            "('runner.config', 'runner.execution', 'runner.timing')) and m not in allowed)))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]"
