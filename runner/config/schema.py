@@ -135,6 +135,16 @@ class RunConfig:
     # under <results_dir>/calibration/ when it ends (runner.analysis.roofline.store_calibration).
     store_calibration: bool = False
 
+    # After timing, outside the samples (runner.execution.insight): a torch.profiler pass of
+    # profile_calls calls per trial (trace + kernel columns), and an energy window of
+    # energy_window_s seconds back-to-back on CUDA (NVML counter) after energy_idle_s of idle
+    # baseline. Both off: no cost.
+    profile: bool = False
+    profile_calls: int = 10
+    energy: bool = False
+    energy_window_s: float = 5.0
+    energy_idle_s: float = 1.0
+
     check_accuracy: bool = True
     results_dir: str = "results"
     sweep_id: str = "${now:%Y-%m-%d_%H-%M-%S.%f}"

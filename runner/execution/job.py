@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner import console
 from runner.config.validate import ConfigError, plan_job
+from runner.execution.insight import InsightOptions
 from runner.execution.trial import run_trial
 from runner.storage.files import FORMAT_VERSION, JOB_FILE, rows_to_table, write_new
 
@@ -44,9 +45,16 @@ def run_job(cfg: DictConfig) -> Path | None:
     timer = smoke_timer() if cfg.smoke else cfg.timer
     if cfg.gpu_warmup_s > 0 and not cfg.smoke:
         _heat_devices(planned, cfg.gpu_warmup_s)
+    try:
+        insight = InsightOptions.from_config(cfg, job_dir)
+    except ValueError as exc:
+        print(f"opsweep: error: {exc}", file=sys.stderr)
+        _discard_empty_job_dir(job_dir)
+        raise SystemExit(2) from None
     rows = []
     for index, trial in enumerate(console.track(planned, title, label=lambda t: t.spec.label())):
-        row = run_trial(trial.spec, trial.op, timer, check_accuracy=cfg.check_accuracy)
+        row = run_trial(trial.spec, trial.op, timer, check_accuracy=cfg.check_accuracy,
+                        insight=insight)
         row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=index)
         rows.append(row)
 
