@@ -190,3 +190,57 @@ def test_cpu_trial_has_profile_and_energy_columns_with_reasons(compose, plan_tri
     assert row["sm_clock_mhz_timed"] is None
     plain = run_trial(spec, plan, cfg.timer)
     assert "trace_path" not in plain and "energy_method" not in plain
+
+
+# --------------------------------------------------------------------------- analysis
+
+def _energy_sweep(sweep_id: str, mj: list[float | None]):
+    try:
+        from synthetic import grid, make_trials
+    except ImportError:  # tests/ imported as a package
+        from tests.synthetic import grid, make_trials
+
+    df = make_trials(grid(op="matmul", dtype=["fp32", "bf16"], shape=[(64, 64, 64)]),
+                     sweep_id=sweep_id, seed=0)
+    return df.assign(energy_per_call_mJ=mj, avg_power_W=[600.0, 650.0],
+                     energy_time_per_call_us=[100.0, 50.0], energy_window_s=[4.9, 4.9],
+                     tflops_per_joule=[0.5, 0.9], energy_sm_clock_mhz_median=[1500, 1490],
+                     kernel_count=[1.0, 1.0], kernel_time_sum_us=[99.0, 49.0],
+                     gpu_idle_fraction=[0.01, 0.02], top_kernel=["sm90_xmma_gemm_f32", "x"])
+
+
+def test_compare_energy_metric_judges_energy_not_time():
+    from runner.analysis.compare import compare, render
+
+    base = _energy_sweep("base", [60.0, 30.0])
+    new = _energy_sweep("new", [60.3, 20.0])  # same times, bf16 uses a third less energy
+    result = compare(base, new, metric="energy_per_call_mJ")
+    verdicts = dict(zip(result.pairs["dtype"], result.pairs["verdict"]))
+    assert verdicts == {"fp32": "same", "bf16": "faster"}
+    assert result.pairs.set_index("dtype").loc["bf16", "speedup"] == pytest.approx(1.5)
+    assert "metric energy_per_call_mJ" in render(result, "markdown")
+    missing = compare(base, _energy_sweep("new", [None, 20.0]), metric="energy_per_call_mJ")
+    assert len(missing.not_compared) == 1
+    assert "no energy_per_call_mJ" in missing.not_compared["new_reason"].iloc[0]
+    with pytest.raises(ValueError, match="metric 'joules'"):
+        compare(base, new, metric="joules")
+    # the default still compares time: identical samples on both sides
+    assert set(compare(base, new).pairs["verdict"]) == {"same"}
+
+
+def test_report_shows_kernel_and_energy_columns_and_the_energy_plot():
+    from runner.analysis import insight
+    from runner.analysis.plots import all_plots
+    from runner.analysis.report import trial_table
+
+    df = _energy_sweep("s", [60.0, 30.0])
+    table = trial_table(df)
+    assert list(table["kernels/call"]) == ["1", "1"]
+    assert list(table["mJ/call"]) == ["60", "30"]
+    assert table["top kernel"].iloc[0] == "sm90_xmma_gemm_f32"
+    plot = insight.plot_energy(df)
+    assert plot.figure is not None
+    assert "energy" in [p.name for p in all_plots(df, [])]
+    plain = df.drop(columns=[c for c in df.columns if "energy" in c or "kernel" in c])
+    assert "mJ/call" not in trial_table(plain).columns
+    assert "energy" not in [p.name for p in all_plots(plain, [])]
