@@ -16,6 +16,11 @@ Steps (each prints a table; all result files are packed into OUT/results.tgz):
    and energy_per_call_mJ (whose spread across processes is the energy repeatability).
 3. experiment: `-m experiment=energy_efficiency energy_window_s=SHORT,SUSTAINED`, its table,
    and `python -m runner.report` on it (the energy plot).
+4. cupti: the chain timed off, off, profile, off, off, energy, off, off in one process, in two
+   processes: TEARDOWN_CUPTI=0 (CUPTI stays attached after profiling) and the default
+   (profiling.py sets TEARDOWN_CUPTI=1). Shows whether a pass changes *later* timings.
+5. settle: the probe again with timer.warmup_s=SETTLE_S (a settling warm-up) and profile
+   only: do the bf16 8192³ modes disappear when the samples start in the capped state?
 """
 
 from __future__ import annotations
@@ -40,10 +45,10 @@ def sizes(dry: bool) -> dict:
     if dry:
         return {"chain": "shape=[4096]", "mm": "shape=[256,256,256]", "window": 0.5,
                 "idle": 0.2, "short": 0.5, "sustained": 1.0, "device": "device=cpu",
-                "processes": 2}
+                "processes": 2, "settle": 0.2}
     return {"chain": "shape=[1048576]", "mm": "shape=[8192,8192,8192]", "window": 2.5,
             "idle": 0.5, "short": 1.5, "sustained": 15.0, "device": "device=auto",
-            "processes": 6}
+            "processes": 6, "settle": 1.5}
 
 
 def compose(overrides: list[str]):
@@ -77,6 +82,63 @@ def step_kernels(s: dict, results: Path) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df.to_parquet(results / "inproc.parquet")
     return df
+
+
+def step_sequence(s: dict, results: Path, tag: str) -> pd.DataFrame:
+    """The chain timed with no pass, then after a profile pass, then after an energy pass."""
+    from runner.config.validate import plan_job
+    from runner.execution.insight import InsightOptions
+    from runner.execution.trial import run_trial
+
+    cfg = compose(CHAIN + [s["chain"], s["device"], "energy_window_s=1.0", "energy_idle_s=0"])
+    [trial] = plan_job(cfg)
+    job = results / f"sequence-{tag}" / "jobs" / "0"
+    plan = [("off", None), ("off", None),
+            ("profile", InsightOptions(profile=True, job_dir=job)), ("off", None),
+            ("off", None), ("energy", InsightOptions(energy=True, energy_window_s=1.0,
+                                                     energy_idle_s=0.0, job_dir=job)),
+            ("off", None), ("off", None)]
+    rows = []
+    for i, (name, options) in enumerate(plan):
+        row = run_trial(trial.spec, trial.op, cfg.timer, insight=options)
+        rows.append({"teardown": tag, "step": i, "pass": name,
+                     "time_median_us": row["time_median_us"], "status": row["status"]})
+    df = pd.DataFrame(rows)
+    df.to_parquet(results / f"sequence-{tag}.parquet")
+    return df
+
+
+def step_cupti(results: Path, log: Path, dry: bool) -> pd.DataFrame:
+    frames = []
+    for tag, value in (("teardown0", "0"), ("default", None)):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+        env.pop("TEARDOWN_CUPTI", None)
+        if value is not None:
+            env["TEARDOWN_CUPTI"] = value
+        args = [sys.executable, str(Path(__file__).resolve()), "--out", str(results / tag),
+                "--steps", f"sequence={tag}"] + (["--dry-run"] if dry else [])
+        with open(log, "a", encoding="utf-8") as fh:
+            subprocess.run(args, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        path = (results / tag / "results" if dry else Path("/tmp/insight-results")) / \
+            f"sequence-{tag}.parquet"
+        if path.exists():
+            frames.append(pd.read_parquet(path))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def step_settle(s: dict, results: Path, log: Path) -> pd.DataFrame:
+    root = results / "settle"
+    root.mkdir(parents=True, exist_ok=True)
+    frames = []
+    for process in range(s["processes"]):
+        before = {p.name for p in root.iterdir()}
+        run_cli(MATMUL + [s["mm"], s["device"], "seed=[0,1]", "profile=true",
+                          f"timer.warmup_s={s['settle']}", f"results_dir={root}"], log)
+        sweep = newest_sweep(root, before)
+        if sweep is not None and (sweep / "results.parquet").exists():
+            frames.append(pd.read_parquet(sweep / "results.parquet").assign(process=process))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def run_cli(args: list[str], log: Path) -> int:
@@ -165,6 +227,14 @@ def main() -> int:
         tables["probe"] = step_probe(s, results, log)
     if "experiment" in steps:
         tables["experiment"] = step_experiment(s, results, log)
+    for step in steps:
+        if step.startswith("sequence="):  # the inner process of step cupti
+            step_sequence(s, results, step.split("=", 1)[1])
+            return 0
+    if "cupti" in steps:
+        tables["cupti"] = step_cupti(results, log, args.dry_run)
+    if "settle" in steps:
+        tables["settle"] = step_settle(s, results, log)
     with tarfile.open(args.out / "results.tgz", "w:gz") as tar:
         tar.add(results, arcname="insight-results")
     print(f"\ntotal wall {time.perf_counter() - wall:.0f} s")
@@ -209,6 +279,18 @@ def main() -> int:
                                     "idle_power_W", "energy_per_call_mJ", "tflops_per_joule",
                                     "energy_throttle_reasons", "top_kernel"],
              "3. energy_efficiency experiment")
+    if "cupti" in tables:
+        show(tables["cupti"], ["teardown", "step", "pass", "status", "time_median_us"],
+             "4. chain timings before/after a profile and an energy pass (one process each)")
+    if "settle" in tables:
+        show(tables["settle"], ["process", "seed", "status", "time_median_us",
+                                "ci_rel_halfwidth", "warmup_time_s", "sm_clock_mhz_start",
+                                "sm_clock_mhz_timed", "power_w_timed", "throttle_reasons_timed",
+                                "kernel_span_us", "top_kernel"],
+             f"5. bf16 matmul with a settling warm-up (timer.warmup_s={s['settle']})")
+        med = tables["settle"]["time_median_us"]
+        print(f"settle medians: min {med.min():.4g}, max {med.max():.4g}, "
+              f"max/min {med.max() / med.min():.4f}")
     return 0
 
 

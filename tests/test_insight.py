@@ -35,11 +35,15 @@ def test_kernel_summary_counts_per_call_and_measures_gaps_and_overlap():
         {"ph": "i", "cat": "kernel", "name": "instant", "ts": 5},
     ]}
     out = profiling.kernel_summary(trace, calls=2)
-    assert out["kernel_count"] == 2.5  # 5 device activities / 2 calls
-    assert out["kernel_time_sum_us"] == pytest.approx(30 / 2)  # 10+2+2+6+10
+    assert out["kernel_count"] == 2.0  # 4 kernels / 2 calls; the memcpy is a memop
+    assert out["kernel_time_sum_us"] == pytest.approx(24 / 2)  # 10+2+2+10
+    assert out["memop_count"] == 0.5 and out["memop_time_sum_us"] == pytest.approx(3.0)
     assert out["kernel_span_us"] == pytest.approx(40 / 2)
-    # busy = 10 + 3 (12..15, overlap counted once) + 6 + 10 = 29 of 40
+    # busy = 10 + 3 (12..15, overlap counted once) + 6 + 10 = 29 of the 40 µs span
     assert out["gpu_idle_fraction"] == pytest.approx(1 - 29 / 40)
+    # with the timed median per call (25 µs), idle refers to the timed loop: 1 - 14.5/25
+    timed = profiling.kernel_summary(trace, calls=2, period_us=25.0)
+    assert timed["gpu_idle_fraction"] == pytest.approx(1 - 14.5 / 25)
     assert out["top_kernel"] == "gemm"
     assert out["top_kernel_share"] == pytest.approx(20 / 30)
     top = json.loads(out["top_kernels_json"])
@@ -187,7 +191,7 @@ def test_cpu_trial_has_profile_and_energy_columns_with_reasons(compose, plan_tri
     assert row["kernel_count"] is None and row["profile_reason"].startswith("cpu:")
     assert row["energy_method"] == "unavailable"
     assert "needs a CUDA device" in row["energy_reason"]
-    assert row["sm_clock_mhz_timed"] is None
+    assert row["sm_clock_mhz_timed"] is None and row["throttle_reasons_timed"] is None
     plain = run_trial(spec, plan, cfg.timer)
     assert "trace_path" not in plain and "energy_method" not in plain
 

@@ -50,18 +50,22 @@ def insight_columns(options: InsightOptions, *, fn: Any, device: str, label: str
                     before_call: Any = None) -> dict[str, Any]:
     """Run the enabled passes on the timed callable ``fn``; their columns.
 
-    ``sm_clock_mhz_timed`` is read first, before either pass warms the GPU further: the SM
-    clock right after the last timed sample (what the samples ran at, give or take the
-    power-cap's drift)."""
+    ``*_timed`` (SM clock, power, throttle reasons) are read first, before either pass warms
+    the GPU further: the state right after the last timed sample. A compute-bound op at the
+    power cap (``SwPowerCap``) runs at whatever clock the power controller has set at that
+    moment, which can differ by ~13% between processes (issue 9)."""
     from runner.execution.environment import gpu_state
 
-    out: dict[str, Any] = {"sm_clock_mhz_timed": gpu_state(device)["sm_clock_mhz"]}
+    state = gpu_state(device)
+    out: dict[str, Any] = {f"{k}_timed": state[k]
+                           for k in ("sm_clock_mhz", "power_w", "throttle_reasons")}
     if options.profile:
         trace_file, trace_name = _trace_file(options.job_dir, label, trial_id)
         try:
             out.update(profiling.profile_columns(fn, device, options.profile_calls, trace_file,
                                                  before_call=before_call,
-                                                 trace_name=trace_name))
+                                                 trace_name=trace_name,
+                                                 period_us=per_call_s * 1e6))
         except Exception as exc:  # a profiler failure must not fail the measured trial
             out.update(dict.fromkeys(profiling.PROFILE_COLUMNS))
             out["profile_reason"] = f"profiler failed: {type(exc).__name__}: {_line(exc)}"

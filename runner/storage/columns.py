@@ -105,18 +105,24 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "trace_path": (_S, "Chrome/Perfetto trace of the profiled pass, relative to the sweep "
                        "folder (open in ui.perfetto.dev)"),
     "profile_calls": (_I, "calls in the profiled pass (the kernel columns are per call)"),
-    "kernel_count": (_F, "device activities per call: kernels plus memcpy/memset"),
-    "kernel_time_sum_us": (_F, "summed duration of those activities per call, µs"),
+    "kernel_count": (_F, "kernels per call (profiled pass)"),
+    "kernel_time_sum_us": (_F, "summed kernel duration per call, µs"),
+    "memop_count": (_F, "memcpy/memset device activities per call"),
+    "memop_time_sum_us": (_F, "summed memcpy/memset duration per call, µs"),
     "kernel_span_us": (_F, "first activity start to last end, per call, µs (device time "
                            "of the profiled pass)"),
-    "gpu_idle_fraction": (_F, "share of kernel_span_us with no device activity (launch gaps)"),
+    "gpu_idle_fraction": (_F, "share of the timed median per call with no kernel/memop "
+                              "running: 1 − busy / median (launch gaps)"),
     "top_kernel": (_S, "name of the activity with the most time"),
-    "top_kernel_share": (_F, "top_kernel's share of kernel_time_sum_us"),
+    "top_kernel_share": (_F, "top_kernel's share of the device's busy time"),
     "top_kernels_json": (_S, "top 5 activities: name, count_per_call, time_us_per_call, "
                              "share (on CPU: aten operators by self CPU time)"),
     "profile_reason": (_S, "why the kernel columns are null (e.g. cpu)"),
     "sm_clock_mhz_timed": (_I, "SM clock read right after the last timed sample, MHz "
                                "(profile or energy on)"),
+    "power_w_timed": (_F, "board power right after the last timed sample, W"),
+    "throttle_reasons_timed": (_S, "clock-event reasons right after the last timed sample "
+                                   "(SwPowerCap: the samples' clock was set by the power cap)"),
     # energy=true (runner.execution.energy): NVML over a back-to-back window after timing
     "energy_method": (_S, "graph (K calls replayed from one CUDA graph) | eager | unavailable"),
     "energy_reason": (_S, "why the energy columns are null, or why the window ran eagerly"),
