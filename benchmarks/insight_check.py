@@ -46,7 +46,7 @@ def sizes(dry: bool) -> dict:
         return {"chain": "shape=[4096]", "mm": "shape=[256,256,256]", "window": 0.5,
                 "idle": 0.2, "short": 0.5, "sustained": 1.0, "device": "device=cpu",
                 "processes": 2, "settle": 0.2}
-    return {"chain": "shape=[1048576]", "mm": "shape=[8192,8192,8192]", "window": 2.5,
+    return {"chain": "shape=[1048576]", "mm": "shape=[8192,8192,8192]", "window": 4.0,
             "idle": 0.5, "short": 1.5, "sustained": 15.0, "device": "device=auto",
             "processes": 6, "settle": 1.5}
 
@@ -69,7 +69,8 @@ def step_kernels(s: dict, results: Path) -> pd.DataFrame:
     from runner.execution.trial import run_trial
 
     rows = []
-    for name, overrides in (("chain", CHAIN + [s["chain"]]), ("matmul", MATMUL + [s["mm"]])):
+    for name, overrides in (("chain", CHAIN + [s["chain"]]),
+                            ("matmul", MATMUL + [s["mm"], *s["matmul_extra"]])):
         cfg = compose(overrides + [s["device"], "profile=true", "energy=true",
                                    f"energy_window_s={s['window']}",
                                    f"energy_idle_s={s['idle']}"])
@@ -163,7 +164,8 @@ def step_probe(s: dict, results: Path, log: Path) -> pd.DataFrame:
     for process in range(s["processes"]):
         before = {p.name for p in root.iterdir()}
         start = time.perf_counter()
-        rc = run_cli(MATMUL + [s["mm"], s["device"], "seed=[0,1]", "profile=true",
+        rc = run_cli(MATMUL + [s["mm"], *s["matmul_extra"], s["device"], "seed=[0,1]",
+                               "profile=true",
                                "energy=true", f"energy_window_s={s['window']}",
                                f"energy_idle_s={s['idle']}", f"results_dir={root}"], log)
         sweep = newest_sweep(root, before)
@@ -212,8 +214,14 @@ def main() -> int:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU")
     parser.add_argument("--steps", default="kernels,probe,experiment")
+    parser.add_argument("--processes", type=int, help="probe processes (default 6)")
+    parser.add_argument("--matmul-extra", default="", help="overrides for the matmul trials "
+                        "of steps kernels and probe, space-separated (timer.warmup_s=1.5)")
     args = parser.parse_args()
     s = sizes(args.dry_run)
+    s["matmul_extra"] = args.matmul_extra.split()
+    if args.processes:
+        s["processes"] = args.processes
     results = Path("/tmp/insight-results") if not args.dry_run else args.out / "results"
     results.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -242,7 +250,7 @@ def main() -> int:
         df = tables["kernels"]
         show(df, ["case", "rep", "insight", "status", "time_median_us", "ci_rel_halfwidth",
                   "kernel_count", "kernel_time_sum_us", "kernel_span_us", "gpu_idle_fraction",
-                  "energy_per_call_mJ", "avg_power_W", "top_kernel"],
+                  "energy_per_call_mJ", "energy_busy_fraction", "avg_power_W", "top_kernel"],
              "1. kernels and timed medians with the passes off/on (one process)")
         on = df[df["insight"] == "on"]
         for case, group in df.groupby("case"):
@@ -261,7 +269,7 @@ def main() -> int:
         show(df, ["process", "seed", "status", "time_median_us", "ci_rel_halfwidth",
                   "sm_clock_mhz_start", "sm_clock_mhz_timed", "sm_clock_mhz_end",
                   "energy_sm_clock_mhz_median", "energy_time_per_call_us",
-                  "energy_per_call_mJ", "avg_power_W", "idle_power_W",
+                  "energy_per_call_mJ", "energy_busy_fraction", "avg_power_W", "idle_power_W",
                   "power_instant_median_W", "energy_counter_steps", "energy_method",
                   "throttle_reasons_end", "top_kernel"],
              "2. bimodality probe: bf16 matmul, one process per block")

@@ -124,7 +124,7 @@ def test_energy_window_uses_whole_counter_steps_and_gives_exact_energy_per_call(
     kwargs = {"wall": board.wall, "sleep": board.sleep}
     idle = energy.run_window(board, 1.0, **kwargs)
     load = energy.run_window(board, 5.0, launch=board.launch, done=board.done,
-                             calls_per_chunk=10, **kwargs)
+                             calls_per_chunk=10, busy=lambda _h: board.chunk_s, **kwargs)
     out = energy.energy_columns(load, idle, flops=2e12 * 0.001, bytes_moved=None,
                                 method="graph")
     # 10 calls per 10 ms chunk: 1 ms per call at 600 W -> 600 mJ per call, 2 GFLOP per call.
@@ -141,6 +141,7 @@ def test_energy_window_uses_whole_counter_steps_and_gives_exact_energy_per_call(
     assert out["energy_sm_clock_mhz_median"] == 1500
     assert out["power_instant_median_W"] == 600.0
     assert out["energy_throttle_reasons"] == "SwPowerCap"
+    assert out["energy_busy_fraction"] == pytest.approx(1.0, abs=2e-3)  # never idle
     assert out["energy_method"] == "graph" and out["energy_reason"] is None
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from runner.analysis.plots import Plot, ok_rows, with_modes
+from runner.analysis.plots import Plot, _spans_decade, log_axis, ok_rows, with_modes
 from runner.analysis.selection import param_columns, spec_label, varying_columns
 from runner.analysis.values import fmt_num, is_missing
 
@@ -71,13 +71,26 @@ def plot_energy(df: pd.DataFrame) -> Plot:
         ax.scatter(time_us.loc[row.name] / 1e3, energy_mj.loc[row.name], color=f"C{i % 10}",
                    label=f"{label}, {row['energy_window_s']:.1f} s window "
                          f"({row['avg_power_W']:.0f} W)", s=40)
-    xmax = float(time_us.max()) / 1e3 * 1.3
+    x_ms, y_mj = time_us / 1e3, energy_mj
+    logs = _spans_decade(x_ms) or _spans_decade(y_mj)
+    lo, hi = float(x_ms.min()) / 1.6, float(x_ms.max()) * 1.6
+    if logs:  # constant power stays a straight line (slope 1) on log-log axes
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        log_axis(ax.xaxis, pd.concat([x_ms, pd.Series([lo, hi])]))
+        log_axis(ax.yaxis, pd.concat([y_mj, pd.Series([float(y_mj.min()) / 1.6,
+                                                        float(y_mj.max()) * 1.6])]))
+    else:
+        lo = 0.0
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(float(y_mj.min()) / 1.6 if logs else 0.0, float(y_mj.max()) * 1.6)
     for watts in (100, 300, 700):
-        xs = np.linspace(0, xmax, 20)
+        xs = np.geomspace(max(lo, hi / 1e3), hi, 30) if logs else np.linspace(0, hi, 30)
         ax.plot(xs, xs * watts, color="grey", linewidth=0.6, linestyle=":")
-        ax.annotate(f"{watts} W", (xs[-1], xs[-1] * watts), fontsize="x-small", color="grey")
-    ax.set_xlim(0, xmax)
-    ax.set_ylim(0, float(energy_mj.max()) * 1.3)
+        inside = [x for x in xs if x * watts <= ax.get_ylim()[1]]
+        if inside:
+            ax.annotate(f"{watts} W", (inside[-1], inside[-1] * watts), fontsize="x-small",
+                        color="grey", ha="right", va="bottom")
     ax.set_xlabel("time per call in the energy window (ms)")
     ax.set_ylabel("board energy per call (mJ)")
     ax.set_title("Energy vs time per call (dotted: constant power)", fontsize="medium")

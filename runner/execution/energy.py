@@ -11,8 +11,11 @@ NVML. Measurement hazards, each handled below:
    Δt of the steps themselves, no partial step at either end.
 2. Power ramps up when the load starts. Steps in the first ``ramp`` of the window are
    skipped; only steps while the GPU is fully busy count.
-3. The GPU must never idle inside the window: chunks of K calls are queued two ahead, so the
-   host polling (and its Python) never leaves the device waiting.
+3. The GPU must never idle inside the window: chunks of K calls (~50 ms each) are queued
+   three ahead, so the host polling NVML (a read can take milliseconds) never leaves the
+   device waiting. Each chunk is bracketed by timing events, so ``energy_busy_fraction`` says
+   how much of the window the device really worked; below ~0.99 the energy per call includes
+   idle gaps.
 4. NVML measures the whole board (HBM, VRMs, fans' share too), not the kernel: the idle
    baseline (``idle_power_W``, the same counter over ``idle_s`` of no work, measured first)
    says how much of ``avg_power_W`` the board draws anyway.
@@ -33,6 +36,7 @@ from typing import Any, Protocol
 
 ENERGY_COLUMNS = (
     "energy_method", "energy_reason", "energy_window_s", "energy_counter_steps", "energy_calls",
+    "energy_busy_fraction",
     "energy_time_per_call_us", "energy_per_call_mJ", "energy_above_idle_per_call_mJ",
     "avg_power_W", "idle_power_W", "power_instant_median_W", "power_instant_max_W",
     "tflops_per_joule", "gb_per_joule", "energy_sm_clock_mhz_median",
@@ -43,8 +47,10 @@ STATE_INTERVAL_S = 0.05
 #: Seconds between counter polls while the host waits (hazard 1).
 POLL_S = 0.001
 #: Seconds of work per queued chunk, and the most calls one chunk (one graph) holds.
-CHUNK_S = 0.01
+CHUNK_S = 0.05
 MAX_CHUNK_CALLS = 1000
+#: Chunks kept queued ahead of the device (hazard 3).
+QUEUE_CHUNKS = 3
 
 
 class EnergyReader(Protocol):
@@ -112,18 +118,21 @@ class Window:
     start_s: float = 0.0
     end_s: float = 0.0
     calls: int = 0
+    busy_s: float | None = None  # device time of the chunks, where the caller measures it
 
 
 def run_window(reader: EnergyReader, seconds: float, *,
                launch: Callable[[], Any] | None = None, done: Callable[[Any], bool] | None = None,
                calls_per_chunk: int = 0, wall: Callable[[], float] = time.perf_counter,
-               sleep: Callable[[float], None] = time.sleep) -> Window:
+               sleep: Callable[[float], None] = time.sleep,
+               busy: Callable[[Any], float] | None = None) -> Window:
     """Poll the counter (and every ``STATE_INTERVAL_S`` the state) for ``seconds``.
 
     With ``launch``/``done`` the device is loaded meanwhile: ``launch()`` queues one chunk of
-    ``calls_per_chunk`` calls and returns a handle, ``done(handle)`` says whether it finished.
-    Two chunks stay queued until ``seconds`` have passed; the window ends when the last one
-    has finished (hazard 3). Without them the device idles: the baseline.
+    ``calls_per_chunk`` calls and returns a handle, ``done(handle)`` says whether it finished,
+    ``busy(handle)`` (optional) how many seconds of device time it took. ``QUEUE_CHUNKS``
+    chunks stay queued until ``seconds`` have passed; the window ends when the last one has
+    finished (hazard 3). Without ``launch`` the device idles: the baseline.
     """
     window = Window(start_s=wall())
     pending: list[Any] = []
@@ -132,11 +141,13 @@ def run_window(reader: EnergyReader, seconds: float, *,
         now = wall()
         loading = now - window.start_s < seconds
         if launch is not None and loading:
-            while len(pending) < 2:
+            while len(pending) < QUEUE_CHUNKS:
                 pending.append(launch())
         while pending and done(pending[0]):
-            pending.pop(0)
+            handle = pending.pop(0)
             window.calls += calls_per_chunk
+            if busy is not None:
+                window.busy_s = (window.busy_s or 0.0) + busy(handle)
             window.end_s = now
         energy = reader.energy_mj()
         if energy != last_energy:
@@ -185,6 +196,8 @@ def energy_columns(load: Window, idle: Window | None, *, flops: float | None,
         out["energy_reason"] = "no call completed inside the energy window"
         return out
     per_call_s = (load.end_s - load.start_s) / load.calls
+    if load.busy_s is not None:
+        out["energy_busy_fraction"] = min(1.0, load.busy_s / (load.end_s - load.start_s))
     joules = power * per_call_s
     out.update(energy_time_per_call_us=per_call_s * 1e6, avg_power_W=power,
                energy_per_call_mJ=joules * 1e3,
@@ -247,6 +260,9 @@ def measure_energy(fn: Callable[[], Any], device: str, *, window_s: float, idle_
         note = "ran eagerly: graph/compile/backward trials are not re-captured"
 
     def launch() -> Any:
+        stream = torch.cuda.current_stream(dev)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
         if chunk is not None:
             chunk.replay()
         else:
@@ -254,14 +270,13 @@ def measure_energy(fn: Callable[[], Any], device: str, *, window_s: float, idle_
                 if before_call is not None:
                     before_call()
                 fn()
-        event = torch.cuda.Event()
-        event.record(torch.cuda.current_stream(dev))
-        return event
+        end.record(stream)
+        return start, end
 
     torch.cuda.synchronize(dev)
     idle = run_window(reader, idle_s) if idle_s > 0 else None
-    load = run_window(reader, window_s, launch=launch, done=lambda e: e.query(),
-                      calls_per_chunk=calls)
+    load = run_window(reader, window_s, launch=launch, done=lambda e: e[1].query(),
+                      calls_per_chunk=calls, busy=lambda e: e[0].elapsed_time(e[1]) / 1e3)
     torch.cuda.synchronize(dev)
     chunk = None  # frees the graph and its pool before the trial ends
     return energy_columns(load, idle, flops=flops, bytes_moved=bytes_moved, method=method,

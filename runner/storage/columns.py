@@ -129,6 +129,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "energy_window_s": (_F, "seconds between the first and last counter step used"),
     "energy_counter_steps": (_I, "NVML energy-counter steps in the window (~10/s)"),
     "energy_calls": (_I, "calls run in the window"),
+    "energy_busy_fraction": (_F, "device time of the window's chunks over its wall time "
+                                 "(< 0.99: idle gaps inside the window)"),
     "energy_time_per_call_us": (_F, "time per call during the window, µs (sustained clocks)"),
     "energy_per_call_mJ": (_F, "board energy per call, mJ (avg_power_W × time per call)"),
     "energy_above_idle_per_call_mJ": (_F, "(avg_power_W − idle_power_W) × time per call, mJ"),
