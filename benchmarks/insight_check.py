@@ -192,9 +192,7 @@ def step_experiment(s: dict, results: Path, log: Path) -> pd.DataFrame:
         subprocess.run([sys.executable, "-m", "runner.report", str(sweep), "--format",
                         "markdown"], cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
     df = pd.read_parquet(sweep / "results.parquet")
-    meta_window = df["energy_window_s"]
     df["window"] = ["short" if job == 0 else "sustained" for job in df["job_num"]]
-    df["energy_window_s"] = meta_window
     return df
 
 
@@ -282,7 +280,7 @@ def main() -> int:
                   f"{first.max() / first.min():.4f}")
     if "experiment" in tables:
         show(tables["experiment"], ["window", "dtype", "status", "time_median_us", "tflops",
-                                    "energy_window_s", "energy_time_per_call_us",
+                                    "energy_counter_s", "energy_time_per_call_us",
                                     "energy_sm_clock_mhz_median", "avg_power_W",
                                     "idle_power_W", "energy_per_call_mJ", "tflops_per_joule",
                                     "energy_throttle_reasons", "top_kernel"],

@@ -137,7 +137,7 @@ def test_energy_window_uses_whole_counter_steps_and_gives_exact_energy_per_call(
     assert out["gb_per_joule"] is None
     # steps every 100 ms over 5 s, the first 0.5 s skipped as ramp: ~45 steps used
     assert 43 <= out["energy_counter_steps"] <= 47
-    assert out["energy_window_s"] == pytest.approx(4.4, abs=0.1)
+    assert out["energy_counter_s"] == pytest.approx(4.4, abs=0.1)
     assert out["energy_sm_clock_mhz_median"] == 1500
     assert out["power_instant_median_W"] == 600.0
     assert out["energy_throttle_reasons"] == "SwPowerCap"
@@ -208,7 +208,7 @@ def _energy_sweep(sweep_id: str, mj: list[float | None]):
     df = make_trials(grid(op="matmul", dtype=["fp32", "bf16"], shape=[(64, 64, 64)]),
                      sweep_id=sweep_id, seed=0)
     return df.assign(energy_per_call_mJ=mj, avg_power_W=[600.0, 650.0],
-                     energy_time_per_call_us=[100.0, 50.0], energy_window_s=[4.9, 4.9],
+                     energy_time_per_call_us=[100.0, 50.0], energy_counter_s=[4.9, 4.9],
                      tflops_per_joule=[0.5, 0.9], energy_sm_clock_mhz_median=[1500, 1490],
                      kernel_count=[1.0, 1.0], kernel_time_sum_us=[99.0, 49.0],
                      gpu_idle_fraction=[0.01, 0.02], top_kernel=["sm90_xmma_gemm_f32", "x"])
@@ -249,3 +249,11 @@ def test_report_shows_kernel_and_energy_columns_and_the_energy_plot():
     plain = df.drop(columns=[c for c in df.columns if "energy" in c or "kernel" in c])
     assert "mJ/call" not in trial_table(plain).columns
     assert "energy" not in [p.name for p in all_plots(plain, [])]
+
+
+def test_every_insight_column_is_declared_with_a_type():
+    from runner.storage.columns import COLUMNS
+
+    names = (*profiling.PROFILE_COLUMNS, *energy.ENERGY_COLUMNS, "sm_clock_mhz_timed",
+             "power_w_timed", "throttle_reasons_timed")
+    assert [n for n in names if n not in COLUMNS] == []

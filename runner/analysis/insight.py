@@ -62,14 +62,14 @@ def plot_energy(df: pd.DataFrame) -> Plot:
     time_us = pd.to_numeric(rows["energy_time_per_call_us"], errors="coerce")
     energy_mj = pd.to_numeric(rows["energy_per_call_mJ"], errors="coerce")
     label_cols = varying_columns(rows, ["sweep_id", "op", "dtype", "shape_str", "mode",
-                                        "energy_window_s", *param_columns(rows)]) or ["op"]
-    label_cols = [c for c in label_cols if c != "energy_window_s"]
+                                        "energy_counter_s", *param_columns(rows)]) or ["op"]
+    label_cols = [c for c in label_cols if c != "energy_counter_s"]
     fig = Figure(figsize=(8, 5.5), layout="constrained")
     ax = fig.subplots()
     for i, (_, row) in enumerate(rows.iterrows()):
         label = spec_label(row, label_cols) if label_cols else row["op"]
         ax.scatter(time_us.loc[row.name] / 1e3, energy_mj.loc[row.name], color=f"C{i % 10}",
-                   label=f"{label}, {row['energy_window_s']:.1f} s window "
+                   label=f"{label}, {row['energy_counter_s']:.1f} s window "
                          f"({row['avg_power_W']:.0f} W)", s=40)
     x_ms, y_mj = time_us / 1e3, energy_mj
     logs = _spans_decade(x_ms) or _spans_decade(y_mj)

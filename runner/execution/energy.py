@@ -35,22 +35,19 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 ENERGY_COLUMNS = (
-    "energy_method", "energy_reason", "energy_window_s", "energy_counter_steps", "energy_calls",
-    "energy_busy_fraction",
-    "energy_time_per_call_us", "energy_per_call_mJ", "energy_above_idle_per_call_mJ",
-    "avg_power_W", "idle_power_W", "power_instant_median_W", "power_instant_max_W",
-    "tflops_per_joule", "gb_per_joule", "energy_sm_clock_mhz_median",
+    "energy_method", "energy_reason", "energy_counter_s", "energy_counter_steps", "energy_calls",
+    "energy_busy_fraction", "energy_time_per_call_us", "energy_per_call_mJ",
+    "energy_above_idle_per_call_mJ", "avg_power_W", "idle_power_W", "power_instant_median_W",
+    "power_instant_max_W", "tflops_per_joule", "gb_per_joule", "energy_sm_clock_mhz_median",
     "energy_sm_clock_mhz_min", "energy_mem_clock_mhz_median", "energy_temperature_c_start",
     "energy_temperature_c_end", "energy_throttle_reasons")
 #: Seconds between reads of clocks, temperature and instantaneous power in the window.
 STATE_INTERVAL_S = 0.05
 #: Seconds between counter polls while the host waits (hazard 1).
 POLL_S = 0.001
-#: Seconds of work per queued chunk, and the most calls one chunk (one graph) holds.
-CHUNK_S = 0.05
-MAX_CHUNK_CALLS = 1000
-#: Chunks kept queued ahead of the device (hazard 3).
-QUEUE_CHUNKS = 3
+#: Seconds of work per queued chunk, the most calls one chunk (one graph) holds, and how many
+#: chunks stay queued ahead of the device (hazard 3).
+CHUNK_S, MAX_CHUNK_CALLS, QUEUE_CHUNKS = 0.05, 1000, 3
 
 
 class EnergyReader(Protocol):
@@ -89,19 +86,13 @@ class NvmlReader:
     def state(self) -> dict[str, Any]:
         from runner.execution.environment import gpu_state
 
-        out = gpu_state(self._device)
-        out["power_instant_w"] = self._power_instant_w()
-        return out
+        return {**gpu_state(self._device), "power_instant_w": self._power_instant_w()}
 
     def _power_instant_w(self) -> float | None:
-        if self._instant is None:
-            return None
         try:
             value = self._nvml.nvmlDeviceGetFieldValues(self._handle, [self._instant])[0]
-            if value.nvmlReturn != 0:
-                return None
-            return float(value.value.uiVal) / 1000.0
-        except Exception:
+            return float(value.value.uiVal) / 1000.0 if value.nvmlReturn == 0 else None
+        except Exception:  # no such field on this driver/GPU (or _instant is None)
             return None
 
 
@@ -184,7 +175,7 @@ def energy_columns(load: Window, idle: Window | None, *, flops: float | None,
     out.update(energy_method=method, energy_reason=note)
     skip = min(0.5, 0.1 * (load.end_s - load.start_s)) if ramp_s is None else ramp_s
     power, steps, seconds = average_power_w(load, skip)
-    out.update(energy_counter_steps=steps, energy_window_s=seconds, energy_calls=load.calls)
+    out.update(energy_counter_steps=steps, energy_counter_s=seconds, energy_calls=load.calls)
     out.update(_state_columns(load.states))
     if idle is not None:
         out["idle_power_W"] = average_power_w(idle)[0]

@@ -126,7 +126,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     # energy=true (runner.execution.energy): NVML over a back-to-back window after timing
     "energy_method": (_S, "graph (K calls replayed from one CUDA graph) | eager | unavailable"),
     "energy_reason": (_S, "why the energy columns are null, or why the window ran eagerly"),
-    "energy_window_s": (_F, "seconds between the first and last counter step used"),
+    "energy_counter_s": (_F, "seconds between the first and last counter step used"),
     "energy_counter_steps": (_I, "NVML energy-counter steps in the window (~10/s)"),
     "energy_calls": (_I, "calls run in the window"),
     "energy_busy_fraction": (_F, "device time of the window's chunks over its wall time "
