@@ -48,6 +48,13 @@ from runner.storage.load import load
 FAILED_STATUSES = ("error", "oom")
 #: Default minimum effect for launch-bound pairs (see :func:`compare`).
 OVERHEAD_THRESHOLD = 0.35
+#: What ``--metric`` can compare: the median time (raw samples, bootstrap), or one scalar
+#: per trial where lower is better (``speedup`` = base/new stays "> 1: NEW better"). Scalars
+#: have no samples: their CI is the point, and the verdict rests on the threshold.
+METRICS = {"time": "time_median_us", "energy_per_call_mJ": "energy_per_call_mJ",
+           "energy_above_idle_per_call_mJ": "energy_above_idle_per_call_mJ",
+           "avg_power_W": "avg_power_W", "kernel_time_sum_us": "kernel_time_sum_us",
+           "kernel_count": "kernel_count"}
 
 _PAIR_COLUMNS = ["trial", "verdict", "base_us", "new_us", "speedup", "ci_low", "ci_high",
                  "p_value", "change_pct", "noise_pct", "base_trials", "new_trials", "note"]
@@ -87,6 +94,7 @@ class Comparison:
     alpha: float = 0.05
     threshold: float = 0.03
     overhead_threshold: float = OVERHEAD_THRESHOLD
+    metric: str = "time"
 
     def counts(self) -> dict[str, int]:
         """How many pairs got each verdict, and how many specs were not compared."""
@@ -133,7 +141,7 @@ class Comparison:
 def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (),
             ignore: Iterable[str] = (), alpha: float = 0.05, threshold: float = 0.03,
             overhead_threshold: float = OVERHEAD_THRESHOLD,
-            n_boot: int = N_BOOT) -> Comparison:
+            n_boot: int = N_BOOT, metric: str = "time") -> Comparison:
     """Join BASE and NEW trials on their spec and compare each pair.
 
     filters
@@ -148,7 +156,13 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
         sides. Their time is the host's dispatch rate, which moves between processes far more
         than within one: on an H200 VM two runs of the same sweep gave 1.30× for a 1024³ bf16
         matmul (8.8 vs 11.5 µs) while every GPU-bound pair agreed within ~1%.
+    metric
+        ``time`` (default) or a per-trial scalar of :data:`METRICS`, e.g.
+        ``energy_per_call_mJ``: ``base_us``/``new_us`` then hold that metric's values.
     """
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
+    value_col = None if metric == "time" else METRICS[metric]
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must be between 0 and 1 (e.g. 0.05)")
     if threshold < 0:
@@ -167,18 +181,22 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
     label_cols = ["op", *[c for c in varying_columns(both, keys) if c not in ("op", "target")]]
     label_cols = [c for c in dict.fromkeys(label_cols) if c in both.columns]
 
-    base_specs = _collapse(base, keys)
-    new_specs = _collapse(new, keys)
+    base_specs = _collapse(base, keys, value_col)
+    new_specs = _collapse(new, keys, value_col)
     common = [k for k in base_specs if k in new_specs]
     rows, not_compared, reps = [], [], []
     for key in common:
         b, n = base_specs[key], new_specs[key]
         spec = _spec_dict(b["row"], keys)
         label = spec_label(spec, label_cols)
-        if b["status"] != "ok" or n["status"] != "ok":
+        if b["status"] != "ok" or n["status"] != "ok" or value_col and not (
+                b["median"] > 0 and n["median"] > 0):
+            missing = f"no {metric} (run with energy=true / profile=true)"
             not_compared.append({"trial": label, "base_status": b["status"],
-                                 "new_status": n["status"], "base_reason": b["reason"],
-                                 "new_reason": n["reason"], **spec})
+                                 "new_status": n["status"],
+                                 "base_reason": b["reason"] or (missing if value_col else None),
+                                 "new_reason": n["reason"] or (missing if value_col else None),
+                                 **spec})
             continue
         launch_bound = _launch_bound(b["row"], n["row"])
         st = compare_samples(b["samples"], n["samples"], b["median"], n["median"],
@@ -206,7 +224,7 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
                       only_base=only_base, only_new=only_new, key_columns=keys,
                       label_columns=label_cols, geomean=g, geomean_low=lo, geomean_high=hi,
                       axis_notes=notes, alpha=alpha, threshold=threshold,
-                      overhead_threshold=overhead_threshold)
+                      overhead_threshold=overhead_threshold, metric=metric)
 
 
 def _axis_name(name: str, base: pd.DataFrame, new: pd.DataFrame) -> str:
@@ -234,16 +252,19 @@ _ROW_FIELDS = ("status", "reason", "time_median_us", "time_ci_low_us", "time_ci_
                "noisy", "bound", "sm_clock_mhz_end", "throttle_reasons_end", *_TIMER_FIELDS)
 
 
-def _collapse(df: pd.DataFrame, keys: Sequence[str]) -> dict[str, dict]:
+def _collapse(df: pd.DataFrame, keys: Sequence[str],
+              value_col: str | None = None) -> dict[str, dict]:
     """One record per spec key. Rows repeating a spec (repeated sweeps, merged globs) are
-    pooled: their raw samples concatenated, ok rows preferred over failed ones.
+    pooled: their raw samples concatenated, ok rows preferred over failed ones. With
+    ``value_col`` the record's median is that column's mean over the ok rows, without samples.
 
     Works on column lists rather than per-group DataFrames: thousands of specs stay fast.
     """
     out: dict[str, dict] = {}
     if not len(df):
         return out
-    fields = [c for c in dict.fromkeys([*keys, *_ROW_FIELDS]) if c in df.columns]
+    fields = [c for c in dict.fromkeys([*keys, *_ROW_FIELDS, *([value_col] if value_col else [])])
+              if c in df.columns]
     columns = {c: df[c].astype(object).tolist() for c in fields}
     samples_col = df["samples_us"].tolist() if "samples_us" in df.columns else None
     status = columns.get("status", ["ok"] * len(df))
@@ -263,6 +284,10 @@ def _collapse(df: pd.DataFrame, keys: Sequence[str]) -> dict[str, dict]:
             _float(first.get("time_median_us"))
         ci = (_float(first.get("time_ci_low_us")), _float(first.get("time_ci_high_us"))) \
             if len(chosen) == 1 else None
+        if value_col is not None:
+            values = [_float(columns[value_col][i]) for i in ok] if value_col in columns else []
+            values = [v for v in values if math.isfinite(v)]
+            median, samples, ci = (float(np.mean(values)) if values else float("nan")), None, None
         state = first.get("status")
         out[key] = {"row": first, "status": "ok" if state is None else str(state),
                     "reason": first.get("reason"), "samples": samples, "median": median,
@@ -371,8 +396,9 @@ def render(result: Comparison, fmt: str = "table", *, base_name: str = "BASE",
     raise ValueError(f"format {fmt!r} is not one of table, csv, markdown")
 
 
-def _pair_cells(row: pd.Series, with_note: bool) -> list[str]:
-    cells = [row["trial"], fmt_time_us(row["base_us"]), fmt_time_us(row["new_us"]),
+def _pair_cells(row: pd.Series, with_note: bool, metric: str = "time") -> list[str]:
+    value = fmt_time_us if metric == "time" else (lambda v: f"{v:.4g}")
+    cells = [row["trial"], value(row["base_us"]), value(row["new_us"]),
              fmt_ratio(row["speedup"]), f"[{row['ci_low']:.3g}, {row['ci_high']:.3g}]",
              fmt_p(row["p_value"]), f"{row['noise_pct']:.1f}%", row["verdict"]]
     return cells + [row.get("note") or ""] if with_note else cells
@@ -406,14 +432,17 @@ def rule_line(result: Comparison) -> str:
     return (f"verdict: faster/slower need p < {result.alpha:g}, a 95% CI excluding 1 and "
             f"|speedup-1| >= max({result.threshold * 100:g}%, noise) "
             f"({result.overhead_threshold * 100:g}% when launch-bound on both sides); "
-            "speedup = base/new (> 1: NEW faster)")
+            "speedup = base/new (> 1: NEW faster)"
+            + ("" if result.metric == "time" else
+               f"; metric {result.metric} (lower is better; 'faster' = lower in NEW; one "
+               "value per trial, so no p-value)"))
 
 
 def _render_markdown(result: Comparison, base_name: str, new_name: str) -> str:
     out = [f"## {base_name} → {new_name}", ""]
     if len(result.pairs):
         headers, with_note = _headers(result)
-        out.append(markdown_table(headers, (_pair_cells(r, with_note)
+        out.append(markdown_table(headers, (_pair_cells(r, with_note, result.metric)
                                             for _, r in result.pairs.iterrows())))
         out.append("")
     out += [f"**{summary_line(result)}**", "", rule_line(result), ""]
@@ -458,7 +487,7 @@ def _render_rich(result: Comparison, base_name: str, new_name: str, width: int |
             table.add_column(h, justify="left" if i in (0, 8) else "right",
                              overflow="fold" if i in (0, 8) else "ellipsis")
         for _, row in result.pairs.iterrows():
-            table.add_row(*_pair_cells(row, with_note))
+            table.add_row(*_pair_cells(row, with_note, result.metric))
         console.print(table)
     else:
         console.print(f"{base_name} → {new_name}: no trial could be compared.")
@@ -513,6 +542,9 @@ def build_parser() -> OneLineArgumentParser:
                    help="exit 1 if a trial is significantly slower by >= PCT percent "
                         "or fails in NEW after passing in BASE")
     p.add_argument("--n-boot", type=int, default=N_BOOT, help="bootstrap replicates (default 1000)")
+    p.add_argument("--metric", choices=tuple(METRICS), default="time",
+                   help="what to compare: time (default), or a per-trial scalar such as "
+                        "energy_per_call_mJ (energy=true) or kernel_time_sum_us (profile=true)")
     return p
 
 
@@ -529,7 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = compare(base, new, filters=args.filter, ignore=args.ignore_axis,
                          alpha=args.alpha, threshold=args.threshold / 100.0,
                          overhead_threshold=args.overhead_threshold / 100.0,
-                         n_boot=args.n_boot)
+                         n_boot=args.n_boot, metric=args.metric)
     except ValueError as exc:  # includes ResultsNotFoundError and bad filters
         fail(str(exc), prog=parser.prog)
     text = render(result, args.format, base_name=args.base, new_name=args.new)

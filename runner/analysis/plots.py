@@ -371,6 +371,11 @@ def all_plots(df: pd.DataFrame, ceilings: list) -> list[Plot]:
               ("roofline", "Roofline", lambda: [plot_roofline(df, ceilings)]),
               ("modes", "Execution modes compared", lambda: [plot_modes(df)]),
               ("samples", "Sample distributions (noise)", lambda: [plot_samples(df)])]
+    from runner.analysis import insight  # imports this module: only here
+
+    if insight.has(df, "energy_per_call_mJ"):
+        makers.append(("energy", "Energy per call against time per call",
+                       lambda: [insight.plot_energy(df)]))
     out: list[Plot] = []
     for name, title, make in makers:
         try:

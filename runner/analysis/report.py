@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from runner.analysis import insight
 from runner.analysis.plots import Plot, all_plots, with_modes
 from runner.analysis.roofline import CALIBRATION_DIR, annotate, ceilings_for
 from runner.analysis.selection import apply_filters, param_columns
@@ -100,6 +101,7 @@ def trial_table(df: pd.DataFrame) -> pd.DataFrame:
         "% of peak": [f"{v:.1f}" if not is_missing(v) else "-" for v in col("pct_of_peak")],
         "noisy": ["yes" if v is True else "" for v in col("noisy").astype(object)],
     })
+    out = out.assign(**insight.table_columns(df))  # kernels and energy, when measured
     if out["sweep"].nunique() <= 1:
         out = out.drop(columns="sweep")
     return out

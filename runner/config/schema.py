@@ -93,6 +93,16 @@ class RunConfig(AxisFields):
         "informational tables for the experiments report")})
     check: bool = field(default=False, metadata={"doc": (
         "judge `expect` when the sweep ends; exit 1 if a claim did not hold (a CI gate)")})
+    # After timing, outside the samples (runner.execution.insight). Both off: no cost.
+    profile: bool = field(default=False, metadata={"doc": (
+        "a torch.profiler pass per trial after timing: trace file + kernel columns")})
+    profile_calls: int = field(default=10, metadata={"doc": "calls in the profiled pass"})
+    energy: bool = field(default=False, metadata={"doc": (
+        "CUDA: energy per call from NVML's counter over a back-to-back window after timing")})
+    energy_window_s: float = field(default=5.0, metadata={"doc": (
+        "seconds of the energy window (the counter steps every ~100 ms: 5 s ~ 2%)")})
+    energy_idle_s: float = field(default=1.0, metadata={"doc": (
+        "seconds of idle baseline before the energy window (0: none)")})
     check_accuracy: bool = field(default=True, metadata={"doc": (
         "compare one call against a float64 reference before timing")})
     results_dir: str = field(default="results", metadata={"doc": "where sweeps are written"})

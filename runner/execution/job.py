@@ -15,6 +15,7 @@ from runner import console
 from runner.cli import fail
 from runner.config.errors import ConfigError
 from runner.config.planner import plan_job
+from runner.execution.insight import InsightOptions
 from runner.execution.trial import run_trial
 from runner.storage.files import FORMAT_VERSION, JOB_FILE, rows_to_table, write_new
 
@@ -45,9 +46,15 @@ def run_job(cfg: DictConfig) -> Path | None:
     timer = smoke_timer() if cfg.smoke else cfg.timer
     if cfg.gpu_warmup_s > 0 and not cfg.smoke:
         _heat_devices(planned, cfg.gpu_warmup_s)
+    try:
+        insight = InsightOptions.from_config(cfg, job_dir)
+    except ValueError as exc:
+        _discard_empty_job_dir(job_dir)
+        fail(exc)
     rows = []
     for trial in console.track(planned, title, label=lambda t: t.spec.label()):
-        row = run_trial(trial.spec, trial.op, timer, check_accuracy=cfg.check_accuracy)
+        row = run_trial(trial.spec, trial.op, timer, check_accuracy=cfg.check_accuracy,
+                        insight=insight)
         row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=trial.index,
                    shard=cfg.shard, num_shards=cfg.num_shards)
         rows.append(row)

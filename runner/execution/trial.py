@@ -13,7 +13,9 @@ Order of a trial (each step's placement is deliberate):
 5. check accuracy: float64 reference from the inputs *as they are now*, then one call of the
    composed callable, so the check validates exactly what is timed;
 6. reset the peak-memory counters and time it with the shared timer;
-7. read the GPU state again, free everything, record.
+7. optionally (``insight``), after the samples: a profiled pass and an energy window
+   (runner.execution.insight); they never run inside the timed samples;
+8. read the GPU state again, free everything, record.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 import torch
 
 from ops.base import OpContext, TrialSkipped, Workload, relative_error
-from runner.config.axes import AXES, DType
+from runner.config.axes import AXES, CompileMode, DType, GraphMode
 from runner.config.ops import OpPlan
 from runner.config.schema import TimerSettings
 from runner.config.trials import TrialSpec
@@ -40,6 +42,7 @@ from runner.execution.context import (
     trial_settings,
 )
 from runner.execution.environment import environment, git_provenance, gpu_state
+from runner.execution.insight import InsightOptions, insight_columns
 from runner.storage.columns import Status
 from runner.timing.timer import (
     Clock,
@@ -55,8 +58,10 @@ _FLUSHERS: dict[str, L2Flusher] = {}
 
 
 def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
-              check_accuracy: bool = True) -> dict[str, Any]:
-    """Run one trial and return its row (never raises for a trial-level failure)."""
+              check_accuracy: bool = True,
+              insight: InsightOptions | None = None) -> dict[str, Any]:
+    """Run one trial and return its row (never raises for a trial-level failure).
+    ``insight``: the profile/energy passes to run after timing (None: neither)."""
     row = spec_columns(spec)
     row["timestamp"] = datetime.now(timezone.utc)
     row["timer_preset"] = timer.preset
@@ -66,7 +71,7 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     try:
         with _on_device(spec.device), trial_settings(spec.dtype, spec.num_threads), \
                 modes.compile_isolation(spec):
-            row.update(_measure_trial(spec, plan, timer, check_accuracy))
+            row.update(_measure_trial(spec, plan, timer, check_accuracy, insight))
         row["status"], row["reason"] = Status.ok.value, None
     except TrialSkipped as exc:
         row["status"], row["reason"] = Status.skipped.value, str(exc)
@@ -97,7 +102,8 @@ def spec_columns(spec: TrialSpec) -> dict[str, Any]:
 
 
 def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
-                   check_accuracy: bool) -> dict[str, Any]:
+                   check_accuracy: bool, insight: InsightOptions | None = None
+                   ) -> dict[str, Any]:
     device = torch.device(spec.device)
     workloads = _build_workloads(spec, plan, device)
     first = workloads[0]
@@ -134,6 +140,13 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
         bytes_moved=None if bytes_per_op is None else bytes_per_op * n_ops,
         median_s=measurement.stats.median))
     out.update({f"extra_{k}": v for k, v in first.extra.items()})
+    if insight is not None:  # after timing and memory peaks: never inside the samples
+        out.update(insight_columns(
+            insight, fn=prepared.fn, device=spec.device, label=spec.label(),
+            trial_id=spec.trial_id, per_call_s=measurement.stats.median, flops=out["flops"],
+            bytes_moved=out["bytes_moved"], before_call=prepared.before_sample,
+            capturable=spec.graph is GraphMode.none and spec.compile is CompileMode.none
+            and not spec.backward))
     return out
 
 

@@ -129,6 +129,51 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "platform": (_S, "platform.platform()"),
     "git_commit": (_S, "opsweep's git commit"),
     "git_dirty": (_B, "true when opsweep's tree had uncommitted changes"),
+    # profile=true (runner.execution.profiling): a torch.profiler pass after timing
+    "trace_path": (_S, "Chrome/Perfetto trace of the profiled pass, relative to the sweep "
+                       "folder (open in ui.perfetto.dev)"),
+    "profile_calls": (_I, "calls in the profiled pass (the kernel columns are per call)"),
+    "kernel_count": (_F, "kernels per call (profiled pass)"),
+    "kernel_time_sum_us": (_F, "summed kernel duration per call, µs"),
+    "memop_count": (_F, "memcpy/memset device activities per call"),
+    "memop_time_sum_us": (_F, "summed memcpy/memset duration per call, µs"),
+    "kernel_span_us": (_F, "first activity start to last end, per call, µs (device time "
+                           "of the profiled pass)"),
+    "gpu_idle_fraction": (_F, "share of the timed median per call with no kernel/memop "
+                              "running: 1 − busy / median (launch gaps)"),
+    "top_kernel": (_S, "name of the activity with the most time"),
+    "top_kernel_share": (_F, "top_kernel's share of the device's busy time"),
+    "top_kernels_json": (_S, "top 5 activities: name, count_per_call, time_us_per_call, "
+                             "share (on CPU: aten operators by self CPU time)"),
+    "profile_reason": (_S, "why the kernel columns are null (e.g. cpu)"),
+    "sm_clock_mhz_timed": (_I, "SM clock read right after the last timed sample, MHz "
+                               "(profile or energy on)"),
+    "power_w_timed": (_F, "board power right after the last timed sample, W"),
+    "throttle_reasons_timed": (_S, "clock-event reasons right after the last timed sample "
+                                   "(SwPowerCap: the samples' clock was set by the power cap)"),
+    # energy=true (runner.execution.energy): NVML over a back-to-back window after timing
+    "energy_method": (_S, "graph (K calls replayed from one CUDA graph) | eager | unavailable"),
+    "energy_reason": (_S, "why the energy columns are null, or why the window ran eagerly"),
+    "energy_counter_s": (_F, "seconds between the first and last counter step used"),
+    "energy_counter_steps": (_I, "NVML energy-counter steps in the window (~10/s)"),
+    "energy_calls": (_I, "calls run in the window"),
+    "energy_busy_fraction": (_F, "device time of the window's chunks over its wall time "
+                                 "(< 0.99: idle gaps inside the window)"),
+    "energy_time_per_call_us": (_F, "time per call during the window, µs (sustained clocks)"),
+    "energy_per_call_mJ": (_F, "board energy per call, mJ (avg_power_W × time per call)"),
+    "energy_above_idle_per_call_mJ": (_F, "(avg_power_W − idle_power_W) × time per call, mJ"),
+    "avg_power_W": (_F, "board power over the window, from the energy counter, W"),
+    "idle_power_W": (_F, "board power with no work, just before the window, W"),
+    "power_instant_median_W": (_F, "median of NVML_FI_DEV_POWER_INSTANT samples in the window"),
+    "power_instant_max_W": (_F, "largest instantaneous power sample in the window, W"),
+    "tflops_per_joule": (_F, "TFLOP per joule of board energy"),
+    "gb_per_joule": (_F, "GB (1e9 bytes) moved per joule of board energy"),
+    "energy_sm_clock_mhz_median": (_F, "median SM clock over the window, MHz"),
+    "energy_sm_clock_mhz_min": (_F, "lowest SM clock seen in the window, MHz"),
+    "energy_mem_clock_mhz_median": (_F, "median memory clock over the window, MHz"),
+    "energy_temperature_c_start": (_I, "GPU temperature at the window's start, °C"),
+    "energy_temperature_c_end": (_I, "GPU temperature at the window's end, °C"),
+    "energy_throttle_reasons": (_S, "every clock-event (throttle) reason seen in the window"),
     # roofline
     "pct_of_peak": (_F, "percent of the binding roofline ceiling reached"),
     "bound": (_S, "compute | memory | overhead"),

@@ -1,0 +1,99 @@
+"""The report's view of ``profile=true`` and ``energy=true`` results: table columns and the
+energy-against-time plot. Both appear only when a sweep has the data, so reports of sweeps
+run without them are unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from runner.analysis.plots import Plot, _spans_decade, log_axis, ok_rows, with_modes
+from runner.analysis.selection import param_columns, spec_label, varying_columns
+from runner.analysis.values import fmt_num, is_missing
+
+#: Longest kernel name shown in the trial table (cuBLAS names run to 100+ characters).
+KERNEL_NAME_CHARS = 48
+
+
+def has(df: pd.DataFrame, column: str) -> bool:
+    """True when ``column`` exists and holds at least one value."""
+    return column in df.columns and bool(df[column].notna().any())
+
+
+def table_columns(df: pd.DataFrame) -> dict[str, list[str]]:
+    """Trial-table columns for kernels and energy (empty when the sweep has neither)."""
+    def cells(column: str, fmt) -> list[str]:
+        return [fmt(v) if not is_missing(v) else "-" for v in df[column]]
+
+    out: dict[str, list[str]] = {}
+    if has(df, "kernel_count"):
+        out["kernels/call"] = cells("kernel_count", lambda v: f"{v:.4g}")
+        out["kernel sum"] = cells("kernel_time_sum_us", lambda v: f"{v:.4g} µs")
+        out["GPU idle"] = cells("gpu_idle_fraction", lambda v: f"{v * 100:.1f}%")
+        out["top kernel"] = cells("top_kernel", _short_name)
+    if has(df, "energy_per_call_mJ"):
+        out["mJ/call"] = cells("energy_per_call_mJ", fmt_num)
+        out["W"] = cells("avg_power_W", lambda v: f"{v:.0f}")
+        out["TFLOP/J"] = cells("tflops_per_joule", fmt_num) if "tflops_per_joule" in df \
+            else ["-"] * len(df)
+        out["SM MHz (energy)"] = cells("energy_sm_clock_mhz_median", lambda v: f"{v:.0f}")
+    return out
+
+
+def _short_name(name: object) -> str:
+    text = str(name)
+    return text if len(text) <= KERNEL_NAME_CHARS else text[:KERNEL_NAME_CHARS - 1] + "…"
+
+
+def plot_energy(df: pd.DataFrame) -> Plot:
+    """Energy per call against time per call, one point per trial with energy.
+
+    Lines of constant power run diagonally (energy = power × time): a point above another's
+    line drew more power. Time is the energy window's own time per call (sustained clocks),
+    so both axes describe the same calls."""
+    name, title = "energy", "Energy per call against time per call"
+    rows = ok_rows(df)
+    if not has(rows, "energy_per_call_mJ"):
+        return Plot(name, title, None, "no trial has energy_per_call_mJ (run with energy=true "
+                                       "on a CUDA device)")
+    rows = with_modes(rows[rows["energy_per_call_mJ"].notna()])
+    time_us = pd.to_numeric(rows["energy_time_per_call_us"], errors="coerce")
+    energy_mj = pd.to_numeric(rows["energy_per_call_mJ"], errors="coerce")
+    label_cols = varying_columns(rows, ["sweep_id", "op", "dtype", "shape_str", "mode",
+                                        "energy_counter_s", *param_columns(rows)]) or ["op"]
+    label_cols = [c for c in label_cols if c != "energy_counter_s"]
+    fig = Figure(figsize=(8, 5.5), layout="constrained")
+    ax = fig.subplots()
+    for i, (_, row) in enumerate(rows.iterrows()):
+        label = spec_label(row, label_cols) if label_cols else row["op"]
+        ax.scatter(time_us.loc[row.name] / 1e3, energy_mj.loc[row.name], color=f"C{i % 10}",
+                   label=f"{label}, {row['energy_counter_s']:.1f} s window "
+                         f"({row['avg_power_W']:.0f} W)", s=40)
+    x_ms, y_mj = time_us / 1e3, energy_mj
+    logs = _spans_decade(x_ms) or _spans_decade(y_mj)
+    lo, hi = float(x_ms.min()) / 1.6, float(x_ms.max()) * 1.6
+    if logs:  # constant power stays a straight line (slope 1) on log-log axes
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        log_axis(ax.xaxis, pd.concat([x_ms, pd.Series([lo, hi])]))
+        log_axis(ax.yaxis, pd.concat([y_mj, pd.Series([float(y_mj.min()) / 1.6,
+                                                        float(y_mj.max()) * 1.6])]))
+    else:
+        lo = 0.0
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(float(y_mj.min()) / 1.6 if logs else 0.0, float(y_mj.max()) * 1.6)
+    for watts in (100, 300, 700):
+        xs = np.geomspace(max(lo, hi / 1e3), hi, 30) if logs else np.linspace(0, hi, 30)
+        ax.plot(xs, xs * watts, color="grey", linewidth=0.6, linestyle=":")
+        inside = [x for x in xs if x * watts <= ax.get_ylim()[1]]
+        if inside:
+            ax.annotate(f"{watts} W", (inside[-1], inside[-1] * watts), fontsize="x-small",
+                        color="grey", ha="right", va="bottom")
+    ax.set_xlabel("time per call in the energy window (ms)")
+    ax.set_ylabel("board energy per call (mJ)")
+    ax.set_title("Energy vs time per call (dotted: constant power)", fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return Plot(name, title, fig, "")

@@ -1,0 +1,300 @@
+"""``energy=true``: energy per call from NVML's total-energy counter, over a sustained window.
+
+After the timed samples the trial's work runs back-to-back for ``window_s`` seconds (replayed
+from a CUDA graph of K calls where it can be captured, else eagerly), while this module polls
+NVML. Measurement hazards, each handled below:
+
+1. The counter (``nvmlDeviceGetTotalEnergyConsumption``, mJ since driver load) steps only
+   every ~100 ms on an H200 (78-103 ms measured). Reading it at arbitrary times gives up to
+   one step of error at each end: ~0.1/W relative for a W-second window. So the host polls
+   the counter every few ms and the energy is taken *between two observed steps*: ΔE over
+   Δt of the steps themselves, no partial step at either end.
+2. Power ramps up when the load starts. Steps in the first ``ramp`` of the window are
+   skipped; only steps while the GPU is fully busy count.
+3. The GPU must never idle inside the window: chunks of K calls (~50 ms each) are queued
+   three ahead, so the host polling NVML (a read can take milliseconds) never leaves the
+   device waiting. Each chunk is bracketed by timing events, so ``energy_busy_fraction`` says
+   how much of the window the device really worked; below ~0.99 the energy per call includes
+   idle gaps.
+4. NVML measures the whole board (HBM, VRMs, fans' share too), not the kernel: the idle
+   baseline (``idle_power_W``, the same counter over ``idle_s`` of no work, measured first)
+   says how much of ``avg_power_W`` the board draws anyway.
+5. The sensor behind average power samples only part of the time on A100/H100 (Yang et
+   al., SC24); ``NVML_FI_DEV_POWER_INSTANT`` samples are recorded alongside as a check.
+
+Everything NVML is behind :class:`EnergyReader`, so tests drive the whole window with a fake
+counter and a fake clock. A missing NVML or counter is a ``energy_reason``, never an error.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+ENERGY_COLUMNS = (
+    "energy_method", "energy_reason", "energy_counter_s", "energy_counter_steps", "energy_calls",
+    "energy_busy_fraction", "energy_time_per_call_us", "energy_per_call_mJ",
+    "energy_above_idle_per_call_mJ", "avg_power_W", "idle_power_W", "power_instant_median_W",
+    "power_instant_max_W", "tflops_per_joule", "gb_per_joule", "energy_sm_clock_mhz_median",
+    "energy_sm_clock_mhz_min", "energy_mem_clock_mhz_median", "energy_temperature_c_start",
+    "energy_temperature_c_end", "energy_throttle_reasons")
+#: Seconds between reads of clocks, temperature and instantaneous power in the window.
+STATE_INTERVAL_S = 0.05
+#: Seconds between counter polls while the host waits (hazard 1).
+POLL_S = 0.001
+#: Seconds of work per queued chunk, the most calls one chunk (one graph) holds, and how many
+#: chunks stay queued ahead of the device (hazard 3).
+CHUNK_S, MAX_CHUNK_CALLS, QUEUE_CHUNKS = 0.05, 1000, 3
+
+
+class EnergyReader(Protocol):
+    """What the window reads from the device (NVML in production, a fake in tests)."""
+
+    def energy_mj(self) -> int:
+        """The board's total-energy counter, mJ."""
+
+    def state(self) -> dict[str, Any]:
+        """``sm_clock_mhz``, ``mem_clock_mhz``, ``temperature_c``, ``throttle_reasons`` and
+        ``power_instant_w`` (None where unavailable)."""
+
+
+class NvmlReader:
+    """:class:`EnergyReader` over nvidia-ml-py for one torch device."""
+
+    def __init__(self, device: str) -> None:
+        from runner.execution import environment
+
+        self._nvml = environment._nvml()
+        if self._nvml is None:
+            raise EnergyUnavailable("nvidia-ml-py is not installed or NVML did not start; "
+                                    "install the gpu extra: pip install 'opsweep[gpu]'")
+        self._device = device
+        self._handle = environment._nvml_handle(device)
+        try:
+            self.energy_mj()
+        except Exception as exc:
+            raise EnergyUnavailable(f"NVML total-energy counter unavailable on {device}: "
+                                    f"{exc}") from None
+        self._instant = getattr(self._nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+
+    def energy_mj(self) -> int:
+        return int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
+
+    def state(self) -> dict[str, Any]:
+        from runner.execution.environment import gpu_state
+
+        return {**gpu_state(self._device), "power_instant_w": self._power_instant_w()}
+
+    def _power_instant_w(self) -> float | None:
+        try:
+            value = self._nvml.nvmlDeviceGetFieldValues(self._handle, [self._instant])[0]
+            return float(value.value.uiVal) / 1000.0 if value.nvmlReturn == 0 else None
+        except Exception:  # no such field on this driver/GPU (or _instant is None)
+            return None
+
+
+class EnergyUnavailable(RuntimeError):
+    """Why energy cannot be measured here; becomes ``energy_reason``."""
+
+
+@dataclass
+class Window:
+    """What one polled stretch of time saw: counter steps and periodic device state."""
+
+    steps: list[tuple[float, int]] = field(default_factory=list)  # (host s, counter mJ)
+    states: list[dict[str, Any]] = field(default_factory=list)
+    start_s: float = 0.0
+    end_s: float = 0.0
+    calls: int = 0
+    busy_s: float | None = None  # device time of the chunks, where the caller measures it
+
+
+def run_window(reader: EnergyReader, seconds: float, *,
+               launch: Callable[[], Any] | None = None, done: Callable[[Any], bool] | None = None,
+               calls_per_chunk: int = 0, wall: Callable[[], float] = time.perf_counter,
+               sleep: Callable[[float], None] = time.sleep,
+               busy: Callable[[Any], float] | None = None) -> Window:
+    """Poll the counter (and every ``STATE_INTERVAL_S`` the state) for ``seconds``.
+
+    With ``launch``/``done`` the device is loaded meanwhile: ``launch()`` queues one chunk of
+    ``calls_per_chunk`` calls and returns a handle, ``done(handle)`` says whether it finished,
+    ``busy(handle)`` (optional) how many seconds of device time it took. ``QUEUE_CHUNKS``
+    chunks stay queued until ``seconds`` have passed; the window ends when the last one has
+    finished (hazard 3). Without ``launch`` the device idles: the baseline.
+    """
+    window = Window(start_s=wall())
+    pending: list[Any] = []
+    last_energy, next_state = None, window.start_s
+    while True:
+        now = wall()
+        loading = now - window.start_s < seconds
+        if launch is not None and loading:
+            while len(pending) < QUEUE_CHUNKS:
+                pending.append(launch())
+        while pending and done(pending[0]):
+            handle = pending.pop(0)
+            window.calls += calls_per_chunk
+            if busy is not None:
+                window.busy_s = (window.busy_s or 0.0) + busy(handle)
+            window.end_s = now
+        energy = reader.energy_mj()
+        if energy != last_energy:
+            window.steps.append((now, energy))
+            last_energy = energy
+        if now >= next_state:
+            window.states.append(reader.state())
+            next_state = now + STATE_INTERVAL_S
+        if not loading and not pending:
+            break
+        sleep(POLL_S)
+    if launch is None:
+        window.end_s = wall()
+    return window
+
+
+def average_power_w(window: Window, skip_s: float = 0.0) -> tuple[float | None, int, float]:
+    """Watts between the first and last counter step observed at least ``skip_s`` after the
+    window started and no later than its end (hazards 1, 2); with the number of steps used
+    and the seconds between them. None when fewer than two steps qualify."""
+    used = [(t, e) for t, e in window.steps
+            if window.start_s + skip_s <= t <= window.end_s]
+    if len(used) < 2 or used[-1][0] <= used[0][0]:
+        return None, len(used), 0.0
+    seconds = used[-1][0] - used[0][0]
+    return (used[-1][1] - used[0][1]) / 1e3 / seconds, len(used), seconds
+
+
+def energy_columns(load: Window, idle: Window | None, *, flops: float | None,
+                   bytes_moved: float | None, method: str, note: str | None = None,
+                   ramp_s: float | None = None) -> dict[str, Any]:
+    """The energy columns from a loaded window (and the idle baseline before it)."""
+    out: dict[str, Any] = dict.fromkeys(ENERGY_COLUMNS)
+    out.update(energy_method=method, energy_reason=note)
+    skip = min(0.5, 0.1 * (load.end_s - load.start_s)) if ramp_s is None else ramp_s
+    power, steps, seconds = average_power_w(load, skip)
+    out.update(energy_counter_steps=steps, energy_counter_s=seconds, energy_calls=load.calls)
+    out.update(_state_columns(load.states))
+    if idle is not None:
+        out["idle_power_W"] = average_power_w(idle)[0]
+    if power is None:
+        out["energy_reason"] = (f"NVML's energy counter stepped {steps} time(s) in the "
+                                "window, 2 are needed: lengthen energy_window_s")
+        return out
+    if load.calls <= 0 or load.end_s <= load.start_s:
+        out["energy_reason"] = "no call completed inside the energy window"
+        return out
+    per_call_s = (load.end_s - load.start_s) / load.calls
+    if load.busy_s is not None:
+        out["energy_busy_fraction"] = min(1.0, load.busy_s / (load.end_s - load.start_s))
+    joules = power * per_call_s
+    out.update(energy_time_per_call_us=per_call_s * 1e6, avg_power_W=power,
+               energy_per_call_mJ=joules * 1e3,
+               tflops_per_joule=flops / joules / 1e12 if flops else None,
+               gb_per_joule=bytes_moved / joules / 1e9 if bytes_moved else None)
+    if out["idle_power_W"] is not None:
+        out["energy_above_idle_per_call_mJ"] = (power - out["idle_power_W"]) * per_call_s * 1e3
+    return out
+
+
+def _state_columns(states: list[dict[str, Any]]) -> dict[str, Any]:
+    def values(key: str) -> list[float]:
+        return [s[key] for s in states if s.get(key) is not None]
+
+    sm, mem, power = values("sm_clock_mhz"), values("mem_clock_mhz"), values("power_instant_w")
+    temps = values("temperature_c")
+    reasons = sorted({r for s in states for r in (s.get("throttle_reasons") or "").split(",")
+                      if r})
+    return {
+        "energy_sm_clock_mhz_median": statistics.median(sm) if sm else None,
+        "energy_sm_clock_mhz_min": min(sm) if sm else None,
+        "energy_mem_clock_mhz_median": statistics.median(mem) if mem else None,
+        "power_instant_median_W": statistics.median(power) if power else None,
+        "power_instant_max_W": max(power) if power else None,
+        "energy_temperature_c_start": temps[0] if temps else None,
+        "energy_temperature_c_end": temps[-1] if temps else None,
+        "energy_throttle_reasons": ",".join(reasons) if states else None,
+    }
+
+
+def measure_energy(fn: Callable[[], Any], device: str, *, window_s: float, idle_s: float,
+                   per_call_s: float, flops: float | None, bytes_moved: float | None,
+                   capture: bool, before_call: Callable[[], None] | None = None,
+                   reader: EnergyReader | None = None) -> dict[str, Any]:
+    """The energy columns of ``fn`` on CUDA ``device``; never raises for a missing NVML.
+
+    ``per_call_s`` (the timed median) sizes a chunk to ~``CHUNK_S``. ``capture``: try to
+    replay the chunk from one CUDA graph (a single graph launch per chunk: the device sees
+    the op's kernels back-to-back, whatever the host's speed); a failed capture falls back to
+    eager calls and says why in ``energy_reason``.
+    """
+    import torch
+
+    if not device.startswith("cuda"):
+        return unavailable(f"energy needs a CUDA device (NVML); this trial runs on {device}")
+    try:
+        reader = reader or NvmlReader(device)
+    except EnergyUnavailable as exc:
+        return unavailable(str(exc))
+    dev = torch.device(device)
+    calls = max(1, min(MAX_CHUNK_CALLS, round(CHUNK_S / max(per_call_s, 1e-7))))
+    chunk, method, note = None, "eager", None
+    if capture and before_call is None:
+        try:
+            chunk = _graph_chunk(fn, calls, dev)
+            method = "graph"
+        except Exception as exc:  # not capturable: a host sync, pageable copies, ...
+            note = f"ran eagerly, graph capture failed: {str(exc).splitlines()[0][:200]}"
+    elif not capture:
+        note = "ran eagerly: graph/compile/backward trials are not re-captured"
+
+    def launch() -> Any:
+        stream = torch.cuda.current_stream(dev)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        if chunk is not None:
+            chunk.replay()
+        else:
+            for _ in range(calls):
+                if before_call is not None:
+                    before_call()
+                fn()
+        end.record(stream)
+        return start, end
+
+    torch.cuda.synchronize(dev)
+    idle = run_window(reader, idle_s) if idle_s > 0 else None
+    load = run_window(reader, window_s, launch=launch, done=lambda e: e[1].query(),
+                      calls_per_chunk=calls, busy=lambda e: e[0].elapsed_time(e[1]) / 1e3)
+    torch.cuda.synchronize(dev)
+    chunk = None  # frees the graph and its pool before the trial ends
+    return energy_columns(load, idle, flops=flops, bytes_moved=bytes_moved, method=method,
+                          note=note)
+
+
+def _graph_chunk(fn: Callable[[], Any], calls: int, device: Any) -> Any:
+    """One CUDA graph of ``calls`` calls of ``fn``. Outputs are dropped inside the capture,
+    so the graph's private pool reuses one output's memory for all of them."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        fn()  # a warm call on the capture stream (lazy handles, workspaces)
+    torch.cuda.current_stream(device).wait_stream(stream)
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize(device)
+    return graph
+
+
+def unavailable(reason: str) -> dict[str, Any]:
+    """The energy columns of a trial whose energy could not be measured, and why."""
+    out: dict[str, Any] = dict.fromkeys(ENERGY_COLUMNS)
+    out.update(energy_method="unavailable", energy_reason=reason)
+    return out

@@ -1,0 +1,102 @@
+"""The passes a trial may run *after* its timed samples: profile (kernels) and energy.
+
+Both only ever see the callable the timer timed, after the timer has finished, so they cannot
+change the timed numbers; with both off nothing here runs (``run_trial`` gets
+``insight=None``). One function, :func:`insight_columns`, is the trial's single call; a pass
+that fails leaves its columns null with a reason and the trial ``ok``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.execution import energy, profiling
+
+
+@dataclass(frozen=True)
+class InsightOptions:
+    """The job's ``profile``/``energy`` settings (``RunConfig``) and where traces go."""
+
+    profile: bool = False
+    profile_calls: int = 10
+    energy: bool = False
+    energy_window_s: float = 5.0
+    energy_idle_s: float = 1.0
+    #: the job's folder (``<sweep>/jobs/<n>``); traces go to ``<job_dir>/traces/``
+    job_dir: Path | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Any, job_dir: Path | None) -> InsightOptions | None:
+        """The options of a job config, or None when both passes are off (zero cost)."""
+        if not (cfg.get("profile", False) or cfg.get("energy", False)):
+            return None
+        options = cls(profile=bool(cfg.profile), profile_calls=int(cfg.profile_calls),
+                      energy=bool(cfg.energy), energy_window_s=float(cfg.energy_window_s),
+                      energy_idle_s=float(cfg.energy_idle_s), job_dir=job_dir)
+        if options.profile_calls < 1:
+            raise ValueError(f"profile_calls={options.profile_calls} must be >= 1")
+        if options.energy and options.energy_window_s <= 0:
+            raise ValueError(f"energy_window_s={options.energy_window_s} must be > 0 (about 5 s "
+                             "resolves NVML's ~100 ms counter steps to ~2%)")
+        return options
+
+
+def insight_columns(options: InsightOptions, *, fn: Any, device: str, label: str,
+                    trial_id: str, per_call_s: float, flops: float | None,
+                    bytes_moved: float | None, capturable: bool,
+                    before_call: Any = None) -> dict[str, Any]:
+    """Run the enabled passes on the timed callable ``fn``; their columns.
+
+    ``*_timed`` (SM clock, power, throttle reasons) are read first, before either pass warms
+    the GPU further: the state right after the last timed sample. A compute-bound op at the
+    power cap (``SwPowerCap``) runs at whatever clock the power controller has set at that
+    moment, which can differ by ~13% between processes (issue 9)."""
+    from runner.execution.environment import gpu_state
+
+    state = gpu_state(device)
+    out: dict[str, Any] = {f"{k}_timed": state[k]
+                           for k in ("sm_clock_mhz", "power_w", "throttle_reasons")}
+    if options.profile:
+        trace_file, trace_name = _trace_file(options.job_dir, label, trial_id)
+        try:
+            out.update(profiling.profile_columns(fn, device, options.profile_calls, trace_file,
+                                                 before_call=before_call,
+                                                 trace_name=trace_name,
+                                                 period_us=per_call_s * 1e6))
+        except Exception as exc:  # a profiler failure must not fail the measured trial
+            out.update(dict.fromkeys(profiling.PROFILE_COLUMNS))
+            out["profile_reason"] = f"profiler failed: {type(exc).__name__}: {_line(exc)}"
+    if options.energy:
+        try:
+            out.update(energy.measure_energy(
+                fn, device, window_s=options.energy_window_s, idle_s=options.energy_idle_s,
+                per_call_s=per_call_s, flops=flops, bytes_moved=bytes_moved,
+                capture=capturable, before_call=before_call))
+        except Exception as exc:
+            out.update(energy.unavailable(f"energy window failed: {type(exc).__name__}: "
+                                          f"{_line(exc)}"))
+    return out
+
+
+def _trace_file(job_dir: Path | None, label: str, trial_id: str) -> tuple[Path, str]:
+    """A new trace file under ``<job_dir>/traces/`` named after the trial (never reused), and
+    its path relative to the sweep folder (what ``trace_path`` records)."""
+    import tempfile
+
+    folder = (job_dir or Path(tempfile.gettempdir()) / "opsweep-traces") / "traces"
+    stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)[:80].strip("_") + f"-{trial_id[:10]}"
+    path = folder / f"{stem}.pt.trace.json"
+    n = 1
+    while path.exists():
+        path = folder / f"{stem}-{n}.pt.trace.json"
+        n += 1
+    name = str(path.relative_to(job_dir.parent.parent)) if job_dir is not None else str(path)
+    return path, name
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""

@@ -1,0 +1,259 @@
+"""profile=true and energy=true: trace parsing, energy math with a fake NVML, CPU rows.
+
+The kernel columns come from a synthetic Chrome trace with known intervals, and the energy
+columns from a fake counter that steps every 100 ms under a fake clock, so every expected
+value below is exact: a change in the parsing or the energy rule breaks these tests.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.execution import energy, environment, profiling
+from runner.execution.insight import InsightOptions
+from runner.execution.trial import run_trial
+
+
+def _event(name: str, ts: float, dur: float, cat: str = "kernel") -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 7}
+
+
+# --------------------------------------------------------------------------- trace parsing
+
+def test_kernel_summary_counts_per_call_and_measures_gaps_and_overlap():
+    # Two calls. Device busy: [0,10] gemm, [12,14] add, [13,15] add (overlaps), memcpy [20,26],
+    # [30,40] gemm. Host-side and annotation events must be ignored.
+    trace = {"traceEvents": [
+        _event("gemm", 0, 10), _event("add", 12, 2), _event("add", 13, 2),
+        _event("Memcpy DtoD", 20, 6, cat="gpu_memcpy"), _event("gemm", 30, 10),
+        _event("aten::mm", 0, 50, cat="cpu_op"),
+        _event("my_range", 0, 40, cat="gpu_user_annotation"),
+        _event("cudaLaunchKernel", 1, 3, cat="cuda_runtime"),
+        {"ph": "i", "cat": "kernel", "name": "instant", "ts": 5},
+    ]}
+    out = profiling.kernel_summary(trace, calls=2)
+    assert out["kernel_count"] == 2.0  # 4 kernels / 2 calls; the memcpy is a memop
+    assert out["kernel_time_sum_us"] == pytest.approx(24 / 2)  # 10+2+2+10
+    assert out["memop_count"] == 0.5 and out["memop_time_sum_us"] == pytest.approx(3.0)
+    assert out["kernel_span_us"] == pytest.approx(40 / 2)
+    # busy = 10 + 3 (12..15, overlap counted once) + 6 + 10 = 29 of the 40 µs span
+    assert out["gpu_idle_fraction"] == pytest.approx(1 - 29 / 40)
+    # with the timed median per call (25 µs), idle refers to the timed loop: 1 - 14.5/25
+    timed = profiling.kernel_summary(trace, calls=2, period_us=25.0)
+    assert timed["gpu_idle_fraction"] == pytest.approx(1 - 14.5 / 25)
+    assert out["top_kernel"] == "gemm"
+    assert out["top_kernel_share"] == pytest.approx(20 / 30)
+    top = json.loads(out["top_kernels_json"])
+    assert [k["name"] for k in top] == ["gemm", "Memcpy DtoD", "add"]
+    assert top[0]["count_per_call"] == 1.0 and top[0]["time_us_per_call"] == 10.0
+    assert out["profile_reason"] is None
+
+
+def test_kernel_summary_without_device_activity_says_why():
+    out = profiling.kernel_summary({"traceEvents": [_event("aten::add", 0, 5, "cpu_op")]}, 3)
+    assert out["kernel_count"] is None and out["gpu_idle_fraction"] is None
+    assert "no device activity" in out["profile_reason"]
+    with pytest.raises(ValueError, match="calls=0"):
+        profiling.kernel_summary({"traceEvents": []}, 0)
+
+
+def test_cpu_profile_pass_writes_a_trace_and_lists_cpu_operators(tmp_path: Path):
+    import torch
+
+    x = torch.randn(64)
+    out = profiling.profile_columns(lambda: torch.relu(x * 2), "cpu", 3,
+                                    tmp_path / "t.pt.trace.json", trace_name="jobs/0/t")
+    trace = json.loads((tmp_path / "t.pt.trace.json").read_text())
+    assert any(e.get("name") == "aten::mul" for e in trace["traceEvents"])
+    assert out["trace_path"] == "jobs/0/t" and out["profile_calls"] == 3
+    assert out["kernel_count"] is None and out["profile_reason"].startswith("cpu:")
+    names = {op["name"]: op for op in json.loads(out["top_kernels_json"])}
+    assert names["aten::mul"]["count_per_call"] == 1.0
+
+
+# --------------------------------------------------------------------------- energy math
+
+class FakeBoard:
+    """A fake clock and NVML: power ``busy_w`` while work is queued, ``idle_w`` otherwise;
+    the energy counter publishes its integral only every ``step_s`` (as NVML does)."""
+
+    def __init__(self, busy_w: float = 600.0, idle_w: float = 100.0, step_s: float = 0.1,
+                 chunk_s: float = 0.01) -> None:
+        self.now, self.busy_w, self.idle_w, self.step_s = 0.0, busy_w, idle_w, step_s
+        self.chunk_s = chunk_s
+        self.energy_j = 0.0
+        self.published_mj, self.next_publish = 0, step_s
+        self.queue_end = 0.0  # when the queued work finishes
+
+    def wall(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        end = self.now + seconds
+        while self.now < end - 1e-12:
+            dt = min(end - self.now, self.next_publish - self.now)
+            busy = max(0.0, min(self.queue_end, self.now + dt) - self.now)
+            self.energy_j += busy * self.busy_w + (dt - busy) * self.idle_w
+            self.now += dt
+            if self.now >= self.next_publish - 1e-12:
+                self.published_mj = round(self.energy_j * 1e3)
+                self.next_publish += self.step_s
+
+    def launch(self) -> float:
+        self.queue_end = max(self.queue_end, self.now) + self.chunk_s
+        return self.queue_end
+
+    def done(self, handle: float) -> bool:
+        return self.now >= handle - 1e-12
+
+    def energy_mj(self) -> int:
+        return self.published_mj
+
+    def state(self) -> dict:
+        busy = self.now < self.queue_end
+        return {"sm_clock_mhz": 1500 if busy else 1980, "mem_clock_mhz": 3201,
+                "temperature_c": 40 + int(self.now), "power_instant_w": self.busy_w if busy
+                else self.idle_w, "throttle_reasons": "SwPowerCap" if busy else ""}
+
+
+def test_energy_window_uses_whole_counter_steps_and_gives_exact_energy_per_call():
+    board = FakeBoard()
+    kwargs = {"wall": board.wall, "sleep": board.sleep}
+    idle = energy.run_window(board, 1.0, **kwargs)
+    load = energy.run_window(board, 5.0, launch=board.launch, done=board.done,
+                             calls_per_chunk=10, busy=lambda _h: board.chunk_s, **kwargs)
+    out = energy.energy_columns(load, idle, flops=2e12 * 0.001, bytes_moved=None,
+                                method="graph")
+    # 10 calls per 10 ms chunk: 1 ms per call at 600 W -> 600 mJ per call, 2 GFLOP per call.
+    assert out["energy_time_per_call_us"] == pytest.approx(1000.0, rel=1e-3)
+    assert out["avg_power_W"] == pytest.approx(600.0, rel=1e-3)
+    assert out["energy_per_call_mJ"] == pytest.approx(600.0, rel=2e-3)
+    assert out["idle_power_W"] == pytest.approx(100.0, rel=1e-3)
+    assert out["energy_above_idle_per_call_mJ"] == pytest.approx(500.0, rel=3e-3)
+    assert out["tflops_per_joule"] == pytest.approx(2.0 / 600.0, rel=2e-3)
+    assert out["gb_per_joule"] is None
+    # steps every 100 ms over 5 s, the first 0.5 s skipped as ramp: ~45 steps used
+    assert 43 <= out["energy_counter_steps"] <= 47
+    assert out["energy_counter_s"] == pytest.approx(4.4, abs=0.1)
+    assert out["energy_sm_clock_mhz_median"] == 1500
+    assert out["power_instant_median_W"] == 600.0
+    assert out["energy_throttle_reasons"] == "SwPowerCap"
+    assert out["energy_busy_fraction"] == pytest.approx(1.0, abs=2e-3)  # never idle
+    assert out["energy_method"] == "graph" and out["energy_reason"] is None
+
+
+def test_energy_window_too_short_for_the_counter_says_why():
+    board = FakeBoard(step_s=1.0)
+    load = energy.run_window(board, 0.5, launch=board.launch, done=board.done,
+                             calls_per_chunk=10, wall=board.wall, sleep=board.sleep)
+    out = energy.energy_columns(load, None, flops=None, bytes_moved=None, method="eager")
+    assert out["energy_per_call_mJ"] is None and out["avg_power_W"] is None
+    assert "lengthen energy_window_s" in out["energy_reason"]
+    assert out["energy_calls"] == load.calls > 0
+
+
+def test_missing_nvml_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(environment, "_nvml", lambda: None)
+    out = energy.measure_energy(lambda: None, "cuda:0", window_s=1.0, idle_s=0.0,
+                                per_call_s=1e-3, flops=None, bytes_moved=None, capture=True)
+    assert out["energy_method"] == "unavailable"
+    assert "nvidia-ml-py" in out["energy_reason"] and "opsweep[gpu]" in out["energy_reason"]
+    assert out["energy_per_call_mJ"] is None
+    cpu = energy.measure_energy(lambda: None, "cpu", window_s=1.0, idle_s=0.0,
+                                per_call_s=1e-3, flops=None, bytes_moved=None, capture=True)
+    assert "needs a CUDA device" in cpu["energy_reason"]
+
+
+# --------------------------------------------------------------------------- in a trial
+
+def test_options_are_none_when_both_passes_are_off(compose):
+    assert InsightOptions.from_config(compose(), None) is None
+    options = InsightOptions.from_config(compose("profile=true", "profile_calls=3"), None)
+    assert options.profile and options.profile_calls == 3 and not options.energy
+    with pytest.raises(ValueError, match="energy_window_s"):
+        InsightOptions.from_config(compose("energy=true", "energy_window_s=0"), None)
+
+
+def test_cpu_trial_has_profile_and_energy_columns_with_reasons(compose, plan_trials,
+                                                              tmp_path: Path, frozen_gc):
+    cfg = compose("op=pointwise_chain", "op.iterations=5", "shape=[256]", "device=cpu",
+                  "timer=smoke", "profile=true", "energy=true", "profile_calls=2")
+    [(plan, spec)] = plan_trials(cfg)
+    job_dir = tmp_path / "sweep" / "jobs" / "0"
+    options = InsightOptions.from_config(cfg, job_dir)
+    row = run_trial(spec, plan, cfg.timer, insight=options)
+    assert row["status"] == "ok", row["reason"]
+    assert row["trace_path"].startswith("jobs/0/traces/pointwise_chain")
+    trace = json.loads((tmp_path / "sweep" / row["trace_path"]).read_text())
+    assert sum(e.get("name") == "aten::sigmoid" for e in trace["traceEvents"]) == 2 * 5
+    assert row["kernel_count"] is None and row["profile_reason"].startswith("cpu:")
+    assert row["energy_method"] == "unavailable"
+    assert "needs a CUDA device" in row["energy_reason"]
+    assert row["sm_clock_mhz_timed"] is None and row["throttle_reasons_timed"] is None
+    plain = run_trial(spec, plan, cfg.timer)
+    assert "trace_path" not in plain and "energy_method" not in plain
+
+
+# --------------------------------------------------------------------------- analysis
+
+def _energy_sweep(sweep_id: str, mj: list[float | None]):
+    try:
+        from synthetic import grid, make_trials
+    except ImportError:  # tests/ imported as a package
+        from tests.synthetic import grid, make_trials
+
+    df = make_trials(grid(op="matmul", dtype=["fp32", "bf16"], shape=[(64, 64, 64)]),
+                     sweep_id=sweep_id, seed=0)
+    return df.assign(energy_per_call_mJ=mj, avg_power_W=[600.0, 650.0],
+                     energy_time_per_call_us=[100.0, 50.0], energy_counter_s=[4.9, 4.9],
+                     tflops_per_joule=[0.5, 0.9], energy_sm_clock_mhz_median=[1500, 1490],
+                     kernel_count=[1.0, 1.0], kernel_time_sum_us=[99.0, 49.0],
+                     gpu_idle_fraction=[0.01, 0.02], top_kernel=["sm90_xmma_gemm_f32", "x"])
+
+
+def test_compare_energy_metric_judges_energy_not_time():
+    from runner.analysis.compare import compare, render
+
+    base = _energy_sweep("base", [60.0, 30.0])
+    new = _energy_sweep("new", [60.3, 20.0])  # same times, bf16 uses a third less energy
+    result = compare(base, new, metric="energy_per_call_mJ")
+    verdicts = dict(zip(result.pairs["dtype"], result.pairs["verdict"]))
+    assert verdicts == {"fp32": "same", "bf16": "faster"}
+    assert result.pairs.set_index("dtype").loc["bf16", "speedup"] == pytest.approx(1.5)
+    assert "metric energy_per_call_mJ" in render(result, "markdown")
+    missing = compare(base, _energy_sweep("new", [None, 20.0]), metric="energy_per_call_mJ")
+    assert len(missing.not_compared) == 1
+    assert "no energy_per_call_mJ" in missing.not_compared["new_reason"].iloc[0]
+    with pytest.raises(ValueError, match="metric 'joules'"):
+        compare(base, new, metric="joules")
+    # the default still compares time: identical samples on both sides
+    assert set(compare(base, new).pairs["verdict"]) == {"same"}
+
+
+def test_report_shows_kernel_and_energy_columns_and_the_energy_plot():
+    from runner.analysis import insight
+    from runner.analysis.plots import all_plots
+    from runner.analysis.report import trial_table
+
+    df = _energy_sweep("s", [60.0, 30.0])
+    table = trial_table(df)
+    assert list(table["kernels/call"]) == ["1", "1"]
+    assert list(table["mJ/call"]) == ["60", "30"]
+    assert table["top kernel"].iloc[0] == "sm90_xmma_gemm_f32"
+    plot = insight.plot_energy(df)
+    assert plot.figure is not None
+    assert "energy" in [p.name for p in all_plots(df, [])]
+    plain = df.drop(columns=[c for c in df.columns if "energy" in c or "kernel" in c])
+    assert "mJ/call" not in trial_table(plain).columns
+    assert "energy" not in [p.name for p in all_plots(plain, [])]
+
+
+def test_every_insight_column_is_declared_with_a_type():
+    from runner.storage.columns import COLUMNS
+
+    names = (*profiling.PROFILE_COLUMNS, *energy.ENERGY_COLUMNS, "sm_clock_mhz_timed",
+             "power_w_timed", "throttle_reasons_timed")
+    assert [n for n in names if n not in COLUMNS] == []
