@@ -339,3 +339,44 @@ def test_matmul_dtypes_on_cuda(run_one: Any, dtype: str) -> None:
     assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
     assert row["accuracy_ok"] is True, (row["rel_error"], row["rel_error_tol"])
     assert row["tf32"] is (dtype == "tf32")
+
+
+# ---------------------------------------------------------------------------------------
+# Device time (runner.timing.device_time)
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("graph", ["none", "cuda_graph"])
+def test_device_time_of_a_launch_bound_add_is_below_its_loop_time(run_one: Any,
+                                                                   graph: str) -> None:
+    row = run_one("device=cuda", "timer=quick", "op=add", "shape=[1]", "op.inplace=true",
+                  f"graph={graph}")
+    assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
+    assert row["gpu_time_method"] == "graph", row["gpu_time_reason"]
+    assert row["gpu_time_calls_per_sample"] == row["calls_per_sample"] > 1
+    assert row["gpu_time_median_us"] < row["time_median_us"]
+    assert row["host_overhead_ratio"] > 1.2
+    assert len(row["gpu_time_samples_us"]) == row["gpu_time_n_samples"]
+
+
+def test_device_time_captures_streams_fork_join(run_one: Any) -> None:
+    row = run_one(*CUDA, "op=matmul", "shape=[256,256,256]", "streams=2")
+    assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
+    assert row["gpu_time_method"] == "graph", row["gpu_time_reason"]
+
+
+def test_device_time_of_a_syncing_op_is_not_taken_from_a_graph(run_one: Any) -> None:
+    row = run_one(*CUDA, "op=custom", "op.target=fakes:synchronizes", "shape=[64]")
+    assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
+    assert row["gpu_time_method"] in ("blocked", "unavailable")
+    assert row["gpu_time_reason"].startswith("graph capture failed")
+    if row["gpu_time_method"] == "unavailable":
+        assert row["gpu_time_median_us"] is None or row["gpu_time_median_us"] != \
+            row["gpu_time_median_us"]
+
+
+def test_device_time_of_reduce_overhead_is_blocked(run_one: Any) -> None:
+    row = run_one(*CUDA, "op=pointwise_chain", "shape=[64]", "op.iterations=2",
+                  "compile=reduce-overhead")
+    assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
+    assert row["gpu_time_method"] in ("blocked", "unavailable")
+    assert "replays CUDA graphs of its own" in row["gpu_time_reason"]
