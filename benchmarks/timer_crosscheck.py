@@ -19,9 +19,11 @@ find where the 1-2 µs between opsweep's flushed median and do_bench's comes fro
 * ``queued``: do_bench's own loop (flush, start event, call, end event, for every sample,
   and one synchronisation at the end), median of the event pairs;
 * ``per-sample``: the same loop, synchronised after every sample (as opsweep's timer);
-* both again without any flush, and opsweep's loop time and device time (flush, sync, spin,
-  events: nvbench's cold protocol), and do_bench asked for its median (its default is the
-  mean). docs/timing.md reads the table.
+* both again without any flush, each held by a spin kernel so that no sample waits on the
+  host (the queue's depth is then the only difference);
+* opsweep's loop time and device time (flush, sync, spin, events: nvbench's cold protocol),
+  and do_bench asked for its median (its default is the mean). docs/timing.md reads the
+  table.
 """
 
 from __future__ import annotations
@@ -60,14 +62,23 @@ COLD_CASES = [
 ]
 
 
-def event_loop(fn, n: int, flush=None, sync_each: bool = False) -> float:
-    """Median µs of ``n`` event-timed single calls: do_bench's loop (``sync_each=False``:
-    every sample queued, one synchronisation at the end) or opsweep's (sync per sample)."""
+def event_loop(fn, n: int, flush=None, sync_each: bool = False, hold_s: float = 0.0,
+               spin=None) -> float:
+    """Median µs of ``n`` event-timed single calls.
+
+    ``sync_each=False`` is do_bench's loop: every sample queued, one synchronisation at the
+    end. ``sync_each=True`` is opsweep's: each sample waited for. ``hold_s`` holds the stream
+    with a spin kernel so no sample waits on the host: before every sample (per-sample) or
+    once before all of them (queued; it must outlast the host's enqueue of every sample)."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    if hold_s and not sync_each:
+        torch.cuda._sleep(spin.spin_cycles(hold_s))
     for i in range(n):
         if flush:
             flush()
+        if hold_s and sync_each:
+            torch.cuda._sleep(spin.spin_cycles(hold_s))
         starts[i].record()
         fn()
         ends[i].record()
@@ -78,13 +89,17 @@ def event_loop(fn, n: int, flush=None, sync_each: bool = False) -> float:
 
 
 def cold_offset(n: int = 200) -> list[dict]:
-    """One row per COLD_CASES kernel: its cold and warm median by every method (µs)."""
+    """One row per COLD_CASES kernel: its median by every method (µs). With a flush (cold):
+    opsweep's loop and device time, do_bench (median and mean), do_bench's loop and the same
+    loop synchronised per sample. Without (warm), both loops held by a spin so that neither
+    waits on the host: the queue depth is then the only difference."""
     from triton.testing import do_bench
 
     device = torch.device("cuda:0")
     plan = TimerPlan(warmup_calls=10, warmup_s=0.05, min_samples=20, max_samples=n,
                      target_rel=0.005, max_time_s=2.0)
     flush = L2Flusher(device)
+    spin = CudaDevice(device)
     rows = []
     for name, builder, shape, dtype, params in COLD_CASES:
         generator = torch.Generator(device=device).manual_seed(0)
@@ -93,18 +108,17 @@ def cold_offset(n: int = 200) -> list[dict]:
         for _ in range(10):
             fn()
         loop = measure(fn, plan, CudaEventClock(device), flush=flush)
-        gpu = measure_device_time(fn, plan, loop, CudaDevice(device), flush=flush)
+        gpu = measure_device_time(fn, plan, loop, spin, flush=flush)
         rows.append({
             "case": name,
             "opsweep_loop": loop.stats.median * 1e6,
             "opsweep_gpu": gpu.measurement.stats.median * 1e6 if gpu.measurement else None,
-            "gpu_method": gpu.method,
             "do_bench_median": do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3,
             "do_bench_mean": do_bench(fn, warmup=25, rep=100) * 1e3,
             "queued_flush": event_loop(fn, n, flush),
             "per_sample_flush": event_loop(fn, n, flush, sync_each=True),
-            "queued_noflush": event_loop(fn, n),
-            "per_sample_noflush": event_loop(fn, n, sync_each=True),
+            "queued_held": event_loop(fn, n, hold_s=n * 50e-6, spin=spin),
+            "per_sample_held": event_loop(fn, n, sync_each=True, hold_s=50e-6, spin=spin),
         })
         del fn
         torch.cuda.empty_cache()
@@ -113,15 +127,17 @@ def cold_offset(n: int = 200) -> list[dict]:
 
 def print_cold_offset(rows: list[dict]) -> None:
     keys = ["opsweep_loop", "opsweep_gpu", "do_bench_median", "do_bench_mean", "queued_flush",
-            "per_sample_flush", "queued_noflush", "per_sample_noflush"]
-    print("cold offset, median µs per call (flush = L2 flushed before every sample)")
-    print(f"{'case':30} " + " ".join(f"{k:>18}" for k in keys) + "  queued-per_sample")
+            "per_sample_flush", "queued_held", "per_sample_held"]
+    print("cold offset: median µs per call. *_flush: L2 flushed before every sample (cold); "
+          "*_held: no flush, the stream held by a spin (warm). queued = do_bench's loop "
+          "(one sync at the end); per_sample = a sync after every sample")
+    print(f"{'case':30} " + " ".join(f"{k:>16}" for k in keys) + "  queued - per_sample")
     for row in rows:
-        cells = " ".join(f"{row[k]:18.2f}" if row[k] is not None else f"{'-':>18}"
+        cells = " ".join(f"{row[k]:16.2f}" if row[k] is not None else f"{'-':>16}"
                          for k in keys)
         flushed = row["queued_flush"] - row["per_sample_flush"]
-        unflushed = row["queued_noflush"] - row["per_sample_noflush"]
-        print(f"{row['case']:30} {cells}  flush {flushed:+.2f} / none {unflushed:+.2f}")
+        held = row["queued_held"] - row["per_sample_held"]
+        print(f"{row['case']:30} {cells}  cold {flushed:+.2f} / warm {held:+.2f}")
 
 
 def main() -> None:

@@ -86,11 +86,12 @@ class FakeDevice:
 
 
 def run(device: FakeDevice, k: int, timer_plan: TimerPlan | None = None,
-        **kwargs: Any) -> dt.DeviceTime:
+        loop_s: float = 5 * US, **kwargs: Any) -> dt.DeviceTime:
+    """The device time of a call whose loop time read ``loop_s`` with K = ``k``."""
     def fn() -> None:
         device.calls += 1
-    return measure_device_time(fn, timer_plan or plan(), loop(k), device, wall=device.wall,
-                               **kwargs)
+    return measure_device_time(fn, timer_plan or plan(), loop(k, loop_s), device,
+                               wall=device.wall, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
 def test_cold_l2_times_one_call_per_sample_after_a_flush() -> None:
     device = FakeDevice(per_call_s=20 * US)
     flushes = []
-    result = run(device, 50, flush=lambda: flushes.append(1))
+    result = run(device, 50, loop_s=21 * US, flush=lambda: flushes.append(1))
     assert result.method == "graph"
     assert device.captured == [1]
     assert result.measurement.samples_s == pytest.approx((20 * US,) * 3)
@@ -246,3 +247,28 @@ def test_a_call_too_big_for_memory_is_unavailable_without_capture() -> None:
     result = run(device, 1, bytes_per_call=80 * MIB)
     assert device.captured == [] and result.method == "unavailable"
     assert "one call allocates 80 MiB" in result.reason
+
+
+def test_a_graph_slower_than_the_loop_falls_back_to_blocked() -> None:
+    # The loop reads 5 µs per call (device + host gaps); a graph replay reading 8 µs runs
+    # different work (a copy captured as a memcpy node): the blocked method is used.
+    class SlowGraph(FakeDevice):
+        def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+            self.captured.append(calls)
+
+            def replay() -> None:
+                self.calls += calls * 8 // 5  # the device works 8 µs per call in the graph
+            return replay
+
+    device = SlowGraph(per_call_s=5 * US)
+    result = run(device, 5)
+    assert result.method == "blocked"
+    assert result.reason == ("graph: a replay read 8 µs per call, slower than the loop's 5 µs: "
+                             "the graph runs the work differently (e.g. a copy captured as a "
+                             "memcpy node)")
+    assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
+
+
+def test_a_graph_within_the_tolerance_of_the_loop_is_kept() -> None:
+    device = FakeDevice(per_call_s=5 * US * dt.GRAPH_SLOWER_TOL)
+    assert run(device, 5).method == "graph"
