@@ -8,8 +8,10 @@ floor L) the best possible time of a trial doing F FLOPs and moving Q bytes is
 
 and the term that wins names the regime, the ``bound`` column:
 
-* ``overhead``: L wins. The work would finish faster than one launch, so the runtime
-  stays near the launch floor and does not scale with size;
+* ``overhead``: the host sets the pace. Measured where the trial has a device time
+  (``host_overhead_ratio`` = loop time / device time >= :data:`OVERHEAD_RATIO`), whatever
+  the launch floor says; else L wins: the work would finish faster than one launch, so the
+  runtime stays near the launch floor and does not scale with size;
 * ``memory``: Q/B wins, i.e. arithmetic intensity F/Q is below the ridge P/B;
 * ``compute``: F/P wins, intensity above the ridge.
 
@@ -17,8 +19,9 @@ and the term that wins names the regime, the ``bound`` column:
 share of P, for a memory-bound one its GB/s as a share of B, for an overhead-bound one
 L as a share of its time. Above 100 means the trial beat the ceiling used (data in L2
 beats DRAM bandwidth, CUDA graphs beat the eager launch floor, or the calibration is stale).
-Rates come from the ``tflops``/``gbps`` columns (per op, i.e. using ``time_per_op_us``),
-falling back to ``flops``/``bytes_moved`` over ``time_per_op_us``. Copies with
+Rates come from the ``tflops``/``gbps`` columns (per op, at the device time where the trial
+has one, else at ``time_per_op_us``), falling back to ``flops``/``bytes_moved`` over that time;
+the launch floor is held against the loop time (``time_per_op_us``). Copies with
 ``param_direction`` h2d/d2h are held against the host-device bandwidth instead of B.
 
 Ceilings come from ``<results_root>/calibration/<slug>.json`` written by

@@ -29,6 +29,10 @@ Measurement hazards handled here (each is commented where it is handled):
    without its launch latency.
 5. Noise is one-sided; we report the median with a distribution-free CI, keep every raw sample,
    and stop adaptively once the CI is tight rather than after a fixed count.
+
+This is the *loop time*: what the op costs in a back-to-back eager loop on this host. On CUDA,
+``runner.timing.device_time`` also takes the *device time* (the GPU's own time per call) with
+the same sampler (:func:`sample`) and warm-up (:func:`warm_up`); docs/timing.md.
 """
 
 from __future__ import annotations
