@@ -175,8 +175,10 @@ def main() -> int:
             "dloop": pct(r1["time_per_op_us"], r2["time_per_op_us"]),
             "gpu1": r1["gpu_time_per_op_us"], "gpu2": r2["gpu_time_per_op_us"],
             "dgpu": pct(r1["gpu_time_per_op_us"], r2["gpu_time_per_op_us"]),
-            "method": r1["gpu_time_method"], "ratio": r1["host_overhead_ratio"],
-            "bound": r1["bound"], "reason": r1["gpu_time_reason"],
+            "method": r1["gpu_time_method"] if r1["gpu_time_method"] == r2["gpu_time_method"]
+            else f"{r1['gpu_time_method']}/{r2['gpu_time_method']}",
+            "ratio": r1["host_overhead_ratio"],
+            "bound": r1["bound"],
             "op": r1["op"], "shape": r1["shape_str"], "graph": r1["graph"],
             "dtype": r1["dtype"],
         })
@@ -185,8 +187,9 @@ def main() -> int:
         bad = df[df["status"] != "ok"]
         for _, row in bad.iterrows():
             extras.append(f"not ok: {label(row)}: {row['status']} {row['reason']}")
-    for _, row in table[table["reason"].notna()].iterrows():
-        extras.append(f"gpu_time_reason, {row['trial']}: {row['reason']}")
+    for name, df in (("run1", first), ("run2", second)):
+        for _, row in df[df["gpu_time_reason"].notna() & (df["status"] == "ok")].iterrows():
+            extras.append(f"gpu_time_reason ({name}), {label(row)}: {row['gpu_time_reason']}")
 
     checks = criteria(table, floor_us, span(first), span(second), span(old)) \
         if len(table) else []

@@ -179,7 +179,8 @@ def test_uncounted_kernels_make_it_unavailable() -> None:
 
 def test_a_host_that_keeps_blocking_makes_blocked_unavailable() -> None:
     # 2 warm-up samples, then every sample's enqueue outlasts its spin: never used.
-    device = FakeDevice(capture_error=RuntimeError("no"), host_s=1.0)
+    device = FakeDevice(capture_error=RuntimeError("no"), host_s=1.0,
+                        host_script=[10 * US] * 2)
     result = run(device, 10)
     assert result.method == "unavailable" and result.measurement is None
     assert f"{dt.MAX_RETAKES + 1} samples in a row" in result.reason
@@ -264,11 +265,26 @@ def test_a_graph_slower_than_the_loop_falls_back_to_blocked() -> None:
     result = run(device, 5)
     assert result.method == "blocked"
     assert result.reason == ("graph: a replay read 8 µs per call, slower than the loop's 5 µs: "
-                             "the graph runs the work differently (e.g. a copy captured as a "
-                             "memcpy node)")
+                             "the graph runs the work differently (a large copy captured as a "
+                             "memcpy node) or the clocks dropped")
     assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
 
 
 def test_a_graph_within_the_tolerance_of_the_loop_is_kept() -> None:
     device = FakeDevice(per_call_s=5 * US * dt.GRAPH_SLOWER_TOL)
     assert run(device, 5).method == "graph"
+
+
+def test_a_host_that_waits_on_the_device_is_given_up_in_the_warm_up() -> None:
+    # A call with a sync inside: the host's enqueue always outlasts the spin (it waits for
+    # it), however long the spin grows. After MAX_SPIN_GROWTHS growths: unavailable.
+    class Syncing(FakeDevice):
+        def timed(self, work, spin_s, flush):
+            t = super().timed(work, spin_s, flush)
+            return Timed(work_s=t.work_s, spin_s=spin_s, host_s=spin_s + 100 * US)
+
+    device = Syncing(capture_error=RuntimeError("no"))
+    result = run(device, 1, plan(warmup_calls=100))
+    assert result.method == "unavailable"
+    assert len(device.spins) == dt.MAX_SPIN_GROWTHS + 1
+    assert "still outlasted" in result.reason and "waits on the device" in result.reason

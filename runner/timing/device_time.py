@@ -57,10 +57,14 @@ SPIN_MIN_S = 50e-6
 SPIN_MAX_S = 0.2
 #: Rejected samples in a row after which a method is abandoned.
 MAX_RETAKES = 3
+#: Times the warm-up may grow the spin. A host that still outlasts it is waiting on the device
+#: (a sync or a pageable copy inside the call), and no spin will ever cover it.
+MAX_SPIN_GROWTHS = 4
 #: A graph replay may read at most this much slower per call than the loop. The loop's time
-#: is the device's plus the host's gaps, so a slower graph runs different work: on an H200 a
-#: 1 GiB device-to-device copy captured as a memcpy node ran at 2.7 TB/s, against 4.2 TB/s
-#: for the same copy launched on a stream. The blocked method then runs it as the stream does.
+#: is the device's plus the host's gaps, so a slower graph runs different work (on an H200 a
+#: device-to-device copy of 512 MiB or more captured as a memcpy node ran at 2.75 TB/s,
+#: against 4.2 TB/s on a stream), or the clocks dropped between the two measurements. The
+#: blocked method then runs the work as the stream does.
 GRAPH_SLOWER_TOL = 1.05
 
 
@@ -161,7 +165,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                     return DeviceTime(GRAPH, _join(notes), measurement)
                 notes.append(f"graph: a replay read {graph_us:.4g} µs per call, slower than "
                              f"the loop's {loop_us:.4g} µs: the graph runs the work "
-                             "differently (e.g. a copy captured as a memcpy node)")
+                             "differently (a large copy captured as a memcpy node) or the "
+                             "clocks dropped")
             finally:
                 del replay  # frees the K-call graph and its memory pool
 
@@ -201,7 +206,7 @@ def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
     """Warm ``work`` up (growing the spin until it covers the host's enqueue), then sample it
     with :func:`runner.timing.timer.sample`; each sample is valid or retaken."""
     spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
-    retaken = [0]
+    retaken, growths = [0], [0]
 
     def timed() -> Timed:
         if before_sample:
@@ -211,6 +216,12 @@ def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
     def warm() -> float:
         t = timed()
         if t.host_s >= t.spin_s:  # not covered: grow the spin (warm-up samples are not used)
+            if growths[0] == MAX_SPIN_GROWTHS or spin[0] >= SPIN_MAX_S:
+                raise HostBlocked(f"the host's enqueue ({t.host_s * 1e6:.0f} µs) still "
+                                  f"outlasted a {t.spin_s * 1e6:.0f} µs spin after "
+                                  f"{growths[0]} growths: the call waits on the device "
+                                  "(a sync or a pageable copy)")
+            growths[0] += 1
             spin[0] = min(max(spin[0], 2 * t.host_s), SPIN_MAX_S)
         return t.work_s
 
