@@ -68,7 +68,7 @@ def launch_queue_depth(limit: int = 4096) -> tuple[int | None, float]:
     and the median host µs per launch before that."""
     import torch
 
-    from runner.timing.device_time import CudaDevice
+    from runner.timing.cuda_device import CudaDevice
 
     x = torch.zeros(1, device="cuda")
     for _ in range(10):
@@ -93,7 +93,7 @@ def copy_probe(sizes_mib=(256, 512, 1024), n: int = 20) -> list[str]:
     one call per sample, each held by a spin: µs per call and GB/s (read + write)."""
     import torch
 
-    from runner.timing.device_time import CudaDevice
+    from runner.timing.cuda_device import CudaDevice
 
     device = torch.device("cuda:0")
     spin = CudaDevice(device)
@@ -117,7 +117,7 @@ def copy_probe(sizes_mib=(256, 512, 1024), n: int = 20) -> list[str]:
 def _copy_times(nbytes: int, device, median_us) -> tuple[float, float]:
     import torch
 
-    from runner.timing.device_time import capture_graph
+    from runner.timing.cuda_device import capture_graph
 
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)

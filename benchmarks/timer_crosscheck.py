@@ -38,7 +38,8 @@ from ops import batched_dot, elementwise, matmul, pointwise_chain
 from ops import copy as memcopy
 from ops import sum as sum_op
 from ops.base import OpContext
-from runner.timing.device_time import CudaDevice, measure_device_time
+from runner.timing.cuda_device import CudaDevice
+from runner.timing.device_time import measure_device_time
 from runner.timing.timer import CudaEventClock, L2Flusher, TimerPlan, measure
 
 CASES = [

@@ -31,7 +31,7 @@ import torch
 from ops.base import TrialSkipped, Workload
 from runner.config.schema import CompileMode, GraphMode
 from runner.config.trials import TrialSpec
-from runner.timing.device_time import capture_graph
+from runner.timing.cuda_device import capture_graph
 
 
 @dataclass

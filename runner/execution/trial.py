@@ -40,7 +40,8 @@ from runner.execution.context import (
 )
 from runner.execution.environment import environment, git_provenance, gpu_state
 from runner.storage import columns as result_columns
-from runner.timing.device_time import UNAVAILABLE, CudaDevice, DeviceTime, measure_device_time
+from runner.timing.cuda_device import CudaDevice
+from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
 from runner.timing.timer import (
     Clock,
     CudaEventClock,
