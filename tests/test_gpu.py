@@ -282,16 +282,21 @@ def test_flush_runs_once_per_sample_outside_the_region() -> None:
 
 def test_flushed_samples_read_memory_not_l2(run_one: Any) -> None:
     """x + y on 4 MiB tensors (12 MiB touched) fits in L2: back to back it runs from L2,
-    after a flush from device memory, one call per sample."""
+    after a flush from device memory, one call per sample.
+
+    Compared on the device time: the warm loop time of this ~3 µs kernel is the host's
+    launch rate (5-7 µs on an H200 VM), which can exceed the cold kernel's own time."""
     args = ("device=cuda", "timer=quick", "op=add", "shape=[1024,1024]")
     warm = run_one(*args)
     cold = run_one(*args, "timer.flush_l2=true")
-    print(f"add 1024x1024: warm {warm['time_median_us']:.2f} us "
-          f"({warm['calls_per_sample']} calls/sample), cold {cold['time_median_us']:.2f} us")
+    print(f"add 1024x1024: warm {warm['gpu_time_median_us']:.2f} us "
+          f"(K={warm['gpu_time_calls_per_sample']}), cold {cold['gpu_time_median_us']:.2f} us "
+          f"(loop: {warm['time_median_us']:.2f} / {cold['time_median_us']:.2f} us)")
     assert cold["status"] == warm["status"] == "ok"
     assert (cold["l2_flush"], warm["l2_flush"]) == (True, False)
     assert cold["calls_per_sample"] == 1 < warm["calls_per_sample"]
-    assert cold["time_median_us"] > warm["time_median_us"]
+    assert cold["gpu_time_calls_per_sample"] == 1 < warm["gpu_time_calls_per_sample"]
+    assert cold["gpu_time_median_us"] > warm["gpu_time_median_us"]
 
 
 def test_host_clock_on_cuda(run_one: Any) -> None:
