@@ -65,7 +65,6 @@ def compose(overrides: list[str]):
 def step_kernels(s: dict, results: Path) -> pd.DataFrame:
     """Off / on / off / on in this process, for the chain and the matmul."""
     from runner.config.planner import plan_job
-
     from runner.execution.insight import InsightOptions
     from runner.execution.trial import run_trial
 
@@ -89,7 +88,6 @@ def step_kernels(s: dict, results: Path) -> pd.DataFrame:
 def step_sequence(s: dict, results: Path, tag: str) -> pd.DataFrame:
     """The chain timed with no pass, then after a profile pass, then after an energy pass."""
     from runner.config.planner import plan_job
-
     from runner.execution.insight import InsightOptions
     from runner.execution.trial import run_trial
 

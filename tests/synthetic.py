@@ -106,6 +106,8 @@ def make_trials(specs: Iterable[dict[str, Any]], *, sweep_id: str = "synthetic",
         nbytes = spec.pop("bytes_moved", nbytes)
         streams = int(spec.pop("streams", 1))
         samples = spec.pop("samples", None)
+        gpu_median_us = spec.pop("gpu_median_us", None)
+        gpu_samples = spec.pop("gpu_samples", None)
         row: dict[str, Any] = {c: None for c in COLUMNS}
         row.update(env)
         row.update({
@@ -155,7 +157,11 @@ def make_trials(specs: Iterable[dict[str, Any]], *, sweep_id: str = "synthetic",
                 "arithmetic_intensity": flops / nbytes if nbytes else None,
                 "peak_allocated_bytes": int(nbytes), "peak_reserved_bytes": int(2 * nbytes),
                 "rel_error": 1e-7, "rel_error_tol": 1e-5, "accuracy_ok": True,
+                "gpu_time_method": "unavailable", "gpu_time_reason": "synthetic",
             })
+            if gpu_median_us is not None or gpu_samples is not None:
+                row.update(_gpu_columns(rng, gpu_median_us, gpu_samples, n_samples, rel_noise,
+                                        streams, flops, nbytes, row["time_per_op_us"]))
         else:
             row["reason"] = row.get("reason") or f"synthetic {status}"
             row["samples_us"] = []
@@ -167,6 +173,26 @@ def make_trials(specs: Iterable[dict[str, Any]], *, sweep_id: str = "synthetic",
     ordered = [c for c in COLUMNS if c in df.columns]
     extra = sorted(c for c in df.columns if c not in COLUMNS)
     return df[ordered + extra]
+
+
+def _gpu_columns(rng: np.random.Generator, median_us: float | None, samples: Any,
+                 n_samples: int, noise: float, streams: int, flops: float, nbytes: float,
+                 loop_per_op_us: float) -> dict[str, Any]:
+    """gpu_time_* columns (method graph) with a known median; rates at the device time."""
+    if samples is None:
+        draws = np.exp(rng.normal(0.0, noise, n_samples))
+        samples = median_us * draws / np.median(draws)
+    samples = np.asarray(samples, dtype=float)
+    med = float(np.median(samples))
+    half = 1.96 * 1.2533 * samples.std(ddof=1) / np.sqrt(len(samples)) \
+        if len(samples) > 1 else 0.0
+    per_op = med / streams
+    return {"gpu_time_method": "graph", "gpu_time_reason": None,
+            "gpu_time_samples_us": samples.tolist(), "gpu_time_n_samples": len(samples),
+            "gpu_time_median_us": med, "gpu_time_ci_low_us": med - half,
+            "gpu_time_ci_high_us": med + half, "gpu_time_noisy": half / med > 0.05,
+            "gpu_time_per_op_us": per_op, "host_overhead_ratio": loop_per_op_us / per_op,
+            "tflops": flops / (per_op * 1e-6) / 1e12, "gbps": nbytes / (per_op * 1e-6) / 1e9}
 
 
 def grid(**axes: Any) -> list[dict[str, Any]]:

@@ -151,7 +151,10 @@ def test_cli_formats(tmp_path, capsys):
     n = write_sweep(tmp_path, scaled(base, 0.5, sweep_id="new"))
     assert main([str(b), str(n), "--format", "markdown", "--filter", "op=matmul"]) == 0
     md = capsys.readouterr().out
-    assert "| trial | base | new | speedup | 95% CI | p | noise | verdict |" in md
+    assert ("| trial | time | base | new | speedup | 95% CI | p | noise | verdict | other time |"
+            in md)
+    assert "time: gpu (device time) where both rows have it, else loop time (--time auto)" in md
+    assert "| matmul bf16 64x64x64 | loop |" in md  # synthetic rows have no device time
     assert "4 compared: 4 faster" in md and "geomean speedup 2x" in md
     out_file = tmp_path / "cmp.csv"
     assert main([str(b), str(n), "--format", "csv", "-o", str(out_file)]) == 0
@@ -186,3 +189,63 @@ def test_cli_process_prints_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("python -m runner.compare: error: no results at 'nowhere'")
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------------------
+# Which time decides (loop vs device time)
+# ---------------------------------------------------------------------------------------
+
+#: A launch-bound add: the loop time is the host's (5 µs), the device's is 0.94 µs.
+ADD = {"op": "add", "dtype": "fp32", "shape": (1,)}
+
+
+def _run(loop_us: float, gpu_us: float | None, sweep: str, seed: int) -> pd.DataFrame:
+    spec = {**ADD, "median_us": loop_us}
+    if gpu_us is not None:
+        spec["gpu_median_us"] = gpu_us
+    return make_trials([spec], sweep_id=sweep, seed=seed, noise=0.005, n_samples=100)
+
+
+def test_device_time_decides_where_both_rows_have_it():
+    # Two processes: the host's loop moved 30%, the GPU's time did not. Same, on gpu.
+    result = compare(_run(5.0, 0.94, "a", 0), _run(6.5, 0.94, "b", 1))
+    pair = result.pairs.iloc[0]
+    assert pair["time"] == "gpu" and pair["verdict"] == "same"
+    assert pair["base_us"] == pytest.approx(0.94) and pair["new_us"] == pytest.approx(0.94)
+    assert pair["base_other_us"] == pytest.approx(5.0)
+    assert pair["new_other_us"] == pytest.approx(6.5)
+
+
+def test_a_real_30pct_regression_of_a_launch_bound_op_is_detected():
+    # No fixed overhead threshold hides it any more: the device time moved 30%.
+    result = compare(_run(5.0, 0.94, "a", 0), _run(5.0, 0.94 * 1.3, "b", 1))
+    pair = result.pairs.iloc[0]
+    assert pair["time"] == "gpu" and pair["verdict"] == "slower"
+    assert pair["change_pct"] == pytest.approx(30.0, abs=0.5)
+    assert result.regressions(20.0)
+
+
+def test_loop_time_decides_when_a_side_has_no_device_time():
+    result = compare(_run(5.0, None, "a", 0), _run(6.5, 0.94, "b", 1))
+    pair = result.pairs.iloc[0]
+    assert pair["time"] == "loop" and pair["verdict"] == "slower"
+    assert pair["base_us"] == pytest.approx(5.0)
+    assert np.isnan(pair["base_other_us"]) and pair["new_other_us"] == pytest.approx(0.94)
+
+
+def test_time_loop_gates_host_cost_on_purpose():
+    result = compare(_run(5.0, 0.94, "a", 0), _run(6.5, 0.94, "b", 1), time="loop")
+    pair = result.pairs.iloc[0]
+    assert pair["time"] == "loop" and pair["verdict"] == "slower"
+    assert pair["base_other_us"] == pytest.approx(0.94)
+    assert "--time loop" in render(result, "markdown")
+
+
+def test_time_gpu_does_not_compare_pairs_without_device_time():
+    result = compare(_run(5.0, None, "a", 0), _run(5.0, 0.94, "b", 1), time="gpu")
+    assert result.pairs.empty
+    row = result.not_compared.iloc[0]
+    assert row["base_reason"].startswith("--time gpu: no gpu_time (unavailable: synthetic)")
+    assert row["new_reason"] is None
+    with pytest.raises(ValueError, match="time='wall' is not one of auto, gpu, loop"):
+        compare(_run(5.0, None, "a", 0), _run(5.0, None, "b", 1), time="wall")

@@ -222,3 +222,41 @@ def test_docs_list_every_fallback_device():
     docs = (Path(__file__).resolve().parent.parent / "docs" / "analysis.md").read_text()
     for spec in FALLBACK_DEVICES:
         assert f"| {spec.name} |" in docs, f"docs/analysis.md lacks the {spec.name} row"
+
+
+def test_measured_host_overhead_decides_the_overhead_regime(calibrated):
+    """The device time settles it both ways, whatever the launch floor says."""
+    root, _ = calibrated
+    df = make_trials([
+        # loop 5 µs, GPU 0.94 µs: host-paced (ratio 5.3), overhead at 6 / 5 of the floor
+        {"op": "add", "dtype": "fp32", "shape": (1,), "median_us": 5.0, "gpu_median_us": 0.94,
+         "noise": 0.0},
+        # a chain on 1M elements: loop 1450 µs, GPU 902: host-paced although far above the
+        # 6 µs launch floor
+        {"op": "add", "dtype": "fp32", "shape": (1 << 20,), "median_us": 1450.0,
+         "gpu_median_us": 902.0, "noise": 0.0},
+        # GPU-paced (ratio 1.01) although the roofline time is below the launch floor:
+        # memory-bound at the device time's rate
+        {"op": "add", "dtype": "fp32", "shape": (1024,), "median_us": 5.05,
+         "gpu_median_us": 5.0, "noise": 0.0},
+        # the 8192^3 matmul: ratio 1.0, compute-bound at the device time
+        {"op": "matmul", "dtype": "bf16", "shape": (8192,) * 3, "median_us": 2000.0,
+         "gpu_median_us": 2000.0, "noise": 0.0},
+    ], env=GPU)
+    out = annotate(df, results_root=root)
+    assert list(out["bound"]) == ["overhead", "overhead", "memory", "compute"]
+    assert out["pct_of_peak"].iloc[0] == pytest.approx(100 * 6.0 / 5.0)
+    assert out["roofline_reason"].iloc[1].startswith(
+        "host-paced: loop time 1.61x the device time (>= 1.2)")
+    assert out["pct_of_peak"].iloc[2] == pytest.approx(100 * 12 * 1024 / 5.0e-6 / 1e9 / 3000)
+    assert "GPU-paced: loop time 1.01x" in out["roofline_reason"].iloc[2]
+    assert out["bound"].iloc[3] == "compute"
+
+
+def test_just_below_the_ratio_threshold_is_not_overhead(calibrated):
+    root, _ = calibrated
+    below = roofline.OVERHEAD_RATIO * 0.99
+    df = make_trials([{"op": "add", "dtype": "fp32", "shape": (1 << 20,),
+                       "median_us": 100.0 * below, "gpu_median_us": 100.0, "noise": 0.0}],
+                     env=GPU)
+    assert annotate(df, results_root=root)["bound"].iloc[0] == "memory"

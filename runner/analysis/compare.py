@@ -8,6 +8,13 @@ gets a speedup, a 95% bootstrap CI, a Mann-Whitney p-value and a verdict (see
 dropped silently: trials present on one side only are listed with the axes that differ,
 and pairs where either side is not ``ok`` are listed with their status instead of a speedup.
 
+Which time: each trial has a loop time (what eager code pays on this host) and, on CUDA, a
+device time (``gpu_time_*``: the GPU's own time, independent of the host; docs/timing.md).
+The loop time of a launch-bound op moves by 25-35% between two processes of the same sweep,
+the device time by about 1%. So by default (``--time auto``) a pair is judged on its device
+time wherever both rows have one, else on its loop time; the other time is shown beside it
+and the ``time`` column says which decided. ``--time loop`` gates host cost on purpose.
+
 Exit status: 0, or 1 with ``--fail-on-regression PCT`` when some trial got significantly
 slower by at least PCT percent (or failed in NEW after passing in BASE); 2 for bad arguments.
 """
@@ -35,29 +42,25 @@ from runner.analysis.selection import (
 )
 from runner.analysis.significance import N_BOOT, compare_samples, geomean_ci
 from runner.analysis.values import (
+    OneLineArgumentParser,
+    fail,
     fmt_p,
     fmt_ratio,
     fmt_time_us,
     is_missing,
     markdown_table,
 )
-from runner.cli import OneLineArgumentParser, fail
+from runner.storage.columns import time_column
 from runner.storage.load import load
 
 #: Statuses of NEW that count as a regression when BASE was ok.
 FAILED_STATUSES = ("error", "oom")
-#: Default minimum effect for launch-bound pairs (see :func:`compare`).
-OVERHEAD_THRESHOLD = 0.35
-#: What ``--metric`` can compare: the median time (raw samples, bootstrap), or one scalar
-#: per trial where lower is better (``speedup`` = base/new stays "> 1: NEW better"). Scalars
-#: have no samples: their CI is the point, and the verdict rests on the threshold.
-METRICS = {"time": "time_median_us", "energy_per_call_mJ": "energy_per_call_mJ",
-           "energy_above_idle_per_call_mJ": "energy_above_idle_per_call_mJ",
-           "avg_power_W": "avg_power_W", "kernel_time_sum_us": "kernel_time_sum_us",
-           "kernel_count": "kernel_count"}
+#: ``--time`` choices: auto (device time where both rows have it, else loop), gpu, loop.
+TIME_CHOICES = ("auto", "gpu", "loop")
 
-_PAIR_COLUMNS = ["trial", "verdict", "base_us", "new_us", "speedup", "ci_low", "ci_high",
-                 "p_value", "change_pct", "noise_pct", "base_trials", "new_trials", "note"]
+_PAIR_COLUMNS = ["trial", "verdict", "time", "base_us", "new_us", "speedup", "ci_low",
+                 "ci_high", "p_value", "change_pct", "noise_pct", "base_other_us",
+                 "new_other_us", "base_trials", "new_trials", "note"]
 #: Timer settings that, when they differ between the two runs of a trial, are noted:
 #: e.g. an adaptive calls_per_sample of 11 vs 1 changes what a 3 µs op measures.
 _TIMER_FIELDS = ("timer_preset", "l2_flush")
@@ -69,7 +72,9 @@ class Comparison:
 
     pairs
         One row per spec present and ``ok`` on both sides: ``trial`` (label), ``verdict``,
-        ``base_us``/``new_us`` (medians), ``speedup`` (base/new, > 1 = NEW faster),
+        ``time`` (``gpu`` or ``loop``: the time that decided), ``base_us``/``new_us`` (its
+        medians), ``base_other_us``/``new_other_us`` (the other time's medians),
+        ``speedup`` (base/new, > 1 = NEW faster),
         ``ci_low``/``ci_high`` (95%), ``p_value``, ``change_pct`` ((new/base - 1) * 100),
         ``noise_pct``, ``base_trials``/``new_trials`` (rows pooled), plus the spec columns.
     not_compared
@@ -93,8 +98,7 @@ class Comparison:
     axis_notes: list[str] = field(default_factory=list)
     alpha: float = 0.05
     threshold: float = 0.03
-    overhead_threshold: float = OVERHEAD_THRESHOLD
-    metric: str = "time"
+    time: str = "auto"
 
     def counts(self) -> dict[str, int]:
         """How many pairs got each verdict, and how many specs were not compared."""
@@ -130,7 +134,7 @@ class Comparison:
                                     "speedup": self.geomean, "ci_low": self.geomean_low,
                                     "ci_high": self.geomean_high}]))
         frame = pd.concat([p for p in parts if len(p)], ignore_index=True)
-        first = ["trial", "result", "base_us", "new_us", "speedup", "ci_low", "ci_high",
+        first = ["trial", "result", "time", "base_us", "new_us", "speedup", "ci_low", "ci_high",
                  "p_value", "change_pct", "noise_pct", "base_status", "new_status",
                  "base_reason", "new_reason", "status", "reason"]
         first = [c for c in first if c in frame.columns]
@@ -140,8 +144,7 @@ class Comparison:
 
 def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (),
             ignore: Iterable[str] = (), alpha: float = 0.05, threshold: float = 0.03,
-            overhead_threshold: float = OVERHEAD_THRESHOLD,
-            n_boot: int = N_BOOT, metric: str = "time") -> Comparison:
+            time: str = "auto", n_boot: int = N_BOOT) -> Comparison:
     """Join BASE and NEW trials on their spec and compare each pair.
 
     filters
@@ -151,18 +154,13 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
         ``param_*`` that only one side has).
     alpha, threshold
         Significance level and minimum effect (fraction) of the verdict rule.
-    overhead_threshold
-        Minimum effect for pairs that are launch-bound (``bound == "overhead"``) on both
-        sides. Their time is the host's dispatch rate, which moves between processes far more
-        than within one: on an H200 VM two runs of the same sweep gave 1.30× for a 1024³ bf16
-        matmul (8.8 vs 11.5 µs) while every GPU-bound pair agreed within ~1%.
-    metric
-        ``time`` (default) or a per-trial scalar of :data:`METRICS`, e.g.
-        ``energy_per_call_mJ``: ``base_us``/``new_us`` then hold that metric's values.
+    time
+        ``auto``: the device time (``gpu_time_*``) where both rows have one, else the loop
+        time; ``gpu``: the device time only (pairs without it are not compared); ``loop``:
+        the loop time, host cost included (what eager code pays), for every pair.
     """
-    if metric not in METRICS:
-        raise ValueError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
-    value_col = None if metric == "time" else METRICS[metric]
+    if time not in TIME_CHOICES:
+        raise ValueError(f"time={time!r} is not one of {', '.join(TIME_CHOICES)}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must be between 0 and 1 (e.g. 0.05)")
     if threshold < 0:
@@ -181,36 +179,42 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
     label_cols = ["op", *[c for c in varying_columns(both, keys) if c not in ("op", "target")]]
     label_cols = [c for c in dict.fromkeys(label_cols) if c in both.columns]
 
-    base_specs = _collapse(base, keys, value_col)
-    new_specs = _collapse(new, keys, value_col)
+    base_specs = _collapse(base, keys)
+    new_specs = _collapse(new, keys)
     common = [k for k in base_specs if k in new_specs]
     rows, not_compared, reps = [], [], []
     for key in common:
         b, n = base_specs[key], new_specs[key]
         spec = _spec_dict(b["row"], keys)
         label = spec_label(spec, label_cols)
-        if b["status"] != "ok" or n["status"] != "ok" or value_col and not (
-                b["median"] > 0 and n["median"] > 0):
-            missing = f"no {metric} (run with energy=true / profile=true)"
+        if b["status"] != "ok" or n["status"] != "ok":
+            not_compared.append({"trial": label, "base_status": b["status"],
+                                 "new_status": n["status"], "base_reason": b["reason"],
+                                 "new_reason": n["reason"], **spec})
+            continue
+        which = pick_time(b["times"], n["times"], time)
+        if which is None:
             not_compared.append({"trial": label, "base_status": b["status"],
                                  "new_status": n["status"],
-                                 "base_reason": b["reason"] or (missing if value_col else None),
-                                 "new_reason": n["reason"] or (missing if value_col else None),
-                                 **spec})
+                                 "base_reason": _no_gpu_reason(b), "new_reason":
+                                 _no_gpu_reason(n), **spec})
             continue
-        launch_bound = _launch_bound(b["row"], n["row"])
-        st = compare_samples(b["samples"], n["samples"], b["median"], n["median"],
-                             base_ci=b["ci"], new_ci=n["ci"], alpha=alpha,
-                             threshold=max(threshold, overhead_threshold) if launch_bound
-                             else threshold, n_boot=n_boot,
+        other = "loop" if which == "gpu" else "gpu"
+        bt, nt = b["times"][which], n["times"][which]
+        st = compare_samples(bt["samples"], nt["samples"], bt["median"], nt["median"],
+                             base_ci=bt["ci"], new_ci=nt["ci"], alpha=alpha,
+                             threshold=threshold, n_boot=n_boot,
                              seed=zlib.crc32(key.encode()))
-        rows.append({"trial": label, "verdict": st.verdict, "base_us": b["median"],
-                     "new_us": n["median"], "speedup": st.speedup, "ci_low": st.ci_low,
+        rows.append({"trial": label, "verdict": st.verdict, "time": which,
+                     "base_us": bt["median"], "new_us": nt["median"],
+                     "base_other_us": _median_of(b["times"].get(other)),
+                     "new_other_us": _median_of(n["times"].get(other)),
+                     "speedup": st.speedup, "ci_low": st.ci_low,
                      "ci_high": st.ci_high, "p_value": st.p_value,
                      "change_pct": (1.0 / st.speedup - 1.0) * 100.0 if st.speedup > 0 else np.nan,
                      "noise_pct": st.noise * 100.0, "base_trials": b["count"],
                      "new_trials": n["count"],
-                     "note": _timer_note(b["row"], n["row"], launch_bound),
+                     "note": _timer_note(b["row"], n["row"], which),
                      **spec})
         reps.append(st.log_replicates)
     pairs = pd.DataFrame(rows, columns=_PAIR_COLUMNS + keys if not rows else None)
@@ -223,8 +227,7 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
     return Comparison(pairs=pairs, not_compared=pd.DataFrame(not_compared),
                       only_base=only_base, only_new=only_new, key_columns=keys,
                       label_columns=label_cols, geomean=g, geomean_low=lo, geomean_high=hi,
-                      axis_notes=notes, alpha=alpha, threshold=threshold,
-                      overhead_threshold=overhead_threshold, metric=metric)
+                      axis_notes=notes, alpha=alpha, threshold=threshold, time=time)
 
 
 def _axis_name(name: str, base: pd.DataFrame, new: pd.DataFrame) -> str:
@@ -247,26 +250,30 @@ def _key_columns(base: pd.DataFrame, new: pd.DataFrame, ignored: set[str]) -> li
     return keys
 
 
+#: The columns each time is read from (runner.storage.columns.time_column).
+_TIME_FIELDS = {t: {stat: time_column(t, stat) for stat in
+                    ("samples_us", "median_us", "ci_low_us", "ci_high_us", "noisy")}
+                for t in ("loop", "gpu")}
 #: Columns a collapsed spec record keeps from its first row (besides the spec keys).
-_ROW_FIELDS = ("status", "reason", "time_median_us", "time_ci_low_us", "time_ci_high_us",
-               "noisy", "bound", "sm_clock_mhz_end", "throttle_reasons_end", *_TIMER_FIELDS)
+_ROW_FIELDS = ("status", "reason", *(c for t in _TIME_FIELDS.values() for c in t.values()
+                                     if not c.endswith("samples_us")),
+               "gpu_time_method", "gpu_time_reason", "bound", "sm_clock_mhz_end",
+               "throttle_reasons_end", *_TIMER_FIELDS)
 
 
-def _collapse(df: pd.DataFrame, keys: Sequence[str],
-              value_col: str | None = None) -> dict[str, dict]:
+def _collapse(df: pd.DataFrame, keys: Sequence[str]) -> dict[str, dict]:
     """One record per spec key. Rows repeating a spec (repeated sweeps, merged globs) are
-    pooled: their raw samples concatenated, ok rows preferred over failed ones. With
-    ``value_col`` the record's median is that column's mean over the ok rows, without samples.
+    pooled: their raw samples concatenated, ok rows preferred over failed ones.
 
     Works on column lists rather than per-group DataFrames: thousands of specs stay fast.
     """
     out: dict[str, dict] = {}
     if not len(df):
         return out
-    fields = [c for c in dict.fromkeys([*keys, *_ROW_FIELDS, *([value_col] if value_col else [])])
-              if c in df.columns]
+    fields = [c for c in dict.fromkeys([*keys, *_ROW_FIELDS]) if c in df.columns]
     columns = {c: df[c].astype(object).tolist() for c in fields}
-    samples_col = df["samples_us"].tolist() if "samples_us" in df.columns else None
+    samples_cols = {t: df[f["samples_us"]].tolist() if f["samples_us"] in df.columns else None
+                    for t, f in _TIME_FIELDS.items()}
     status = columns.get("status", ["ok"] * len(df))
     groups: dict[str, list[int]] = {}
     for i, key in enumerate(df["_key"].tolist()):
@@ -275,44 +282,73 @@ def _collapse(df: pd.DataFrame, keys: Sequence[str],
         ok = [i for i in idx if status[i] == "ok"]
         chosen = ok or idx
         first = {c: columns[c][chosen[0]] for c in fields}
-        samples = None
-        if samples_col is not None and ok:
-            arrays = [np.asarray(samples_col[i], dtype=float) for i in ok
-                      if samples_col[i] is not None and not is_missing_array(samples_col[i])]
-            samples = np.concatenate(arrays) if arrays else None
-        median = float(np.median(samples)) if samples is not None and len(samples) else \
-            _float(first.get("time_median_us"))
-        ci = (_float(first.get("time_ci_low_us")), _float(first.get("time_ci_high_us"))) \
-            if len(chosen) == 1 else None
-        if value_col is not None:
-            values = [_float(columns[value_col][i]) for i in ok] if value_col in columns else []
-            values = [v for v in values if math.isfinite(v)]
-            median, samples, ci = (float(np.mean(values)) if values else float("nan")), None, None
+        times = {t: _pooled_time(first, samples_cols[t], ok, len(chosen), f)
+                 for t, f in _TIME_FIELDS.items()}
         state = first.get("status")
         out[key] = {"row": first, "status": "ok" if state is None else str(state),
-                    "reason": first.get("reason"), "samples": samples, "median": median,
-                    "ci": ci, "count": len(chosen)}
+                    "reason": first.get("reason"), "count": len(chosen),
+                    "times": {t: v for t, v in times.items() if v is not None}}
     return out
 
 
-def _launch_bound(base_row: dict, new_row: dict) -> bool:
-    return all(canonical(row.get("bound")) == "overhead" for row in (base_row, new_row))
+def _pooled_time(first: dict, samples_col: list | None, ok: list[int], n_rows: int,
+                 fields: dict[str, str]) -> dict | None:
+    """One time of a spec: pooled raw samples, median and (single row) CI; None when no
+    row has it (a CPU trial's device time, or a file older than the column)."""
+    samples = None
+    if samples_col is not None and ok:
+        arrays = [np.asarray(samples_col[i], dtype=float) for i in ok
+                  if samples_col[i] is not None and not is_missing_array(samples_col[i])]
+        arrays = [a for a in arrays if len(a)]
+        samples = np.concatenate(arrays) if arrays else None
+    median = float(np.median(samples)) if samples is not None else \
+        _float(first.get(fields["median_us"]))
+    if not math.isfinite(median):
+        return None
+    ci = (_float(first.get(fields["ci_low_us"])), _float(first.get(fields["ci_high_us"]))) \
+        if n_rows == 1 else None
+    return {"samples": samples, "median": median, "ci": ci,
+            "noisy": canonical(first.get(fields["noisy"]))}
+
+
+def pick_time(base_times: dict, new_times: dict, time: str = "auto") -> str | None:
+    """The time a pair is judged on: ``gpu`` when asked (auto or gpu) and both sides have
+    it, else ``loop`` (unless ``time == "gpu"``: then None, the pair is not compared)."""
+    both_gpu = "gpu" in base_times and "gpu" in new_times
+    if time in ("auto", "gpu") and both_gpu:
+        return "gpu"
+    if time == "gpu":
+        return None
+    return "loop" if "loop" in base_times and "loop" in new_times else None
+
+
+def _median_of(record: dict | None) -> float:
+    return record["median"] if record else float("nan")
+
+
+def _no_gpu_reason(rec: dict) -> str | None:
+    if "gpu" in rec["times"]:
+        return None
+    row = rec["row"]
+    why = row.get("gpu_time_reason") or "no gpu_time column"
+    return f"--time gpu: no gpu_time ({canonical(row.get('gpu_time_method')) or '-'}: {why})"
 
 
 #: SM clocks further apart than this (relative) make two timings hard to compare.
 CLOCK_NOTE_REL = 0.05
 
 
-def _timer_note(base_row: dict, new_row: dict, launch_bound: bool = False) -> str:
-    """Why two timings may not be comparable: different timer settings, a noisy run, a
-    different GPU clock or a throttled GPU, or a launch-bound trial (judged more loosely)."""
+def _timer_note(base_row: dict, new_row: dict, which: str = "loop") -> str:
+    """Why two timings may not be comparable: different timer settings, a noisy run (of the
+    time that decided), a different GPU clock or a throttled GPU."""
     bits = []
     for name in _TIMER_FIELDS:
         b, n = canonical(base_row.get(name)), canonical(new_row.get(name))
         if b is not None and n is not None and b != n:
             bits.append(f"{name} {b} vs {n}")
+    noisy_col = _TIME_FIELDS[which]["noisy"]
     noisy = [side for side, row in (("BASE", base_row), ("NEW", new_row))
-             if canonical(row.get("noisy")) is True]
+             if canonical(row.get(noisy_col)) is True]
     if noisy:
         bits.append(f"noisy in {' and '.join(noisy)}")
     clocks = [canonical(row.get("sm_clock_mhz_end")) for row in (base_row, new_row)]
@@ -323,8 +359,6 @@ def _timer_note(base_row: dict, new_row: dict, launch_bound: bool = False) -> st
                  if canonical(row.get("throttle_reasons_end")) not in (None, "")]
     if throttled:
         bits.append(f"throttled in {' and '.join(throttled)}")
-    if launch_bound:
-        bits.append("launch-bound: overhead threshold")
     return "; ".join(bits)
 
 
@@ -396,15 +430,18 @@ def render(result: Comparison, fmt: str = "table", *, base_name: str = "BASE",
     raise ValueError(f"format {fmt!r} is not one of table, csv, markdown")
 
 
-def _pair_cells(row: pd.Series, with_note: bool, metric: str = "time") -> list[str]:
-    value = fmt_time_us if metric == "time" else (lambda v: f"{v:.4g}")
-    cells = [row["trial"], value(row["base_us"]), value(row["new_us"]),
-             fmt_ratio(row["speedup"]), f"[{row['ci_low']:.3g}, {row['ci_high']:.3g}]",
-             fmt_p(row["p_value"]), f"{row['noise_pct']:.1f}%", row["verdict"]]
+def _pair_cells(row: pd.Series, with_note: bool) -> list[str]:
+    other = "-" if is_missing(row["base_other_us"]) or is_missing(row["new_other_us"]) else \
+        f"{fmt_time_us(row['base_other_us'])} → {fmt_time_us(row['new_other_us'])}"
+    cells = [row["trial"], row["time"], fmt_time_us(row["base_us"]),
+             fmt_time_us(row["new_us"]), fmt_ratio(row["speedup"]),
+             f"[{row['ci_low']:.3g}, {row['ci_high']:.3g}]", fmt_p(row["p_value"]),
+             f"{row['noise_pct']:.1f}%", row["verdict"], other]
     return cells + [row.get("note") or ""] if with_note else cells
 
 
-_PAIR_HEADERS = ["trial", "base", "new", "speedup", "95% CI", "p", "noise", "verdict"]
+_PAIR_HEADERS = ["trial", "time", "base", "new", "speedup", "95% CI", "p", "noise", "verdict",
+                 "other time"]
 
 
 def _headers(result: Comparison) -> tuple[list[str], bool]:
@@ -429,20 +466,18 @@ def summary_line(result: Comparison) -> str:
 
 def rule_line(result: Comparison) -> str:
     """The verdict rule in force, printed under every output."""
+    which = {"auto": "gpu (device time) where both rows have it, else loop time",
+             "gpu": "gpu (device time) only", "loop": "loop time (host cost included)"}
     return (f"verdict: faster/slower need p < {result.alpha:g}, a 95% CI excluding 1 and "
-            f"|speedup-1| >= max({result.threshold * 100:g}%, noise) "
-            f"({result.overhead_threshold * 100:g}% when launch-bound on both sides); "
-            "speedup = base/new (> 1: NEW faster)"
-            + ("" if result.metric == "time" else
-               f"; metric {result.metric} (lower is better; 'faster' = lower in NEW; one "
-               "value per trial, so no p-value)"))
+            f"|speedup-1| >= max({result.threshold * 100:g}%, noise); speedup = base/new "
+            f"(> 1: NEW faster); time: {which[result.time]} (--time {result.time})")
 
 
 def _render_markdown(result: Comparison, base_name: str, new_name: str) -> str:
     out = [f"## {base_name} → {new_name}", ""]
     if len(result.pairs):
         headers, with_note = _headers(result)
-        out.append(markdown_table(headers, (_pair_cells(r, with_note, result.metric)
+        out.append(markdown_table(headers, (_pair_cells(r, with_note)
                                             for _, r in result.pairs.iterrows())))
         out.append("")
     out += [f"**{summary_line(result)}**", "", rule_line(result), ""]
@@ -483,11 +518,12 @@ def _render_rich(result: Comparison, base_name: str, new_name: str, width: int |
     if len(result.pairs):
         table = Table(title=f"{base_name} → {new_name}", show_lines=False)
         headers, with_note = _headers(result)
-        for i, h in enumerate(headers):
-            table.add_column(h, justify="left" if i in (0, 8) else "right",
-                             overflow="fold" if i in (0, 8) else "ellipsis")
+        for h in headers:
+            text = h in ("trial", "time", "note")
+            table.add_column(h, justify="left" if text else "right",
+                             overflow="fold" if h in ("trial", "note") else "ellipsis")
         for _, row in result.pairs.iterrows():
-            table.add_row(*_pair_cells(row, with_note, result.metric))
+            table.add_row(*_pair_cells(row, with_note))
         console.print(table)
     else:
         console.print(f"{base_name} → {new_name}: no trial could be compared.")
@@ -535,16 +571,14 @@ def build_parser() -> OneLineArgumentParser:
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     p.add_argument("--threshold", type=float, default=3.0, metavar="PCT",
                    help="smallest change in percent called faster/slower (default 3)")
-    p.add_argument("--overhead-threshold", type=float, default=OVERHEAD_THRESHOLD * 100,
-                   metavar="PCT", help="smallest change called faster/slower for pairs that "
-                   "are launch-bound on both sides (default %(default)g)")
+    p.add_argument("--time", choices=TIME_CHOICES, default="auto",
+                   help="which time decides: auto = the device time (gpu_time) where both "
+                        "rows have one, else the loop time; gpu = device time only; loop = "
+                        "the loop time, host cost included (default auto)")
     p.add_argument("--fail-on-regression", type=float, metavar="PCT",
                    help="exit 1 if a trial is significantly slower by >= PCT percent "
                         "or fails in NEW after passing in BASE")
     p.add_argument("--n-boot", type=int, default=N_BOOT, help="bootstrap replicates (default 1000)")
-    p.add_argument("--metric", choices=tuple(METRICS), default="time",
-                   help="what to compare: time (default), or a per-trial scalar such as "
-                        "energy_per_call_mJ (energy=true) or kernel_time_sum_us (profile=true)")
     return p
 
 
@@ -560,8 +594,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         new = load(args.new)
         result = compare(base, new, filters=args.filter, ignore=args.ignore_axis,
                          alpha=args.alpha, threshold=args.threshold / 100.0,
-                         overhead_threshold=args.overhead_threshold / 100.0,
-                         n_boot=args.n_boot, metric=args.metric)
+                         time=args.time, n_boot=args.n_boot)
     except ValueError as exc:  # includes ResultsNotFoundError and bad filters
         fail(str(exc), prog=parser.prog)
     text = render(result, args.format, base_name=args.base, new_name=args.new)

@@ -8,8 +8,10 @@ floor L) the best possible time of a trial doing F FLOPs and moving Q bytes is
 
 and the term that wins names the regime, the ``bound`` column:
 
-* ``overhead``: L wins. The work would finish faster than one launch, so the runtime
-  stays near the launch floor and does not scale with size;
+* ``overhead``: the host sets the pace. Measured where the trial has a device time
+  (``host_overhead_ratio`` = loop time / device time >= :data:`OVERHEAD_RATIO`), whatever
+  the launch floor says; else L wins: the work would finish faster than one launch, so the
+  runtime stays near the launch floor and does not scale with size;
 * ``memory``: Q/B wins, i.e. arithmetic intensity F/Q is below the ridge P/B;
 * ``compute``: F/P wins, intensity above the ridge.
 
@@ -17,8 +19,9 @@ and the term that wins names the regime, the ``bound`` column:
 share of P, for a memory-bound one its GB/s as a share of B, for an overhead-bound one
 L as a share of its time. Above 100 means the trial beat the ceiling used (data in L2
 beats DRAM bandwidth, CUDA graphs beat the eager launch floor, or the calibration is stale).
-Rates come from the ``tflops``/``gbps`` columns (per op, i.e. using ``time_per_op_us``),
-falling back to ``flops``/``bytes_moved`` over ``time_per_op_us``. Copies with
+Rates come from the ``tflops``/``gbps`` columns (per op, at the device time where the trial
+has one, else at ``time_per_op_us``), falling back to ``flops``/``bytes_moved`` over that time;
+the launch floor is held against the loop time (``time_per_op_us``). Copies with
 ``param_direction`` h2d/d2h are held against the host-device bandwidth instead of B.
 
 Ceilings come from ``<results_root>/calibration/<slug>.json`` written by
@@ -414,11 +417,15 @@ def _annotate(df: pd.DataFrame, results_root: str | os.PathLike | None) -> pd.Da
         groups.setdefault(key, []).append(i)
     time_us = _num(df, "time_per_op_us")
     time_us = np.where(np.isfinite(time_us), time_us, _num(df, "time_median_us"))
+    # Rates at the device time where there is one (the GPU's own speed), else the loop's.
+    gpu_us = _num(df, "gpu_time_per_op_us")
+    rate_us = np.where(np.isfinite(gpu_us), gpu_us, time_us)
     flops, nbytes = _num(df, "flops"), _num(df, "bytes_moved")
     tflops, gbps = _num(df, "tflops"), _num(df, "gbps")
     with np.errstate(divide="ignore", invalid="ignore"):
-        tflops = np.where(np.isfinite(tflops), tflops, flops / (time_us * 1e-6) / 1e12)
-        gbps = np.where(np.isfinite(gbps), gbps, nbytes / (time_us * 1e-6) / 1e9)
+        tflops = np.where(np.isfinite(tflops), tflops, flops / (rate_us * 1e-6) / 1e12)
+        gbps = np.where(np.isfinite(gbps), gbps, nbytes / (rate_us * 1e-6) / 1e9)
+    host_ratio = _num(df, "host_overhead_ratio")
     dtypes = np.array([None if is_missing(v) else str(v) for v in _col(df, "dtype")], dtype=object)
     directions = np.array([None if is_missing(v) else str(v)
                            for v in _col(df, "param_direction")], dtype=object)
@@ -436,16 +443,26 @@ def _annotate(df: pd.DataFrame, results_root: str | os.PathLike | None) -> pd.Da
             continue
         source[rows] = ceil.source
         _classify(rows, ceil, time_us, flops, nbytes, tflops, gbps, dtypes, directions,
-                  graphed, pct, bound, reason)
+                  graphed, host_ratio, pct, bound, reason)
     return _assign(out, pct, bound, source, reason)
 
 
 _REGIMES = ("compute", "memory", "overhead")
+#: ``host_overhead_ratio`` (loop time / device time) from which the host sets the pace.
+#: GPU-paced trials measure 1.00-1.05 (the loop's batch edge, stream vs graph ordering); at
+#: 1.2 the GPU sat idle for a sixth of the loop, waiting on the host: well clear of noise
+#: and of L2 warmth effects, and far below what launch-bound ops read (1.5-5×).
+OVERHEAD_RATIO = 1.2
 
 
 def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, gbps,
-              dtypes, directions, graphed, pct, bound, reason) -> None:
-    """Fill the roofline fields of ``rows`` (all on one device) in place, vectorised."""
+              dtypes, directions, graphed, host_ratio, pct, bound, reason) -> None:
+    """Fill the roofline fields of ``rows`` (all on one device) in place, vectorised.
+
+    Where the trial has a device time, the measured ``host_overhead_ratio`` decides the
+    overhead regime, whatever the launch floor says: at or above :data:`OVERHEAD_RATIO` the
+    trial is ``overhead`` (pct_of_peak: the launch floor over its loop time); below it the
+    launch floor is out of the contest and the trial is compute- or memory-bound."""
     suffix = ("; " + "; ".join(ceil.notes)) if ceil.notes else ""
     t, f, q = time_us[rows], flops[rows], nbytes[rows]
     dt, direction = dtypes[rows], directions[rows]
@@ -465,6 +482,10 @@ def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, 
             np.where(np.isfinite(launch), launch / t, -np.inf),
         ])
     frac = np.where(np.isnan(frac), -np.inf, frac)
+    ratio = host_ratio[rows]
+    measured = np.isfinite(ratio)
+    host_paced = measured & (ratio >= OVERHEAD_RATIO)
+    frac[2] = np.where(measured & ~host_paced, -np.inf, frac[2])
     problems = np.full(len(rows), None, dtype=object)
     no_time = ~(np.isfinite(t) & (t > 0))
     unknown = ~np.isfinite(f) & ~np.isfinite(q)
@@ -478,9 +499,10 @@ def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, 
                        f"{dt[j]} to classify this trial{suffix}")
     problems[unknown] = "flops and bytes_moved unknown: cannot place on the roofline"
     problems[no_time] = "no time_per_op_us / time_median_us: cannot place on the roofline"
-    best = np.argmax(frac, axis=0)
+    problems[host_paced & ~no_time] = None  # measured: no ceiling needed to say overhead
+    best = np.where(host_paced, 2, np.argmax(frac, axis=0))
     top = frac[best, np.arange(len(rows))]
-    none_apply = ~np.isfinite(top) & (problems == None)  # noqa: E711 (object array)
+    none_apply = ~np.isfinite(top) & (problems == None) & ~host_paced  # noqa: E711
     problems[none_apply] = f"no ceiling applies (no flops, bytes or launch floor){suffix}"
     good = problems == None  # noqa: E711
     reason[rows[~good]] = problems[~good]
@@ -488,11 +510,18 @@ def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, 
         regime = _REGIMES[best[j]]
         i = rows[j]
         bound[i] = regime
-        pct[i] = 100.0 * top[j]
+        pct[i] = 100.0 * top[j] if np.isfinite(top[j]) else np.nan
         extra = "; no CUDA-graph launch floor calibrated: eager floor used" \
             if eager_floor_for_graph[j] and regime == "overhead" else ""
-        reason[i] = _why(regime, frac[:, j], peak[j], bw[j], launch[j], f[j], q[j]) + extra \
-            + suffix
+        why = _why(regime, frac[:, j], peak[j], bw[j], launch[j], f[j], q[j])
+        if host_paced[j]:
+            why = (f"host-paced: loop time {ratio[j]:.3g}x the device time (>= "
+                   f"{OVERHEAD_RATIO:g})" + (f"; at {top[j] * 100:.3g}% of the "
+                                              f"{launch[j]:.3g} us launch floor"
+                                              if np.isfinite(top[j]) else ""))
+        elif measured[j]:
+            why += f"; GPU-paced: loop time {ratio[j]:.3g}x the device time"
+        reason[i] = why + extra + suffix
 
 
 def _pos_or_nan(value: object) -> float:

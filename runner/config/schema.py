@@ -59,6 +59,9 @@ class TimerSettings:
     flush_l2: bool = False
     # cuda only: "event" times with CUDA events; "host" with perf_counter around a sync.
     clock: str = "event"
+    # cuda only: also take the device time (gpu_time_* columns; runner/timing/device_time.py).
+    # false: loop time only, as before device time existed.
+    device_time: bool = True
 
 
 @dataclass

@@ -31,6 +31,7 @@ import torch
 from ops.base import TrialSkipped, Workload
 from runner.config.axes import CompileMode, GraphMode
 from runner.config.trials import TrialSpec
+from runner.timing.cuda_device import capture_graph
 
 
 @dataclass
@@ -47,6 +48,11 @@ class Prepared:
     compile_time_s: float | None = None
     capture_time_s: float | None = None
     compile_stats: dict[str, Any] = field(default_factory=dict)
+    #: the same work as ``fn`` before ``graph=cuda_graph`` captured it: what the device time
+    #: captures K times (``runner.timing.device_time``); ``fn`` itself in every other mode
+    uncaptured: Callable[[], Any] | None = None
+    #: why ``uncaptured`` must not be captured into a graph (it replays graphs of its own)
+    capture_blocker: str | None = None
 
     def finish(self) -> None:
         """After timing: graphs dynamo made after the first call (accuracy check, warm-up,
@@ -139,12 +145,22 @@ def prepare(spec: TrialSpec, workloads: Sequence[Workload]) -> Prepared:
             "graph_break_reasons": "; ".join(reason.splitlines()[0] for reason in breaks),
         }
 
-    capture_time_s = None
+    capture_time_s, uncaptured = None, fn
     if spec.graph is GraphMode.cuda_graph:
         fn, capture_time_s = _capture(fn, device)
     return Prepared(fn=fn, split=split, before_sample=before_sample,
                     ops_per_sample=ops_per_sample, compile_time_s=compile_time_s,
-                    capture_time_s=capture_time_s, compile_stats=compile_stats)
+                    capture_time_s=capture_time_s, compile_stats=compile_stats,
+                    uncaptured=uncaptured, capture_blocker=_capture_blocker(spec))
+
+
+def _capture_blocker(spec: TrialSpec) -> str | None:
+    """Why the composed callable cannot go into another CUDA graph, or None."""
+    if spec.compile in (CompileMode.reduce_overhead, CompileMode.max_autotune):
+        return f"compile={spec.compile.value} replays CUDA graphs of its own"
+    if spec.graph is GraphMode.graphed_callable:
+        return "graph=graphed_callable replays CUDA graphs of its own"
+    return None
 
 
 @contextlib.contextmanager
@@ -267,34 +283,16 @@ def _spread_parts(parts: Sequence[Callable[[], Any]], n_streams: int,
     return run
 
 
-def _capture(fn: Callable[[], Any], device: torch.device,
-             warmup_calls: int = 3) -> tuple[Callable[[], Any], float]:
-    """Capture ``fn`` into a CUDA graph and return (replay, capture seconds).
-
-    Warm-up runs on a side stream, as PyTorch's CUDA-graph notes require: lazy
-    initialisation (cuBLAS workspaces, autotuning) must not happen during capture. The
-    inputs ``fn`` closes over are the graph's static inputs; they stay alive as long as the
-    replay function does. The output tensor is static too: each replay overwrites it.
-    """
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for _ in range(warmup_calls):
-            fn()
-    torch.cuda.current_stream(device).wait_stream(side)
-    torch.cuda.synchronize(device)
-    graph = torch.cuda.CUDAGraph()
-    start = time.perf_counter()
+def _capture(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[[], Any], float]:
+    """Capture ``fn`` into a CUDA graph (``runner.timing.device_time.capture_graph``: warm-up
+    on a side stream, static inputs and output) and return (replay, capture seconds)."""
     try:
-        with torch.cuda.graph(graph):
-            static_output = fn()
+        replay_graph, static_output, capture_time_s = capture_graph(fn, device)
     except RuntimeError as exc:
         raise TrialSkipped(f"CUDA graph capture failed: {str(exc).splitlines()[0]}") from exc
-    torch.cuda.synchronize(device)
-    capture_time_s = time.perf_counter() - start
 
     def replay() -> Any:
-        graph.replay()
+        replay_graph()
         return static_output
 
     return replay, capture_time_s

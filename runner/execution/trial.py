@@ -43,7 +43,10 @@ from runner.execution.context import (
 )
 from runner.execution.environment import environment, git_provenance, gpu_state
 from runner.execution.insight import InsightOptions, insight_columns
+from runner.storage import columns as result_columns
 from runner.storage.columns import Status
+from runner.timing.cuda_device import CudaDevice
+from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
 from runner.timing.timer import (
     Clock,
     CudaEventClock,
@@ -124,21 +127,30 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
+    held_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
-    measurement = measure(prepared.fn, TimerPlan.from_settings(timer), _clock(timer, device),
+    timer_plan = TimerPlan.from_settings(timer)
+    measurement = measure(prepared.fn, timer_plan, _clock(timer, device),
                           before_sample=prepared.before_sample,
                           flush=_flusher(timer, device))
+    out.update(_memory(device))
+    device_time = _device_time(spec, timer, timer_plan, prepared, measurement, device,
+                               out.get("peak_allocated_bytes"), held_bytes)
     prepared.finish()
     out.update(prepared.compile_stats)
-    out.update(_memory(device))
     out.update(timing_columns(measurement, prepared.ops_per_sample))
+    out.update(device_time_columns(device_time, prepared.ops_per_sample,
+                                   out["time_per_op_us"]))
     out["l2_flush"] = bool(timer.flush_l2 and device.type == "cuda")
     n_ops = 1 if first.parts else len(workloads)
     bytes_per_op = None if spec.backward else first.bytes_moved
+    # Rates at the device time where there is one: the GPU's own speed, which the roofline
+    # holds against the GPU's ceilings (docs/timing.md); else at the loop time.
+    rate_measurement = device_time.measurement or measurement
     out.update(throughput_columns(
         flops=None if flops_per_op is None else flops_per_op * n_ops,
         bytes_moved=None if bytes_per_op is None else bytes_per_op * n_ops,
-        median_s=measurement.stats.median))
+        median_s=rate_measurement.stats.median))
     out.update({f"extra_{k}": v for k, v in first.extra.items()})
     if insight is not None:  # after timing and memory peaks: never inside the samples
         out.update(insight_columns(
@@ -213,22 +225,54 @@ def _accuracy(spec: TrialSpec, workloads: list[Workload],
     return {"rel_error": worst, "rel_error_tol": tolerance, "accuracy_ok": worst <= tolerance}
 
 
-def timing_columns(measurement: Measurement, ops_per_sample: int) -> dict[str, Any]:
-    """Timer output as columns, in microseconds. Raw samples kept; the rest is derived."""
+def timing_columns(measurement: Measurement | None, ops_per_sample: int,
+                   time: str = "loop") -> dict[str, Any]:
+    """One time's statistics as columns (``runner.storage.columns.timing_columns``), in µs.
+    Raw samples kept; the rest is derived. ``None``: every column null."""
+    if time not in result_columns.TIMES:
+        raise ValueError(f"time={time!r}: expected one of {', '.join(result_columns.TIMES)}")
+    if measurement is None:
+        return dict.fromkeys(result_columns.timing_columns(time))
     stats = measurement.stats
     us = 1e6
-    return {
+    values = {
         "n_samples": stats.n, "calls_per_sample": measurement.calls_per_sample,
         "warmup_calls": measurement.warmup_calls, "warmup_time_s": measurement.warmup_s,
         "stop_reason": measurement.stop_reason,
         "samples_us": [s * us for s in measurement.samples_s],
-        "time_median_us": stats.median * us, "time_mean_us": stats.mean * us,
-        "time_std_us": stats.std * us, "time_min_us": stats.min * us,
-        "time_max_us": stats.max * us, "time_q25_us": stats.q25 * us,
-        "time_q75_us": stats.q75 * us, "time_ci_low_us": stats.ci_low * us,
-        "time_ci_high_us": stats.ci_high * us, "ci_rel_halfwidth": stats.ci_rel_halfwidth,
-        "noisy": measurement.noisy, "time_per_op_us": stats.median * us / ops_per_sample,
+        "median_us": stats.median * us, "mean_us": stats.mean * us, "std_us": stats.std * us,
+        "min_us": stats.min * us, "max_us": stats.max * us, "q25_us": stats.q25 * us,
+        "q75_us": stats.q75 * us, "ci_low_us": stats.ci_low * us,
+        "ci_high_us": stats.ci_high * us, "ci_rel_halfwidth": stats.ci_rel_halfwidth,
+        "noisy": measurement.noisy, "per_op_us": stats.median * us / ops_per_sample,
     }
+    return {result_columns.time_column(time, stat): value for stat, value in values.items()}
+
+
+def device_time_columns(device_time: DeviceTime, ops_per_sample: int,
+                        time_per_op_us: float) -> dict[str, Any]:
+    """The device time's statistics, how it was taken, and the loop/device ratio."""
+    out = timing_columns(device_time.measurement, ops_per_sample, "gpu")
+    gpu_us = out["gpu_time_per_op_us"]
+    out.update({"gpu_time_method": device_time.method, "gpu_time_reason": device_time.reason,
+                "host_overhead_ratio": time_per_op_us / gpu_us if gpu_us else None})
+    return out
+
+
+def _device_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
+                 prepared: modes.Prepared, loop: Measurement, device: torch.device,
+                 peak_bytes: int | None, held_bytes: int) -> DeviceTime:
+    """The device time of the trial's work (``runner.timing.device_time``): for
+    ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph."""
+    if device.type != "cuda":
+        return DeviceTime(UNAVAILABLE, "cpu")
+    if not timer.device_time:
+        return DeviceTime(UNAVAILABLE, "timer.device_time=false")
+    return measure_device_time(
+        prepared.uncaptured or prepared.fn, plan, loop, CudaDevice(device),
+        bytes_per_call=None if peak_bytes is None else peak_bytes - held_bytes,
+        capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
+        flush=_flusher(timer, device))
 
 
 def throughput_columns(flops: float | None, bytes_moved: float | None,

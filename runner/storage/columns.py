@@ -45,6 +45,47 @@ def axis_doc(axis: Axis) -> str:
         return f"{doc}: {' | '.join(c for c in axis.choices if c != 'null')}"
     return doc
 
+#: The statistics recorded for each of the two times, as (stat, type, meaning); ``{what}``
+#: is filled with the time's description.
+_TIME_STATS: tuple[tuple[str, pa.DataType, str], ...] = (
+    ("n_samples", _I, "number of timed samples of the {what}"),
+    ("calls_per_sample", _I, "calls per sample of the {what} (K: batching for short ops)"),
+    ("warmup_calls", _I, "warm-up calls (or samples) before sampling the {what}"),
+    ("warmup_time_s", _F, "wall time of the {what}'s warm-up"),
+    ("stop_reason", _S, "converged | max_samples | max_time, for the {what}"),
+    ("samples_us", pa.list_(_F), "raw samples of the {what}: µs per call (sample / K)"),
+    ("median_us", _F, "median µs per call of the {what}"),
+    ("mean_us", _F, "mean µs per call of the {what}"),
+    ("std_us", _F, "sample standard deviation of the {what}, µs"),
+    ("min_us", _F, "fastest sample of the {what}, µs"),
+    ("max_us", _F, "slowest sample of the {what}, µs"),
+    ("q25_us", _F, "25th percentile of the {what}, µs"),
+    ("q75_us", _F, "75th percentile of the {what}, µs"),
+    ("ci_low_us", _F, "95% CI of the {what}'s median, low end, µs (order statistics)"),
+    ("ci_high_us", _F, "95% CI of the {what}'s median, high end, µs"),
+    ("ci_rel_halfwidth", _F, "half the CI's width over the median, {what}"),
+    ("noisy", _B, "true when the {what}'s CI never got within timer.target_rel"),
+    ("per_op_us", _F, "{what} median / op instances per call (streams=N)"),
+)
+#: The two times (docs/timing.md): the loop time keeps its historical column names.
+TIMES = {"loop": "loop time", "gpu": "device time"}
+
+
+def time_column(time: str, stat: str) -> str:
+    """The column of statistic ``stat`` (e.g. ``median_us``) for ``time`` (loop | gpu):
+    ``time_median_us`` / ``gpu_time_median_us``; loop counts keep bare names
+    (``n_samples``, ``noisy``)."""
+    if time == "gpu":
+        return f"gpu_time_{stat}"
+    return f"time_{stat}" if stat.endswith("_us") and stat != "samples_us" else stat
+
+
+def timing_columns(time: str) -> dict[str, tuple[pa.DataType, str]]:
+    """The statistic columns of one time, in order."""
+    return {time_column(time, stat): (dtype, text.format(what=TIMES[time]))
+            for stat, dtype, text in _TIME_STATS}
+
+
 #: name → (type, description), grouped as in the README.
 COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     # identity and status
@@ -69,32 +110,24 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "shape_str": (_S, "shape as text, e.g. 4096x4096x4096"),
     "numel": (_I, "product of the shape"),
     "params_json": (_S, "the op parameters as JSON"),
-    # timing
+    # timing: the loop time (back-to-back eager calls on this host; the headline number)
     "timer_preset": (_S, "timer preset (conf/timer)"),
-    "n_samples": (_I, "number of timed samples"),
-    "calls_per_sample": (_I, "back-to-back calls per sample (batching for short ops)"),
-    "warmup_calls": (_I, "calls run before sampling"),
-    "warmup_time_s": (_F, "wall time of the warm-up"),
-    "stop_reason": (_S, "converged | max_samples | max_time"),
-    "samples_us": (pa.list_(_F), "raw samples: µs per call (sample time / calls_per_sample)"),
-    "time_median_us": (_F, "median µs per call (the headline number)"),
-    "time_mean_us": (_F, "mean µs per call"),
-    "time_std_us": (_F, "sample standard deviation, µs"),
-    "time_min_us": (_F, "fastest sample, µs"),
-    "time_max_us": (_F, "slowest sample, µs"),
-    "time_q25_us": (_F, "25th percentile, µs"),
-    "time_q75_us": (_F, "75th percentile, µs"),
-    "time_ci_low_us": (_F, "95% CI of the median, low end, µs (order statistics)"),
-    "time_ci_high_us": (_F, "95% CI of the median, high end, µs"),
-    "ci_rel_halfwidth": (_F, "half the CI's width over the median"),
-    "noisy": (_B, "true when the CI never got within timer.target_rel"),
-    "time_per_op_us": (_F, "median / number of op instances per call (streams=N)"),
+    **timing_columns("loop"),
     "l2_flush": (_B, "true when L2 was flushed before every sample"),
+    # device time: the GPU's own time per call, independent of the host (docs/timing.md)
+    **timing_columns("gpu"),
+    "gpu_time_method": (_S, "graph | blocked | unavailable: how gpu_time was taken "
+                            "(docs/timing.md)"),
+    "gpu_time_reason": (_S, "why gpu_time is unavailable or taken by the fallback, and any "
+                            "cut of K (memory, launch queue)"),
+    "host_overhead_ratio": (_F, "time_per_op_us / gpu_time_per_op_us: > 1 when the host, not "
+                                "the GPU, sets the loop's pace"),
     # throughput
     "flops": (_F, "floating-point operations per call"),
     "bytes_moved": (_F, "minimum bytes read + written per call"),
-    "tflops": (_F, "TFLOP/s at the median"),
-    "gbps": (_F, "GB/s (1e9 bytes/s) at the median"),
+    "tflops": (_F, "TFLOP/s at the device-time median where there is one, else the loop's"),
+    "gbps": (_F, "GB/s (1e9 bytes/s) at the device-time median where there is one, else "
+                 "the loop's"),
     "arithmetic_intensity": (_F, "FLOP per byte"),
     # modes
     "compile_time_s": (_F, "wall time of the first compiled call (compile + run)"),
@@ -180,6 +213,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "roofline_source": (_S, "where the ceilings came from (calibration file or fallback)"),
     "roofline_reason": (_S, "why pct_of_peak/bound are null, when they are"),
 }
+
 
 _GPU_STATE = {
     "sm_clock_mhz": (_I, "SM clock, MHz"), "mem_clock_mhz": (_I, "memory clock, MHz"),

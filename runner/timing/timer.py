@@ -29,6 +29,10 @@ Measurement hazards handled here (each is commented where it is handled):
    without its launch latency.
 5. Noise is one-sided; we report the median with a distribution-free CI, keep every raw sample,
    and stop adaptively once the CI is tight rather than after a fixed count.
+
+This is the *loop time*: what the op costs in a back-to-back eager loop on this host. On CUDA,
+``runner.timing.device_time`` also takes the *device time* (the GPU's own time per call) with
+the same sampler (:func:`sample`) and warm-up (:func:`warm_up`); docs/timing.md.
 """
 
 from __future__ import annotations
@@ -225,31 +229,19 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     there, as ``triton.testing.do_bench`` does with ``grad_to_none``). ``flush`` too (L2).
     ``wall`` is the clock that enforces ``warmup_s`` and ``max_time_s``; tests inject a fake.
     """
-    # Hazard 2: warm up by count AND by time. Each warm-up call is timed on its own so the
-    # last ones give a per-call estimate for batching. At least one call always runs; a call
-    # slower than max_time_s ends warm-up after it.
-    warmup_start = wall()
-    warmup_times: list[float] = []
-    while True:
+    def one_call() -> float:
         if before_sample:
             before_sample()
         token = clock.start()
         fn()
-        warmup_times.append(clock.stop(token))
-        elapsed = wall() - warmup_start
-        done = len(warmup_times) >= plan.warmup_calls and elapsed >= plan.warmup_s
-        if done or elapsed >= plan.max_time_s:
-            break
-    warmup_s = wall() - warmup_start
+        return clock.stop(token)
+
+    warmup_times, warmup_s = warm_up(one_call, plan, wall)
     recent = sorted(warmup_times[-5:])
     # With an L2 flush every call must start cold: one call per sample (hazard 4).
     calls = 1 if flush else choose_calls_per_sample(recent[len(recent) // 2], plan)
 
-    samples: list[float] = []
-    ordered: list[float] = []  # kept sorted for the O(1) stopping check
-    stop_reason = "max_samples"
-    start = wall()
-    while len(samples) < plan.max_samples:
+    def take() -> float:
         if before_sample:
             before_sample()
         if flush:
@@ -257,7 +249,45 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
         token = clock.start()
         for _ in range(calls):
             fn()
-        samples.append(clock.stop(token) / calls)
+        return clock.stop(token) / calls
+
+    samples, stop_reason = sample(take, plan, wall)
+    return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
+                       warmup_calls=len(warmup_times), warmup_s=warmup_s,
+                       stop_reason=stop_reason, target_rel=plan.target_rel)
+
+
+def warm_up(call: Callable[[], float], plan: TimerPlan,
+            wall: Callable[[], float] = time.perf_counter) -> tuple[list[float], float]:
+    """Hazard 2: run ``call`` (which times itself and returns seconds) until BOTH
+    ``warmup_calls`` and ``warmup_s`` are met; return its times and the warm-up's wall time.
+    At least one call always runs; a call slower than ``max_time_s`` ends warm-up after it."""
+    start = wall()
+    times: list[float] = []
+    while True:
+        times.append(call())
+        elapsed = wall() - start
+        done = len(times) >= plan.warmup_calls and elapsed >= plan.warmup_s
+        if done or elapsed >= plan.max_time_s:
+            break
+    return times, wall() - start
+
+
+def sample(take: Callable[[], float], plan: TimerPlan,
+           wall: Callable[[], float] = time.perf_counter) -> tuple[list[float], str]:
+    """The adaptive sampling loop shared by every time opsweep reports (loop time and device
+    time alike, so both get the same statistics and the same stop rule).
+
+    ``take`` takes one sample and returns seconds per call. Stops once the median's 95% CI
+    is within ``target_rel`` (after ``min_samples``), or at ``max_samples`` / ``max_time_s``.
+    Returns the raw samples and the stop reason (converged | max_samples | max_time).
+    """
+    samples: list[float] = []
+    ordered: list[float] = []  # kept sorted for the O(1) stopping check
+    stop_reason = "max_samples"
+    start = wall()
+    while len(samples) < plan.max_samples:
+        samples.append(take())
         bisect.insort(ordered, samples[-1])
         if len(samples) >= plan.min_samples:
             if median_ci_rel_halfwidth(ordered) <= plan.target_rel:
@@ -266,6 +296,4 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
         if wall() - start >= plan.max_time_s:
             stop_reason = "max_time"
             break
-    return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
-                       warmup_calls=len(warmup_times), warmup_s=warmup_s,
-                       stop_reason=stop_reason, target_rel=plan.target_rel)
+    return samples, stop_reason

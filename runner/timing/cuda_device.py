@@ -1,0 +1,109 @@
+"""The CUDA side of the device time (``runner.timing.device_time``): graph capture, the spin
+kernel and the event-timed sample. Kept apart so that the device time's logic runs (and is
+tested) without a GPU; ``runner.execution.modes`` captures ``graph=cuda_graph`` with the same
+:func:`capture_graph`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runner.timing.device_time import Timed
+
+
+def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
+                  warmup_calls: int = 3) -> tuple[Callable[[], None], Any, float]:
+    """Capture ``calls`` calls of ``fn`` into one CUDA graph; return (replay, the last call's
+    output, capture seconds).
+
+    Warm-up runs on a side stream, as PyTorch's CUDA-graph notes require: lazy
+    initialisation (cuBLAS workspaces, autotuning) must not happen during capture. The inputs
+    ``fn`` closes over are the graph's static inputs; they stay alive as long as the replay
+    function does. The output tensor is static too: each replay overwrites it.
+    """
+    import torch
+
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(warmup_calls):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    start = time.perf_counter()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            output = fn()
+    torch.cuda.synchronize(device)
+    return graph.replay, output, time.perf_counter() - start
+
+
+class CudaDevice:
+    """``device_time.Device`` on a CUDA device (events on the current stream, ``torch.cuda._sleep``
+    as the spin kernel)."""
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self._torch = torch
+        self._device = device
+        self._cycles_per_s: float | None = None
+
+    def free_bytes(self) -> int:
+        return int(self._torch.cuda.mem_get_info(self._device)[0])
+
+    def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+        replay, _, _ = capture_graph(fn, self._device, calls)
+        return replay
+
+    def kernels_per_call(self, fn: Callable[[], Any]) -> int | None:
+        """Kernels (and copies/memsets) one call puts on the device, counted by the profiler."""
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                self._torch.cuda.synchronize(self._device)
+            count = sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
+        except Exception:  # profiler unavailable (no CUPTI): the caller says so
+            return None
+        return count or None
+
+    def spin_cycles(self, seconds: float) -> int:
+        """Spin-kernel cycles for ``seconds``, from a one-off calibration of ``_sleep``."""
+        torch = self._torch
+        if self._cycles_per_s is None:
+            torch.cuda._sleep(1000)  # load the kernel
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            cycles = 2_000_000
+            start.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            end.synchronize()
+            self._cycles_per_s = cycles / (start.elapsed_time(end) / 1e3)
+        return max(1, int(seconds * self._cycles_per_s))
+
+    def timed(self, work: Callable[[], Any], spin_s: float,
+              flush: Callable[[], None] | None) -> Timed:
+        torch = self._torch
+        cycles = self.spin_cycles(spin_s)
+        if flush:
+            flush()
+            # nvbench's cold protocol: the flush must be over before the spin starts, so the
+            # spin alone covers the host's enqueue and the flush never overlaps the op.
+            torch.cuda.synchronize(self._device)
+        pre, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        host_start = time.perf_counter()
+        pre.record()
+        torch.cuda._sleep(cycles)
+        start.record()
+        work()
+        end.record()
+        host_s = time.perf_counter() - host_start
+        end.synchronize()
+        return Timed(work_s=start.elapsed_time(end) / 1e3,
+                     spin_s=pre.elapsed_time(start) / 1e3, host_s=host_s)

@@ -1,0 +1,290 @@
+"""``runner.timing.device_time`` driven by a fake device: K, the fallback order and its
+reasons, host-blocked samples and the memory bound, with exact numbers.
+
+Durations are in seconds. The fake device records what it was asked to do; each sample's
+device time is scripted per call, so a sample of K calls reads exactly K × per_call_s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fakes import FakeClock
+
+from runner.timing import device_time as dt
+from runner.timing.device_time import Timed, bound_calls_by_memory, measure_device_time
+from runner.timing.timer import Measurement, TimerPlan, choose_calls_per_sample, measure
+
+US = 1e-6
+MIB = 2**20
+
+
+def plan(**overrides: Any) -> TimerPlan:
+    base = dict(warmup_calls=2, warmup_s=0.0, min_samples=3, max_samples=3, target_rel=0.01,
+                max_time_s=1e9, batch_below_us=1000.0, batch_target_us=1000.0,
+                max_calls_per_sample=10000)
+    base.update(overrides)
+    return TimerPlan(**base)
+
+
+def loop(calls: int, median_s: float = 5 * US) -> Measurement:
+    return Measurement(samples_s=(median_s,) * 3, calls_per_sample=calls, warmup_calls=1,
+                       warmup_s=0.0, stop_reason="converged", target_rel=0.01)
+
+
+class FakeDevice:
+    """A ``device_time.Device``: every sample takes ``per_call_s`` per call on the device;
+    the host's enqueue takes ``host_s`` (or the next value of ``host_script``)."""
+
+    def __init__(self, per_call_s: float = 1 * US, *, capture_error: Exception | None = None,
+                 kernels: int | None = 1, free: int = 80 * 2**30, host_s: float = 10 * US,
+                 host_script: list[float] | None = None) -> None:
+        self.per_call_s = per_call_s
+        self.capture_error = capture_error
+        self.kernels = kernels
+        self.free = free
+        self.host_s = host_s
+        self.host_script = list(host_script or [])
+        self.captured: list[int] = []  # K of each capture
+        self.spins: list[float] = []  # spin asked for, per sample
+        self.flushes = 0
+        self.calls = 0
+        self.now = 0.0
+
+    def wall(self) -> float:
+        return self.now
+
+    def free_bytes(self) -> int:
+        return self.free
+
+    def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+        if self.capture_error is not None:
+            raise self.capture_error
+        self.captured.append(calls)
+
+        def replay() -> None:
+            self.calls += calls
+        return replay
+
+    def kernels_per_call(self, fn: Callable[[], Any]) -> int | None:
+        return self.kernels
+
+    def timed(self, work: Callable[[], Any], spin_s: float,
+              flush: Callable[[], None] | None) -> Timed:
+        if flush:
+            flush()
+            self.flushes += 1
+        self.spins.append(spin_s)
+        before = self.calls
+        work()
+        work_s = (self.calls - before) * self.per_call_s
+        host_s = self.host_script.pop(0) if self.host_script else self.host_s
+        self.now += spin_s + work_s
+        return Timed(work_s=work_s, spin_s=spin_s, host_s=host_s)
+
+
+def run(device: FakeDevice, k: int, timer_plan: TimerPlan | None = None,
+        loop_s: float = 5 * US, **kwargs: Any) -> dt.DeviceTime:
+    """The device time of a call whose loop time read ``loop_s`` with K = ``k``."""
+    def fn() -> None:
+        device.calls += 1
+    return measure_device_time(fn, timer_plan or plan(), loop(k, loop_s), device,
+                               wall=device.wall, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# K and the graph method
+# ---------------------------------------------------------------------------------------
+
+def test_graph_captures_the_loops_k_and_divides_by_it() -> None:
+    device = FakeDevice(per_call_s=0.94 * US)
+    result = run(device, 200)
+    assert result.method == "graph" and result.reason is None
+    assert device.captured == [200]
+    m = result.measurement
+    assert m.calls_per_sample == 200
+    assert m.samples_s == pytest.approx((0.94 * US,) * 3)
+    assert m.warmup_calls == 2 and m.stop_reason == "converged"
+    assert m.warmup_s == pytest.approx(2 * (dt.SPIN_MIN_S + 200 * 0.94 * US))
+
+
+def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
+    # The loop's warm-up reads 7 µs per call: K = ceil(1000 / 7) = 143, and the device time's
+    # graph holds exactly that many calls.
+    timer_plan = plan()
+    clock = FakeClock(per_call_s=7 * US)
+    loop_time = measure(clock.op(), timer_plan, clock, wall=clock.wall)
+    assert loop_time.calls_per_sample == choose_calls_per_sample(7 * US, timer_plan) == 143
+    device = FakeDevice()
+    measure_device_time(lambda: None, timer_plan, loop_time, device, wall=device.wall)
+    assert device.captured == [143]
+
+
+def test_cold_l2_times_one_call_per_sample_after_a_flush() -> None:
+    device = FakeDevice(per_call_s=20 * US)
+    flushes = []
+    result = run(device, 50, loop_s=21 * US, flush=lambda: flushes.append(1))
+    assert result.method == "graph"
+    assert device.captured == [1]
+    assert result.measurement.samples_s == pytest.approx((20 * US,) * 3)
+    assert device.flushes == len(flushes) == 2 + 3  # every warm-up and timed sample
+
+
+# ---------------------------------------------------------------------------------------
+# Fallback order and reasons
+# ---------------------------------------------------------------------------------------
+
+def test_capture_failure_falls_back_to_blocked_with_the_reason() -> None:
+    device = FakeDevice(per_call_s=3 * US, capture_error=RuntimeError(
+        "operation not permitted when stream is capturing\nmore"))
+    result = run(device, 10)
+    assert result.method == "blocked"
+    assert result.reason == ("graph capture failed: operation not permitted when stream is "
+                             "capturing")
+    assert result.measurement.calls_per_sample == 10
+    assert result.measurement.samples_s == pytest.approx((3 * US,) * 3)
+
+
+def test_a_capture_blocker_skips_the_graph_without_trying() -> None:
+    device = FakeDevice()
+    result = run(device, 4, capture_blocker="compile=reduce-overhead replays CUDA graphs")
+    assert device.captured == []
+    assert result.method == "blocked"
+    assert result.reason == "graph: compile=reduce-overhead replays CUDA graphs"
+
+
+def test_blocked_k_is_capped_by_the_launch_queue_budget() -> None:
+    device = FakeDevice(capture_error=RuntimeError("no"), kernels=100)
+    result = run(device, 10)
+    assert result.method == "blocked"
+    assert result.measurement.calls_per_sample == dt.LAUNCH_QUEUE_BUDGET // 100 == 2
+    assert "K cut from 10 to 2 (100 kernels per call" in result.reason
+
+
+def test_a_call_with_more_kernels_than_the_budget_is_unavailable() -> None:
+    device = FakeDevice(capture_error=RuntimeError("no"), kernels=400)
+    result = run(device, 1)
+    assert result.method == "unavailable" and result.measurement is None
+    assert "one call launches 400 kernels" in result.reason
+    assert result.reason.startswith("graph capture failed: no; ")
+
+
+def test_uncounted_kernels_make_it_unavailable() -> None:
+    result = run(FakeDevice(capture_error=RuntimeError("no"), kernels=None), 1)
+    assert result.method == "unavailable"
+    assert "could not count the kernels" in result.reason
+
+
+def test_a_host_that_keeps_blocking_makes_blocked_unavailable() -> None:
+    # 2 warm-up samples, then every sample's enqueue outlasts its spin: never used.
+    device = FakeDevice(capture_error=RuntimeError("no"), host_s=1.0,
+                        host_script=[10 * US] * 2)
+    result = run(device, 10)
+    assert result.method == "unavailable" and result.measurement is None
+    assert f"{dt.MAX_RETAKES + 1} samples in a row" in result.reason
+    assert result.reason.startswith("graph capture failed: no; blocked: the host blocked")
+
+
+def test_a_blocked_graph_sample_falls_back_to_blocked() -> None:
+    # Graph: warm-up ×2, then 4 blocked samples abandon it; blocked then works.
+    device = FakeDevice(host_s=10 * US, host_script=[10 * US] * 2 + [1.0] * 4)
+    result = run(device, 5)
+    assert result.method == "blocked"
+    assert "graph: the host blocked" in result.reason
+
+
+def test_a_blocked_sample_is_retaken_never_used() -> None:
+    # Third timed sample blocked (host 1 s): retaken, the samples stay exact, the reason
+    # says so.
+    device = FakeDevice(per_call_s=2 * US, host_script=[10 * US] * 4 + [1.0])
+    result = run(device, 4)
+    assert result.method == "graph"
+    assert result.measurement.samples_s == pytest.approx((2 * US,) * 3)
+    assert len(device.spins) == 2 + 4
+    assert result.reason == "1 sample(s) retaken: the host's enqueue outlasted the spin"
+
+
+def test_warm_up_grows_the_spin_to_cover_the_host() -> None:
+    # The first warm-up sample's enqueue takes 80 µs > the 50 µs spin: the spin doubles it.
+    device = FakeDevice(host_script=[80 * US] + [10 * US] * 10)
+    result = run(device, 1)
+    assert result.method == "graph"
+    assert device.spins[0] == dt.SPIN_MIN_S
+    assert device.spins[1:] == [pytest.approx(160 * US)] * 4
+
+
+def test_blocked_spin_covers_twice_the_loops_enqueue_of_k_calls() -> None:
+    device = FakeDevice(capture_error=RuntimeError("no"))
+    run(device, 10)  # loop median 5 µs per call
+    assert device.spins[0] == pytest.approx(2 * 10 * 5 * US + dt.SPIN_MIN_S)
+
+
+# ---------------------------------------------------------------------------------------
+# Memory bound on K
+# ---------------------------------------------------------------------------------------
+
+def test_memory_bound_on_k() -> None:
+    assert bound_calls_by_memory(200, None, 10 * MIB) == (200, None)
+    assert bound_calls_by_memory(200, 0, 10 * MIB) == (200, None)
+    assert bound_calls_by_memory(4, MIB, 1000 * MIB) == (4, None)  # 500 fit
+    k, note = bound_calls_by_memory(200, 4 * MIB, 100 * MIB)  # half of 100 MiB / 4 MiB
+    assert k == 12 and note == "K cut from 200 to 12: 4.0 MiB per call, 100 MiB free"
+    k, note = bound_calls_by_memory(3, 600 * MIB, 1000 * MIB)
+    assert k == 0 and "more than 50% of the 1000 MiB free" in note
+
+
+def test_memory_bound_cuts_the_graphs_k_and_says_so() -> None:
+    device = FakeDevice(free=100 * MIB)
+    result = run(device, 200, bytes_per_call=4 * MIB)
+    assert device.captured == [12]
+    assert result.method == "graph" and result.measurement.calls_per_sample == 12
+    assert result.reason == "K cut from 200 to 12: 4.0 MiB per call, 100 MiB free"
+
+
+def test_a_call_too_big_for_memory_is_unavailable_without_capture() -> None:
+    device = FakeDevice(free=100 * MIB)
+    result = run(device, 1, bytes_per_call=80 * MIB)
+    assert device.captured == [] and result.method == "unavailable"
+    assert "one call allocates 80 MiB" in result.reason
+
+
+def test_a_graph_slower_than_the_loop_falls_back_to_blocked() -> None:
+    # The loop reads 5 µs per call (device + host gaps); a graph replay reading 8 µs runs
+    # different work (a copy captured as a memcpy node): the blocked method is used.
+    class SlowGraph(FakeDevice):
+        def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+            self.captured.append(calls)
+
+            def replay() -> None:
+                self.calls += calls * 8 // 5  # the device works 8 µs per call in the graph
+            return replay
+
+    device = SlowGraph(per_call_s=5 * US)
+    result = run(device, 5)
+    assert result.method == "blocked"
+    assert result.reason == ("graph: a replay read 8 µs per call, slower than the loop's 5 µs: "
+                             "the graph runs the work differently (a large copy captured as a "
+                             "memcpy node) or the clocks dropped")
+    assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
+
+
+def test_a_graph_within_the_tolerance_of_the_loop_is_kept() -> None:
+    device = FakeDevice(per_call_s=5 * US * dt.GRAPH_SLOWER_TOL)
+    assert run(device, 5).method == "graph"
+
+
+def test_a_host_that_waits_on_the_device_is_given_up_in_the_warm_up() -> None:
+    # A call with a sync inside: the host's enqueue always outlasts the spin (it waits for
+    # it), however long the spin grows. After MAX_SPIN_GROWTHS growths: unavailable.
+    class Syncing(FakeDevice):
+        def timed(self, work, spin_s, flush):
+            t = super().timed(work, spin_s, flush)
+            return Timed(work_s=t.work_s, spin_s=spin_s, host_s=spin_s + 100 * US)
+
+    device = Syncing(capture_error=RuntimeError("no"))
+    result = run(device, 1, plan(warmup_calls=100))
+    assert result.method == "unavailable"
+    assert len(device.spins) == dt.MAX_SPIN_GROWTHS + 1
+    assert "still outlasted" in result.reason and "waits on the device" in result.reason
