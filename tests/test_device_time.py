@@ -288,3 +288,20 @@ def test_a_host_that_waits_on_the_device_is_given_up_in_the_warm_up() -> None:
     assert result.method == "unavailable"
     assert len(device.spins) == dt.MAX_SPIN_GROWTHS + 1
     assert "still outlasted" in result.reason and "waits on the device" in result.reason
+
+
+def test_clock_note_flags_samples_at_the_power_cap_after_a_short_warmup(monkeypatch) -> None:
+    """Issue 9, item 5: the row says when its samples' clock was set by the power cap."""
+    from runner.execution import trial
+    from runner.timing.timer import SETTLED_WARMUP_S, TimerPlan
+
+    state = {"sm_clock_mhz": 1545, "power_w": 690.0, "throttle_reasons": "SwPowerCap",
+             "mem_clock_mhz": 3201, "temperature_c": 60}
+    monkeypatch.setattr(trial, "gpu_state", lambda device: state)
+    short = trial.clock_columns("cuda:0", TimerPlan(warmup_s=0.05))
+    assert short["sm_clock_mhz_timed"] == 1545 and short["throttle_reasons_timed"] == "SwPowerCap"
+    note = short["clock_note"]
+    assert "SwPowerCap, 1545 MHz" in note and "timer=sustained" in note
+    assert trial.clock_columns("cuda:0", TimerPlan(warmup_s=SETTLED_WARMUP_S))["clock_note"] is None
+    state["throttle_reasons"] = ""
+    assert trial.clock_columns("cuda:0", TimerPlan(warmup_s=0.05))["clock_note"] is None

@@ -42,14 +42,13 @@ from runner.analysis.selection import (
 )
 from runner.analysis.significance import N_BOOT, compare_samples, geomean_ci
 from runner.analysis.values import (
-    OneLineArgumentParser,
-    fail,
     fmt_p,
     fmt_ratio,
     fmt_time_us,
     is_missing,
     markdown_table,
 )
+from runner.cli import OneLineArgumentParser, fail
 from runner.storage.columns import time_column
 from runner.storage.load import load
 

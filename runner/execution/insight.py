@@ -50,15 +50,9 @@ def insight_columns(options: InsightOptions, *, fn: Any, device: str, label: str
                     before_call: Any = None) -> dict[str, Any]:
     """Run the enabled passes on the timed callable ``fn``; their columns.
 
-    ``*_timed`` (SM clock, power, throttle reasons) are read first, before either pass warms
-    the GPU further: the state right after the last timed sample. A compute-bound op at the
-    power cap (``SwPowerCap``) runs at whatever clock the power controller has set at that
-    moment, which can differ by ~13% between processes (issue 9)."""
-    from runner.execution.environment import gpu_state
-
-    state = gpu_state(device)
-    out: dict[str, Any] = {f"{k}_timed": state[k]
-                           for k in ("sm_clock_mhz", "power_w", "throttle_reasons")}
+    The GPU's state right after the timed samples (``*_timed``) is read by the trial itself,
+    before these passes run (``runner.execution.trial.clock_columns``)."""
+    out: dict[str, Any] = {}
     if options.profile:
         trace_file, trace_name = _trace_file(options.job_dir, label, trial_id)
         try:

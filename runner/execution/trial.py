@@ -48,6 +48,7 @@ from runner.storage.columns import Status
 from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
 from runner.timing.timer import (
+    SETTLED_WARMUP_S,
     Clock,
     CudaEventClock,
     HostClock,
@@ -133,6 +134,8 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
     measurement = measure(prepared.fn, timer_plan, _clock(timer, device),
                           before_sample=prepared.before_sample,
                           flush=_flusher(timer, device))
+    # Read before anything else runs on the GPU: the clock the loop-time samples ran at.
+    out.update(clock_columns(spec.device, timer_plan))
     out.update(_memory(device))
     device_time = _device_time(spec, timer, timer_plan, prepared, measurement, device,
                                out.get("peak_allocated_bytes"), held_bytes)
@@ -223,6 +226,29 @@ def _accuracy(spec: TrialSpec, workloads: list[Workload],
         return {"rel_error": None, "rel_error_tol": None, "accuracy_ok": None}
     worst = max(errors)
     return {"rel_error": worst, "rel_error_tol": tolerance, "accuracy_ok": worst <= tolerance}
+
+
+def clock_columns(device: str, plan: TimerPlan) -> dict[str, Any]:
+    """The GPU's state right after the last loop-time sample, and a note when the samples'
+    clock was set by the power cap.
+
+    Why (issue 9, ``docs/insight.md``): a compute-bound op at the power cap (an H200 bf16
+    8192³ matmul) runs at whatever clock the power controller has reached, 1980 MHz in the
+    first tenths of a second and ~1500 MHz once capped. With a short warm-up the samples land
+    on either side of the drop, and two processes read 1.41 or 1.60 ms. The row says so;
+    ``timer=sustained`` (1.5 s warm-up) samples the capped, repeatable state.
+    """
+    state = gpu_state(device)
+    out: dict[str, Any] = {f"{k}_timed": state[k]
+                           for k in ("sm_clock_mhz", "power_w", "throttle_reasons")}
+    capped = "SwPowerCap" in (state.get("throttle_reasons") or "")
+    out["clock_note"] = None
+    if capped and plan.warmup_s < SETTLED_WARMUP_S:
+        out["clock_note"] = (f"samples ended at the power cap (SwPowerCap, "
+                             f"{state.get('sm_clock_mhz')} MHz) after a {plan.warmup_s:g} s "
+                             "warm-up: the clock may still have been falling; "
+                             f"timer=sustained (warm-up >= {SETTLED_WARMUP_S:g} s) settles it")
+    return out
 
 
 def timing_columns(measurement: Measurement | None, ops_per_sample: int,

@@ -179,11 +179,12 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "top_kernels_json": (_S, "top 5 activities: name, count_per_call, time_us_per_call, "
                              "share (on CPU: aten operators by self CPU time)"),
     "profile_reason": (_S, "why the kernel columns are null (e.g. cpu)"),
-    "sm_clock_mhz_timed": (_I, "SM clock read right after the last timed sample, MHz "
-                               "(profile or energy on)"),
+    "sm_clock_mhz_timed": (_I, "SM clock read right after the last timed sample, MHz"),
     "power_w_timed": (_F, "board power right after the last timed sample, W"),
     "throttle_reasons_timed": (_S, "clock-event reasons right after the last timed sample "
                                    "(SwPowerCap: the samples' clock was set by the power cap)"),
+    "clock_note": (_S, "set when the samples ended at the power cap after a short warm-up: "
+                       "their clock may differ between processes; use timer=sustained"),
     # energy=true (runner.execution.energy): NVML over a back-to-back window after timing
     "energy_method": (_S, "graph (K calls replayed from one CUDA graph) | eager | unavailable"),
     "energy_reason": (_S, "why the energy columns are null, or why the window ran eagerly"),
