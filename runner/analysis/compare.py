@@ -19,7 +19,7 @@ This module is the command; the work is in three modules, one job each:
 :mod:`~runner.analysis.compare_join` (matching specs, pooling repeated rows),
 :mod:`~runner.analysis.compare_engine` (:func:`compare`, :class:`Comparison`: judging each
 pair) and :mod:`~runner.analysis.compare_render` (:func:`render`: table, Markdown, CSV).
-All three are importable from here: ``from runner.analysis.compare import compare, render``.
+Their entry points are importable from here (``from runner.analysis.compare import render``).
 
 Exit status: 0, or 1 with ``--fail-on-regression PCT`` when some trial got significantly
 slower by at least PCT percent (or failed in NEW after passing in BASE); 2 for bad arguments.
