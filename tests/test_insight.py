@@ -233,6 +233,31 @@ def test_compare_energy_metric_judges_energy_not_time():
     assert set(compare(base, new).pairs["verdict"]) == {"same"}
 
 
+def test_compare_metric_ignores_time_and_says_so(tmp_path, capsys):
+    from runner.analysis.compare import compare, main
+
+    try:
+        from synthetic import write_sweep
+    except ImportError:  # tests/ imported as a package
+        from tests.synthetic import write_sweep
+
+    base = _energy_sweep("base", [60.0, 30.0])
+    new = _energy_sweep("new", [60.0, 45.0])  # same times, bf16 now uses half as much again
+    # these synthetic trials have no device time: --time gpu alone compares nothing
+    assert len(compare(base, new, time="gpu").pairs) == 0
+    b, n = write_sweep(tmp_path, base), write_sweep(tmp_path, new)
+    argv = [str(b), str(n), "--metric", "energy_per_call_mJ", "--time", "gpu",
+            "--format", "markdown", "--fail-on-regression", "10"]
+    assert main(argv) == 1
+    out = capsys.readouterr()
+    assert "--time gpu ignored" in out.out and "--time gpu ignored" in out.err
+    assert "| matmul bf16 | 30 | 45 | 0.667x |" in out.out
+    assert "matmul bf16: +50.0% (30 energy_per_call_mJ -> 45 energy_per_call_mJ)" in out.err
+    kernels = compare(base, new.assign(kernel_time_sum_us=[None, 49.0]),
+                      metric="kernel_time_sum_us")
+    assert "run with profile=true" in kernels.not_compared["new_reason"].iloc[0]
+
+
 def test_report_shows_kernel_and_energy_columns_and_the_energy_plot():
     from runner.analysis import insight
     from runner.analysis.plots import all_plots

@@ -17,10 +17,10 @@ Sources, by kind:
   4096^3 for fp32/fp64; 1 GiB fp32 ``copy_`` counting bytes read plus written; pinned 1 GiB
   host<->device copies counting bytes transferred) and two runs of the calibrate sweep
   through ``python -m runner`` (``timer=quick`` and ``timer=default``; the rows listed in
-  :func:`runner.analysis.roofline.store_calibration`). Run-to-run spread was up to 10% (tf32, fp16),
-  which is why the maximum is kept. The launch floors are the runner's own median for a
-  one-element ``add`` (``timer=default``), eager and replayed as a CUDA graph, because that
-  is what the runner's timer measures for any tiny op.
+  :func:`runner.analysis.calibration.store_calibration`). Run-to-run spread was up to 10%
+  (tf32, fp16), which is why the maximum is kept. The launch floors are the runner's own
+  median for a one-element ``add`` (``timer=default``), eager and replayed as a CUDA graph,
+  because that is what the runner's timer measures for any tiny op.
 * ``datasheet``: NVIDIA's product datasheets, dense (not 2:4-sparse) tensor-core figures.
   Leads only: measured peaks come out 15-25% lower.
 

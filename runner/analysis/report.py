@@ -28,8 +28,10 @@ from pathlib import Path
 import pandas as pd
 
 from runner.analysis import insight
+from runner.analysis.calibration import CALIBRATION_DIR
+from runner.analysis.ceilings import ceilings_for
 from runner.analysis.plots import Plot, all_plots, with_modes
-from runner.analysis.roofline import CALIBRATION_DIR, annotate, ceilings_for
+from runner.analysis.roofline import annotate
 from runner.analysis.selection import apply_filters, param_columns
 from runner.analysis.values import (
     fmt_num,

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from runner.analysis.values import finite_positive
+
 #: Fewest raw samples per side for the bootstrap and the U test.
 MIN_SAMPLES = 3
 #: Bootstrap replicates per pair (percentile CI); also used for the geomean CI.
@@ -146,13 +148,9 @@ def _ci_from_summaries(base_median: float, new_median: float,
                        base_ci: tuple[float, float] | None,
                        new_ci: tuple[float, float] | None) -> tuple[float, float]:
     speedup = base_median / new_median if new_median else float("nan")
-    if not base_ci or not new_ci or not all(_finite_pos(v) for v in (*base_ci, *new_ci)):
+    if not base_ci or not new_ci or not all(finite_positive(v) for v in (*base_ci, *new_ci)):
         return speedup, speedup
     return base_ci[0] / new_ci[1], base_ci[1] / new_ci[0]
-
-
-def _finite_pos(value: float | None) -> bool:
-    return value is not None and math.isfinite(value) and value > 0
 
 
 def geomean_ci(log_speedups: np.ndarray, log_replicates: np.ndarray | None

@@ -25,6 +25,15 @@ def is_missing(value: object) -> bool:
         return False
 
 
+def finite_positive(value: object) -> bool:
+    """True for a number (or numeric text) that is finite and > 0: a usable rate or time."""
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(v) and v > 0
+
+
 def fmt_time_us(value: float | None) -> str:
     """A duration given in µs, in a readable unit: ``850 ns``, ``12.3 µs``, ``4.56 ms``."""
     if is_missing(value):

@@ -51,7 +51,7 @@ def insight_columns(options: InsightOptions, *, fn: Any, device: str, label: str
     """Run the enabled passes on the timed callable ``fn``; their columns.
 
     The GPU's state right after the timed samples (``*_timed``) is read by the trial itself,
-    before these passes run (``runner.execution.trial.clock_columns``)."""
+    before these passes run (``runner.execution.measured.clock_columns``)."""
     out: dict[str, Any] = {}
     if options.profile:
         trace_file, trace_name = _trace_file(options.job_dir, label, trial_id)

@@ -1,0 +1,265 @@
+"""The comparison itself: each spec present on both sides becomes a judged pair.
+
+Why: a benchmark number alone says little; the question is almost always "did this change
+make it faster or slower, and is that real?". :func:`compare` joins BASE and NEW on their
+spec (:mod:`runner.analysis.compare_join`) and gives each pair a speedup, a 95% bootstrap CI,
+a Mann-Whitney p-value and a verdict (``runner.analysis.significance`` has the rule).
+
+Which time: a CUDA trial has a loop time (what eager code pays on this host) and a device
+time (``gpu_time_*``, docs/timing.md). The loop time of a launch-bound op moves by 25-35%
+between two processes of the same sweep, the device time by about 1%. So ``time="auto"``
+judges a pair on its device time where both rows have one, else on its loop time, and
+shows the other time beside it; ``time="loop"`` gates host cost on purpose.
+
+Which metric: ``metric="time"`` (default) compares times as above. Any other entry of
+:data:`METRICS` compares one scalar per trial where lower is better (energy per call, kernel
+time, power, kernel count), so ``speedup`` = base/new keeps meaning "> 1: NEW better". A
+scalar has no samples: no p-value, its CI is the point, and the verdict rests on the
+threshold. It ignores ``time`` (the time by the auto rule is shown beside it as context).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from runner.analysis.compare_join import (
+    axis_name,
+    axis_notes,
+    collapse,
+    key_columns,
+    median_of,
+    no_gpu_reason,
+    one_side,
+    pick_time,
+    spec_dict,
+    timer_note,
+)
+from runner.analysis.selection import (
+    apply_filters,
+    spec_keys,
+    spec_label,
+    varying_columns,
+)
+from runner.analysis.significance import N_BOOT, compare_samples, geomean_ci
+from runner.analysis.values import fmt_time_us
+
+#: Statuses of NEW that count as a regression when BASE was ok.
+FAILED_STATUSES = ("error", "oom")
+#: ``--time`` choices: auto (device time where both rows have it, else loop), gpu, loop.
+TIME_CHOICES = ("auto", "gpu", "loop")
+#: ``--metric`` choices → the column each reads (``time`` reads the times, by ``--time``).
+#: All are lower-is-better; each needs the run setting named in the "not compared" reason.
+METRICS = {"time": None, "energy_per_call_mJ": "energy_per_call_mJ",
+           "energy_above_idle_per_call_mJ": "energy_above_idle_per_call_mJ",
+           "avg_power_W": "avg_power_W", "kernel_time_sum_us": "kernel_time_sum_us",
+           "kernel_count": "kernel_count"}
+#: The run setting that records each metric (named when a trial lacks it).
+METRIC_SETTING = {"kernel_time_sum_us": "profile=true", "kernel_count": "profile=true"}
+
+_PAIR_COLUMNS = ["trial", "verdict", "time", "base_us", "new_us", "speedup", "ci_low",
+                 "ci_high", "p_value", "change_pct", "noise_pct", "base_other_us",
+                 "new_other_us", "base_trials", "new_trials", "note"]
+
+
+@dataclass
+class Comparison:
+    """The outcome of :func:`compare`.
+
+    pairs
+        One row per spec present and ``ok`` on both sides: ``trial`` (label), ``verdict``,
+        ``time`` (``gpu`` or ``loop``: the time that decided), ``base_us``/``new_us`` (its
+        medians), ``base_other_us``/``new_other_us`` (the other time's medians),
+        ``speedup`` (base/new, > 1 = NEW faster),
+        ``ci_low``/``ci_high`` (95%), ``p_value``, ``change_pct`` ((new/base - 1) * 100),
+        ``noise_pct``, ``base_trials``/``new_trials`` (rows pooled), plus the spec columns.
+        With a ``metric`` other than time, ``base_value``/``new_value`` hold the metric and
+        decide; ``time``/``base_us``/``new_us`` are the auto-rule time, for context.
+    not_compared
+        Specs on both sides where either side is not ``ok`` or lacks the metric: why.
+    only_base, only_new
+        Specs found on one side only (with their status).
+    axis_notes
+        Why specs did not match: columns present on one side only, values present on one
+        side only, with the ``--ignore-axis`` hint.
+    """
+
+    pairs: pd.DataFrame
+    not_compared: pd.DataFrame
+    only_base: pd.DataFrame
+    only_new: pd.DataFrame
+    key_columns: list[str]
+    label_columns: list[str]
+    geomean: float = float("nan")
+    geomean_low: float = float("nan")
+    geomean_high: float = float("nan")
+    axis_notes: list[str] = field(default_factory=list)
+    alpha: float = 0.05
+    threshold: float = 0.03
+    time: str = "auto"
+    metric: str = "time"
+
+    def counts(self) -> dict[str, int]:
+        """How many pairs got each verdict, and how many specs were not compared."""
+        verdicts = self.pairs["verdict"].value_counts() if len(self.pairs) else {}
+        return {"faster": int(verdicts.get("faster", 0)), "slower": int(verdicts.get("slower", 0)),
+                "same": int(verdicts.get("same", 0)), "not_compared": len(self.not_compared),
+                "only_base": len(self.only_base), "only_new": len(self.only_new)}
+
+    def regressions(self, pct: float) -> list[str]:
+        """One line per regression of at least ``pct`` percent (and per newly failing trial)."""
+        out = []
+        for _, row in self.pairs.iterrows():
+            if row["verdict"] == "slower" and row["change_pct"] >= pct:
+                out.append(f"{row['trial']}: {row['change_pct']:+.1f}% "
+                           f"({self.fmt_value(row, 'base')} -> {self.fmt_value(row, 'new')})")
+        for _, row in self.not_compared.iterrows():
+            if row["base_status"] == "ok" and row["new_status"] in FAILED_STATUSES:
+                out.append(f"{row['trial']}: ok in BASE, {row['new_status']} in NEW "
+                           f"({row['new_reason']})")
+        return out
+
+    def fmt_value(self, row: pd.Series, side: str) -> str:
+        """The value that decided a pair on one ``side`` (base/new): a time or the metric."""
+        if self.metric == "time":
+            return fmt_time_us(row[f"{side}_us"])
+        return f"{row[f'{side}_value']:.4g} {self.metric}"
+
+    def to_frame(self) -> pd.DataFrame:
+        """Every spec in one table with a ``result`` column (faster/slower/same/not_compared/
+        only_base/only_new), then a ``GEOMEAN`` row: the CSV output."""
+        parts = [self.pairs.assign(result=self.pairs["verdict"])]
+        if len(self.not_compared):
+            parts.append(self.not_compared.assign(result="not_compared"))
+        if len(self.only_base):
+            parts.append(self.only_base.assign(result="only_base"))
+        if len(self.only_new):
+            parts.append(self.only_new.assign(result="only_new"))
+        parts.append(pd.DataFrame([{"trial": "GEOMEAN", "result": "geomean",
+                                    "speedup": self.geomean, "ci_low": self.geomean_low,
+                                    "ci_high": self.geomean_high}]))
+        frame = pd.concat([p for p in parts if len(p)], ignore_index=True)
+        first = ["trial", "result", "metric", "base_value", "new_value", "time", "base_us",
+                 "new_us", "speedup", "ci_low", "ci_high", "p_value", "change_pct",
+                 "noise_pct", "base_status", "new_status", "base_reason", "new_reason",
+                 "status", "reason"]
+        first = [c for c in first if c in frame.columns]
+        rest = [c for c in frame.columns if c not in first and c not in ("verdict",)]
+        return frame[first + rest]
+
+
+def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (),
+            ignore: Iterable[str] = (), alpha: float = 0.05, threshold: float = 0.03,
+            time: str = "auto", n_boot: int = N_BOOT, metric: str = "time") -> Comparison:
+    """Join BASE and NEW trials on their spec and compare each pair.
+
+    filters
+        ``axis=value[,value]`` strings applied to both sides (``op=matmul``, ``impl=cublas``).
+    ignore
+        Axes left out of the join (e.g. ``device_requested`` to compare cpu with cuda, or a
+        ``param_*`` that only one side has).
+    alpha, threshold
+        Significance level and minimum effect (fraction) of the verdict rule.
+    time
+        ``auto``: the device time (``gpu_time_*``) where both rows have one, else the loop
+        time; ``gpu``: the device time only (pairs without it are not compared); ``loop``:
+        the loop time, host cost included (what eager code pays), for every pair.
+    metric
+        ``time`` (default, by the ``time`` rule) or a per-trial scalar of :data:`METRICS`,
+        e.g. ``energy_per_call_mJ``; it ignores ``time`` (see the module docstring).
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
+    if time not in TIME_CHOICES:
+        raise ValueError(f"time={time!r} is not one of {', '.join(TIME_CHOICES)}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha} must be between 0 and 1 (e.g. 0.05)")
+    if threshold < 0:
+        raise ValueError(f"threshold={threshold} must be >= 0 (a fraction, e.g. 0.03 for 3%)")
+    filters = list(filters)
+    if filters:
+        base = apply_filters(base, filters)
+        new = apply_filters(new, filters)
+    ignored = {axis_name(a, base, new) for a in ignore}
+    keys = key_columns(base, new, ignored)
+    base = base.assign(_key=spec_keys(base, keys)) if len(base) else base.assign(_key=[])
+    new = new.assign(_key=spec_keys(new, keys)) if len(new) else new.assign(_key=[])
+    both = pd.concat([base[[c for c in keys if c in base.columns]],
+                      new[[c for c in keys if c in new.columns]]], ignore_index=True)
+    # target is implied by op; it stays in the join but would only clutter the labels
+    label_cols = ["op", *[c for c in varying_columns(both, keys) if c not in ("op", "target")]]
+    label_cols = [c for c in dict.fromkeys(label_cols) if c in both.columns]
+
+    base_specs = collapse(base, keys, METRICS[metric])
+    new_specs = collapse(new, keys, METRICS[metric])
+    rows, not_compared, reps = [], [], []
+    for key in (k for k in base_specs if k in new_specs):
+        b, n = base_specs[key], new_specs[key]
+        spec = spec_dict(b["row"], keys)
+        label = spec_label(spec, label_cols)
+        why = _not_comparable(b, n, time, metric)
+        if why is not None:
+            not_compared.append({"trial": label, "base_status": b["status"],
+                                 "new_status": n["status"], "base_reason": why[0],
+                                 "new_reason": why[1], **spec})
+            continue
+        row, st = _judge(b, n, time, metric, alpha=alpha, threshold=threshold,
+                         n_boot=n_boot, seed=zlib.crc32(key.encode()))
+        rows.append({"trial": label, **row, **spec})
+        reps.append(st.log_replicates)
+    pairs = pd.DataFrame(rows, columns=_PAIR_COLUMNS + keys if not rows else None)
+    finite = [i for i, r in enumerate(rows) if r["speedup"] > 0 and math.isfinite(r["speedup"])]
+    g, lo, hi = geomean_ci(np.log([rows[i]["speedup"] for i in finite]),
+                           np.vstack([reps[i] for i in finite]) if finite else None)
+    only_base = one_side(base_specs, new_specs, keys, label_cols)
+    only_new = one_side(new_specs, base_specs, keys, label_cols)
+    notes = axis_notes(base, new, keys) if len(only_base) or len(only_new) else []
+    return Comparison(pairs=pairs, not_compared=pd.DataFrame(not_compared),
+                      only_base=only_base, only_new=only_new, key_columns=keys,
+                      label_columns=label_cols, geomean=g, geomean_low=lo, geomean_high=hi,
+                      axis_notes=notes, alpha=alpha, threshold=threshold, time=time,
+                      metric=metric)
+
+
+def _not_comparable(b: dict, n: dict, time: str, metric: str) -> tuple | None:
+    """``(base_reason, new_reason)`` when a pair cannot be judged, else None."""
+    if b["status"] != "ok" or n["status"] != "ok":
+        return b["reason"], n["reason"]
+    if metric != "time":
+        if b["value"] > 0 and n["value"] > 0:
+            return None
+        missing = f"no {metric} (run with {METRIC_SETTING.get(metric, 'energy=true')})"
+        return (None if b["value"] > 0 else missing), (None if n["value"] > 0 else missing)
+    if pick_time(b["times"], n["times"], time) is None:
+        return no_gpu_reason(b), no_gpu_reason(n)
+    return None
+
+
+def _judge(b: dict, n: dict, time: str, metric: str, **stats_kw) -> tuple[dict, object]:
+    """The pair row (less trial and spec) and its statistics."""
+    if metric == "time":
+        which = pick_time(b["times"], n["times"], time)
+        other = "loop" if which == "gpu" else "gpu"
+        bt, nt = b["times"][which], n["times"][which]
+        st = compare_samples(bt["samples"], nt["samples"], bt["median"], nt["median"],
+                             base_ci=bt["ci"], new_ci=nt["ci"], **stats_kw)
+        row = {"base_us": bt["median"], "new_us": nt["median"],
+               "base_other_us": median_of(b["times"].get(other)),
+               "new_other_us": median_of(n["times"].get(other))}
+    else:  # one value per trial: no samples, no p-value; the auto-rule time as context
+        which = pick_time(b["times"], n["times"], "auto")
+        st = compare_samples(None, None, b["value"], n["value"], **stats_kw)
+        row = {"metric": metric, "base_value": b["value"], "new_value": n["value"],
+               "base_us": median_of(b["times"].get(which)),
+               "new_us": median_of(n["times"].get(which))}
+    change = (1.0 / st.speedup - 1.0) * 100.0 if st.speedup > 0 else np.nan
+    return {"verdict": st.verdict, "time": which, **row, "speedup": st.speedup,
+            "ci_low": st.ci_low, "ci_high": st.ci_high, "p_value": st.p_value,
+            "change_pct": change, "noise_pct": st.noise * 100.0, "base_trials": b["count"],
+            "new_trials": n["count"],
+            "note": timer_note(b["row"], n["row"], which if metric == "time" else None)}, st
