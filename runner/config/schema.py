@@ -61,6 +61,10 @@ class Status(str, Enum):
     error = "error"
     skipped = "skipped"
     oom = "oom"
+    #: the worker process died (signal, exit) or its CUDA context was poisoned
+    crashed = "crashed"
+    #: no result within trial_timeout_s; the worker was killed
+    timeout = "timeout"
 
 
 @dataclass
@@ -136,6 +140,12 @@ class RunConfig:
     store_calibration: bool = False
 
     check_accuracy: bool = True
+    # process: trials run in a supervised worker process (a crash or hang is a row, the sweep
+    # goes on); none: in this process, for debuggers (runner.execution.worker)
+    isolation: str = "process"
+    # seconds one trial may take (build, compile, timing) before it is a `timeout` row and its
+    # worker is replaced; null or 0: no limit. Needs isolation=process.
+    trial_timeout_s: Any = 600.0
     results_dir: str = "results"
     sweep_id: str = "${now:%Y-%m-%d_%H-%M-%S.%f}"
     notes: str = ""

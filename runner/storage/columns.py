@@ -21,7 +21,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "trial_index": (_I, "position of the trial within its job"),
     "trial_id": (_S, "stable hash of the trial spec (op, axes, params); equal on every machine"),
     "timestamp": (_TS, "UTC time the trial started"),
-    "status": (_S, "ok | error | skipped | oom"),
+    "status": (_S, "ok | error | skipped | oom | crashed (worker died or CUDA context "
+                       "poisoned) | timeout (over trial_timeout_s)"),
     "reason": (_S, "why a trial is not ok (exception or unsupported combination)"),
     "error_traceback": (_S, "full traceback of an error row"),
     # axes

@@ -56,7 +56,7 @@ AXIS_COLUMNS: tuple[str, ...] = (
 
 #: Known category orders, so that plots and tables list them in a sensible order.
 CATEGORY_ORDER: dict[str, tuple[str, ...]] = {
-    "status": ("ok", "error", "skipped", "oom"),
+    "status": ("ok", "error", "skipped", "oom", "crashed", "timeout"),
     "dtype": ("fp64", "fp32", "tf32", "fp16", "bf16"),
     "graph": ("none", "cuda_graph", "graphed_callable"),
     "compile": ("none", "default", "reduce-overhead", "max-autotune",
