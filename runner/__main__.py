@@ -13,6 +13,7 @@ import hydra
 from omegaconf import DictConfig
 
 from runner.config import schema
+from runner.config.guards import check_args
 from runner.config.validate import ConfigError, check_command_line
 
 schema.register()
@@ -28,6 +29,7 @@ def _hydra_main(cfg: DictConfig) -> object:
 def main() -> None:
     try:
         check_command_line(sys.argv[1:])
+        check_args(sys.argv[1:])
     except ConfigError as exc:
         print(f"opsweep: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -10,6 +10,7 @@ The catalog, one line per kind, is in docs/errors.md.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +41,30 @@ def _has_results(job_dir: Path) -> bool:
     from runner.storage.journal import journal_dir
 
     return (job_dir / JOB_FILE).exists() or journal_dir(job_dir).exists()
+
+
+def check_args(args: list[str]) -> None:
+    """Command-line checks, before Hydra composes anything or makes a folder."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    texts = [a for a in args if "=" in a and not a.startswith("-")]
+    overrides = OverridesParser.create().parse_overrides(texts)  # validated already
+    single: dict[str, Any] = {}
+    for ov in overrides:
+        if not ov.is_sweep_override() and not ov.is_delete():
+            single[ov.key_or_group] = ov.value()
+    _check_sweep_id(single)
+
+
+def _check_sweep_id(single: dict[str, Any]) -> None:
+    """A fixed ``sweep_id`` whose folder exists would mix two runs' files and overwrite the
+    first run's Hydra record: refuse before Hydra writes anything."""
+    if "sweep_id" not in single or os.environ.get("OPSWEEP_RESUME") == "1":
+        return
+    sweep_id = str(single["sweep_id"])
+    folder = Path(str(single.get("results_dir", "results"))) / sweep_id
+    if folder.exists():
+        raise ConfigError(f"invalid value for 'sweep_id': {sweep_id!r}: {folder} already exists "
+                          "and results are never overwritten. Choose another sweep_id (or "
+                          "leave it unset for a timestamp), or continue that sweep with: "
+                          f"python -m runner.resume {folder}")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
+import multiprocessing.util  # noqa: F401  (registers its exit handler before ours, see below)
 import os
 import signal
 import sys
@@ -284,5 +285,8 @@ def supervisor() -> Supervisor:
     global _SUPERVISOR
     if _SUPERVISOR is None:
         _SUPERVISOR = Supervisor()
-        atexit.register(_SUPERVISOR.stop)  # before multiprocessing's own exit handler
+        # atexit runs handlers last-registered first: ours (registered after
+        # multiprocessing.util's, imported above) stops the worker before multiprocessing
+        # joins its children, which would otherwise wait forever on an idle worker
+        atexit.register(_SUPERVISOR.stop)
     return _SUPERVISOR
