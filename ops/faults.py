@@ -59,3 +59,13 @@ def oom(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if x.device.type == "meta":
         return x
     return torch.empty(1 << 50, dtype=torch.uint8, device=x.device)[: x.numel()].view_as(x)
+
+
+def returns_none(x: torch.Tensor, y: torch.Tensor) -> None:
+    """Does nothing measurable: must be an error row, never a timed no-op."""
+    return None
+
+
+def returns_int(x: torch.Tensor, y: torch.Tensor) -> int:
+    """Returns a Python number: must be an error row, never a timed no-op."""
+    return 1

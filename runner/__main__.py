@@ -28,8 +28,8 @@ def _hydra_main(cfg: DictConfig) -> object:
 
 def main() -> None:
     try:
-        check_command_line(sys.argv[1:])
         check_args(sys.argv[1:])
+        check_command_line(sys.argv[1:])
     except ConfigError as exc:
         print(f"opsweep: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

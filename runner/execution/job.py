@@ -44,10 +44,6 @@ def run_job(cfg: DictConfig) -> Path | None:
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
     resuming = os.environ.get(RESUME_ENV) == "1"
-    runner_ = worker.supervisor() if cfg.get("isolation", "process") == "process" \
-        else worker.InProcess()
-    if isinstance(runner_, worker.Supervisor):
-        runner_.prestart()  # its torch import overlaps the planning below
     try:
         planned = plan_job(cfg)
         check_job(cfg, planned, job_dir, resuming=resuming)
@@ -55,6 +51,9 @@ def run_job(cfg: DictConfig) -> Path | None:
         print(f"opsweep: error: {exc}", file=sys.stderr)
         _discard_empty_job_dir(job_dir)
         raise SystemExit(2) from None
+    runner_ = worker.supervisor() if cfg.isolation == "process" else worker.InProcess()
+    if isinstance(runner_, worker.Supervisor):
+        runner_.prestart()  # its torch import overlaps the journal reading below
 
     sweep_dir = job_dir.parent.parent
     job_num = OmegaConf.select(hydra_cfg, "job.num", default=0) or 0
@@ -133,7 +132,7 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
     if (job_dir / JOB_FILE).exists() or journal.journal_dir(job_dir).exists():
         return
     shutil.rmtree(job_dir / ".hydra", ignore_errors=True)
-    for folder in (job_dir, job_dir.parent, job_dir.parent.parent):
+    for folder in (job_dir, job_dir.parent, job_dir.parent.parent, job_dir.parent.parent.parent):
         try:
             folder.rmdir()  # only succeeds when empty
         except OSError:

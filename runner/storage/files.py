@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -131,24 +132,27 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def row_keys(table: pa.Table) -> dict[tuple, tuple]:
-    """``{(sweep_id, job_num, trial_index): (status, trial_id, timestamp)}`` of a table."""
+def row_keys(table: pa.Table) -> list[tuple[tuple, tuple]]:
+    """``((sweep_id, job_num, trial_index), (status, trial_id, timestamp))`` of each row."""
     names = ("sweep_id", "job_num", "trial_index", "status", "trial_id", "timestamp")
     n = table.num_rows
     cols = [table.column(c).to_pylist() if c in table.column_names else [None] * n
             for c in names]
-    return {(s, j, i): (st, tid, ts) for s, j, i, st, tid, ts in zip(*cols)}
+    return [((s, j, i), (st, tid, ts)) for s, j, i, st, tid, ts in zip(*cols)]
 
 
 def superset_problem(old: pa.Table, new: pa.Table) -> str | None:
     """Why ``new`` may not replace ``old`` (None when it may): every trial of ``old`` must be
     in ``new``, and every ``ok``/``skipped`` row of ``old`` unchanged there."""
-    old_keys, new_keys = row_keys(old), row_keys(new)
-    missing = [k for k in old_keys if k not in new_keys]
+    new_rows: dict[tuple, list[tuple]] = {}
+    for key, value in row_keys(new):
+        new_rows.setdefault(key, []).append(value)
+    old_rows = row_keys(old)
+    missing = [key for key, _ in old_rows if key not in new_rows]
     if missing:
         return f"{len(missing)} trial(s) of the existing file are missing, e.g. {missing[0]}"
-    changed = [k for k, (status, tid, ts) in old_keys.items()
-               if status in ("ok", "skipped") and new_keys[k] != (status, tid, ts)]
+    changed = [key for key, value in old_rows
+               if value[0] in ("ok", "skipped") and value not in new_rows[key]]
     if changed:
         return f"{len(changed)} finished trial(s) would change, e.g. {changed[0]}"
     return None
@@ -172,7 +176,7 @@ def replace_with_superset(table: pa.Table, path: Path) -> Path:
         problem = superset_problem(old, table)
         if problem:
             raise FileExistsError(f"refusing to replace {path}: {problem}")
-        if row_keys(old) == row_keys(table):
+        if Counter(row_keys(old)) == Counter(row_keys(table)):
             return path  # same rows: leave the file (and its metadata) alone
     else:
         for n in range(1000):
