@@ -76,15 +76,21 @@ def main() -> int:
     checks.append(("OOM then fine", "oom,ok" if a.device.startswith("cuda") else "error,ok",
                    statuses(df), wall))
 
-    timing = ["op=matmul,copy,add", f"device={a.device}", "timer=quick", "dtype=bf16"]
+    timing = [f"device={a.device}", "timer=default", "dtype=bf16",
+              "cases=[{op:matmul,shape:[4096,4096,4096]},{op:copy},{op:add,shape:[8192,8192]}]"]
     if a.smoke_timing:
         timing.append("smoke=true")
     medians = {}
-    for isolation in ("process", "none", "process"):
-        df, wall = run(a.out, f"timing_{isolation}_{len(medians)}",
-                       timing + [f"isolation={isolation}", "-m"], env)
+    driver_cuda = []
+    for isolation in ("process", "none", "process", "none"):
+        name = f"timing_{isolation}_{len(medians)}"
+        df, wall = run(a.out, name, timing + [f"isolation={isolation}"], env)
         if not df.empty:
             medians[f"{isolation}#{len(medians)}"] = df.set_index("op")["time_median_us"]
+            from runner.storage.files import read_metadata
+
+            meta = read_metadata(next((a.out / name).glob("*/jobs/0/trials.parquet")))
+            driver_cuda.append(f"{isolation}: {meta.get('driver_cuda_initialized')}")
 
     print("\n== crash isolation ==")
     failed = 0
@@ -97,10 +103,13 @@ def main() -> int:
         table = pd.DataFrame(medians)
         keys = list(medians)
         table["none/process"] = table[keys[1]] / table[keys[0]] if len(keys) > 1 else None
-        if len(keys) > 2:
+        if len(keys) > 3:
+            table["none#3/process#2"] = table[keys[3]] / table[keys[2]]
             table["process#2/process#0"] = table[keys[2]] / table[keys[0]]
-        print("\n== timer medians (µs), isolation=process vs none ==")
+            table["none#3/none#1"] = table[keys[3]] / table[keys[1]]
+        print("\n== timer medians (µs), isolation=process vs none, runs in this order ==")
         print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+        print("driver process created a CUDA context: " + "; ".join(driver_cuda))
     return 1 if failed else 0
 
 

@@ -34,6 +34,10 @@ def main() -> None:
         print(f"opsweep: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     _hydra_main()
+    from runner.storage.callbacks import MERGE_FAILED
+
+    if MERGE_FAILED:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -276,3 +276,15 @@ def test_a_poisoned_cuda_context_is_recognised() -> None:
     assert is_poisoned({"reason": "RuntimeError: CUDA error: device-side assert triggered"})
     assert is_poisoned({"error_traceback": "... an illegal memory access was encountered"})
     assert not is_poisoned({"reason": "RuntimeError: shapes cannot be multiplied"})
+
+
+@pytest.mark.gpu
+def test_a_device_side_assert_is_crashed_and_the_next_trial_ok(start_cli: Any,
+                                                               tmp_path: Path) -> None:
+    """The issue's case on a GPU: [fine, device-side assert, fine] → ok, crashed, ok."""
+    run = finished(start_cli(["op=custom", "device=cuda", "shape=[256,256]", "timer=smoke",
+                              f"op.target=[{FINE},ops.faults:device_assert,torch:mul]"],
+                             tmp_path))
+    df = merged(run)
+    assert list(df["status"]) == ["ok", "crashed", "ok"], df[["status", "reason"]]
+    assert "poisoned" in df.iloc[1]["reason"]

@@ -84,17 +84,33 @@ def run_job(cfg: DictConfig) -> Path | None:
                                               label=lambda it: it[1].spec.label()):
                 row = runner_.run(trial, timer, cfg.check_accuracy, timeout_s)
                 row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=index)
-                journal.write_row(job_dir, row, metadata)
+                _journal(job_dir, row, metadata)
                 if stop.requested:
                     break
         except KeyboardInterrupt:  # the second Ctrl-C: stop now
             if isinstance(runner_, worker.Supervisor):
                 runner_.stop()
             stop.count = max(stop.count, 2)
+    # evidence for the isolation design: the driver must never have created a CUDA context
+    torch = sys.modules.get("torch")
+    metadata["driver_cuda_initialized"] = bool(torch is not None and torch.cuda.is_initialized())
+    metadata["isolation"] = cfg.isolation
     path = _write_job_file(job_dir, metadata, cfg.results_dir)
     if stop.requested:
         _stopped(sweep_dir, job_dir)
     return path
+
+
+def _journal(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> None:
+    """Journal one row; a failed write (a full disk) stops the sweep with exit status 1: going
+    on would measure trials whose results cannot be kept."""
+    try:
+        journal.write_row(job_dir, row, metadata)
+    except OSError as exc:
+        print(f"opsweep: error: could not write the result of trial {row['trial_index']} to "
+              f"{journal.journal_dir(job_dir)}: {exc}. Free space or fix permissions, then "
+              f"python -m runner.resume {job_dir.parent.parent}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str) -> Path | None:
