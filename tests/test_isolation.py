@@ -288,3 +288,31 @@ def test_a_device_side_assert_is_crashed_and_the_next_trial_ok(start_cli: Any,
     df = merged(run)
     assert list(df["status"]) == ["ok", "crashed", "ok"], df[["status", "reason"]]
     assert "poisoned" in df.iloc[1]["reason"]
+
+
+def test_resume_runs_the_jobs_a_sweeper_params_experiment_never_started(
+        start_cli: Any, tmp_path: Path) -> None:
+    """A user experiment whose jobs come from ``hydra.sweeper.params``: job 1 never ran (the
+    sweep was killed after job 0); resume re-plans the sweep from its Hydra record, runs job 1
+    only, and keeps job 0's rows."""
+    import shutil
+
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "two_dtypes.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /op: vector_add\n  - override /timer: "
+        "smoke\nshape: [8]\nhydra:\n  sweeper:\n    params:\n      dtype: fp32,fp64\n")
+    work = tmp_path / "work"
+    finished(start_cli(["-m", "experiment=two_dtypes",
+                        f"hydra.searchpath=[file://{tmp_path / 'conf'}]"], work))
+    (sweep,) = (work / "results").iterdir()
+    before = pd.read_parquet(sweep / SWEEP_FILE)
+    assert sorted(before["dtype"]) == ["fp32", "fp64"]
+    shutil.rmtree(sweep / "jobs" / "1")  # as if killed before job 1 started
+    (sweep / SWEEP_FILE).unlink()
+    run = finished(start_cli([str(sweep)], work, module="runner.resume"))
+    assert "resuming 0 of 1 trials" in run.err and "resuming 1 of 1 trials" in run.err
+    after = pd.read_parquet(sweep / SWEEP_FILE).sort_values("job_num")
+    assert list(after["dtype"]) == ["fp32", "fp64"] and set(after["status"]) == {"ok"}
+    assert after.iloc[0]["timestamp"] == before.sort_values("job_num").iloc[0]["timestamp"]
+    assert (sweep / "jobs" / "0" / ".hydra" / "overrides.yaml").exists()  # provenance kept

@@ -116,11 +116,19 @@ def check_shape_size(shape: Iterable[int], key: str = "shape") -> None:
                           "sizes.")
 
 
+def max_threads() -> int:
+    """Oversubscribing the CPU is a fair experiment (conf/experiment/cpu_threads.yaml sweeps
+    up to 16 threads on any machine); tens of thousands of threads abort the process in
+    OpenMP's thread creation. The line: 8 threads per logical CPU, at least 64."""
+    return max(64, 8 * (os.cpu_count() or 1))
+
+
 def check_threads(value: Any) -> None:
-    cores = os.cpu_count() or 1
-    if isinstance(value, int) and not isinstance(value, bool) and value > cores:
+    limit = max_threads()
+    if isinstance(value, int) and not isinstance(value, bool) and value > limit:
         raise ConfigError(f"invalid value for 'num_threads': {value!r}. This machine has "
-                          f"{cores} logical CPUs; expected 1..{cores} or null.")
+                          f"{os.cpu_count()} logical CPUs; expected 1..{limit} (8 per logical "
+                          "CPU, at least 64) or null.")
 
 
 def check_op_param_ranges(builder: Any, values: Mapping[str, Any], op: str) -> None:

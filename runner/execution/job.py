@@ -52,8 +52,6 @@ def run_job(cfg: DictConfig) -> Path | None:
         _discard_empty_job_dir(job_dir)
         raise SystemExit(2) from None
     runner_ = worker.supervisor() if cfg.isolation == "process" else worker.InProcess()
-    if isinstance(runner_, worker.Supervisor):
-        runner_.prestart()  # its torch import overlaps the journal reading below
 
     sweep_dir = job_dir.parent.parent
     job_num = OmegaConf.select(hydra_cfg, "job.num", default=0) or 0
@@ -73,6 +71,8 @@ def run_job(cfg: DictConfig) -> Path | None:
             if done.get(index) != trial.spec.trial_id]
     if resuming:
         console.stderr.print(f"job {job_num}: resuming {len(todo)} of {len(planned)} trials")
+    if todo and isinstance(runner_, worker.Supervisor):
+        runner_.prestart()  # its torch import overlaps what the driver does until trial 0
 
     timer = smoke_timer() if cfg.smoke else cfg.timer
     timeout_s = cfg.get("trial_timeout_s") or None
