@@ -33,11 +33,27 @@ def main() -> None:
     except ConfigError as exc:
         print(f"opsweep: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    if _runs_trials(sys.argv[1:]):
+        # Start the trial worker now: its torch import runs on another core while Hydra
+        # composes the config and the driver plans the job (runner.execution.worker).
+        from runner.execution.worker import supervisor
+
+        supervisor().prestart()
     _hydra_main()
     from runner.storage.callbacks import MERGE_FAILED
 
     if MERGE_FAILED:
         raise SystemExit(1)
+
+
+#: Hydra flags after which no trial runs (help, config printing, completion).
+_NO_TRIALS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--version",
+              "--shell-completion", "-sc")
+
+
+def _runs_trials(args: list[str]) -> bool:
+    return not any(a.partition("=")[0] in _NO_TRIALS for a in args) \
+        and "isolation=none" not in args
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from runner.storage.files import (
     SWEEP_FILE,
     FormatError,
     merge_sweep,
+    read_metadata,
     replace_with_superset,
     rows_to_table,
     write_new,
@@ -38,18 +39,16 @@ FORTY = ["op=vector_add", "timer=smoke", "isolation=none",
 
 def CLI_RUNS() -> dict[str, Any]:  # noqa: N802 (the name conftest looks for)
     return {
-        # [fine, os._exit, hang, fine]: ok, crashed, timeout, ok — one job, one worker start
-        # per replacement
-        "faults": SMOKE + [f"op.target=[{FINE},ops.faults:exits,ops.faults:sleeps,torch:mul]",
-                           "trial_timeout_s=20"],
-        # the crash in job 0 of a multirun: job 1 still runs in a fresh worker
-        "faults_m": SMOKE + [f"op.target=ops.faults:exits,{FINE}", "-m"],
-        "in_process": SMOKE + [f"op.target={FINE}", "isolation=none"],
-        # two sweeps at once into one results_dir
+        # job 0: [fine, os._exit, hang, fine] → ok, crashed, timeout, ok; job 1 (fine) runs
+        # after them in the same process, in a fresh worker
+        "faults": SMOKE + ["trial_timeout_s=20",
+                           f"op.target=[{FINE},ops.faults:exits,ops.faults:sleeps,torch:mul],"
+                           f"{FINE}", "-m"],
+        # two sweeps at once into one results_dir; the second in-process (isolation=none)
         "concurrent_1": (["op=vector_add", "shape=[[8],[16],[32]]", "timer=smoke",
                           "dtype=fp32,fp64", "-m"], "concurrent"),
         "concurrent_2": (["op=vector_add", "shape=[[8],[16],[32]]", "timer=smoke",
-                          "dtype=fp32,fp64", "-m"], "concurrent"),
+                          "dtype=fp32,fp64", "isolation=none", "-m"], "concurrent"),
     }
 
 
@@ -71,22 +70,24 @@ def merged(run: Any) -> pd.DataFrame:
 
 def test_crash_and_timeout_are_rows_and_the_next_trial_runs(cli_runs: dict[str, Any]) -> None:
     df = merged(finished(cli_runs["faults"]))
-    assert list(df["status"]) == ["ok", "crashed", "timeout", "ok"], df[["status", "reason"]]
-    crashed, hung = df.iloc[1], df.iloc[2]
+    job0 = df[df["job_num"] == 0]
+    assert list(job0["status"]) == ["ok", "crashed", "timeout", "ok"], df[["status", "reason"]]
+    crashed, hung = job0.iloc[1], job0.iloc[2]
     assert "exited with status 3" in crashed["reason"]
     assert "trial_timeout_s" in hung["reason"] and "20 s" in hung["reason"]
-    assert df.iloc[3]["param_target"] == "torch:mul" and df.iloc[3]["accuracy_ok"]
+    assert job0.iloc[3]["param_target"] == "torch:mul" and job0.iloc[3]["accuracy_ok"]
 
 
 def test_a_crash_in_job_0_does_not_stop_job_1(cli_runs: dict[str, Any]) -> None:
-    df = merged(finished(cli_runs["faults_m"]))
-    assert list(df["job_num"]) == [0, 1]
-    assert list(df["status"]) == ["crashed", "ok"], df[["status", "reason"]]
+    df = merged(finished(cli_runs["faults"]))
+    assert list(df[df["job_num"] == 1]["status"]) == ["ok"]
 
 
 def test_isolation_none_runs_in_process(cli_runs: dict[str, Any]) -> None:
-    df = merged(finished(cli_runs["in_process"]))
-    assert list(df["status"]) == ["ok"]
+    run = finished(cli_runs["concurrent_2"])
+    isolations = {read_metadata(job / JOB_FILE).get("isolation")
+                  for job in sorted((run.cwd / "results").glob("*/jobs/*"))}
+    assert isolations == {"process", "none"}  # one sweep each way, both complete
 
 
 def test_every_finished_trial_is_journaled(cli_runs: dict[str, Any]) -> None:
@@ -303,7 +304,7 @@ def test_resume_runs_the_jobs_a_sweeper_params_experiment_never_started(
         "# @package _global_\ndefaults:\n  - override /op: vector_add\n  - override /timer: "
         "smoke\nshape: [8]\nhydra:\n  sweeper:\n    params:\n      dtype: fp32,fp64\n")
     work = tmp_path / "work"
-    finished(start_cli(["-m", "experiment=two_dtypes",
+    finished(start_cli(["-m", "experiment=two_dtypes", "isolation=none",
                         f"hydra.searchpath=[file://{tmp_path / 'conf'}]"], work))
     (sweep,) = (work / "results").iterdir()
     before = pd.read_parquet(sweep / SWEEP_FILE)

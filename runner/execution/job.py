@@ -51,7 +51,11 @@ def run_job(cfg: DictConfig) -> Path | None:
         print(f"opsweep: error: {exc}", file=sys.stderr)
         _discard_empty_job_dir(job_dir)
         raise SystemExit(2) from None
-    runner_ = worker.supervisor() if cfg.isolation == "process" else worker.InProcess()
+    if cfg.isolation == "process":
+        runner_: Any = worker.supervisor()
+    else:
+        runner_ = worker.InProcess()
+        worker.supervisor().stop()  # started early by __main__ (an experiment chose none)
 
     sweep_dir = job_dir.parent.parent
     job_num = OmegaConf.select(hydra_cfg, "job.num", default=0) or 0
