@@ -12,7 +12,6 @@ The catalog, one line per kind with its test, is docs/errors.md.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import os
 from collections.abc import Iterable, Mapping
@@ -21,7 +20,6 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from runner.config.schema import TimerSettings
 from runner.config.validate import CONF_DIR, ConfigError, bad_value
 
 ISOLATION_CHOICES = ("process", "none")
@@ -304,7 +302,3 @@ def _check_sweep_id(single: dict[str, Any]) -> None:
                           "and results are never overwritten. Choose another sweep_id (or "
                           "leave it unset for a timestamp), or continue that sweep with: "
                           f"python -m runner.resume {folder}")
-
-
-#: Timer keys with a numeric minimum, for the docs.
-TIMER_FIELDS = tuple(f.name for f in dataclasses.fields(TimerSettings))
