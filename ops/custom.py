@@ -80,6 +80,17 @@ def build(ctx: OpContext, target: str = "", n_inputs: int = 2, flops: float = AU
                              f"or -1 to count automatically")
     shape = any_shape(ctx, "custom")
     inputs = tuple(ctx.randn(*shape) for _ in range(n_inputs))
+    # A function that returns no tensor (None, a Python number) does no measurable device work:
+    # timing it would record a no-op as if it were the op, and its "accuracy" would compare
+    # two numbers. One call here (a warm-up call the timer would make anyway) rejects it; a
+    # call that raises is left for the timed path to report, as it would without this check.
+    try:
+        first = func(*inputs)
+    except Exception:
+        first = inputs
+    if not _tensors_in(first):
+        raise TypeError(f"op custom: op.target={target!r} returned no tensor; a benchmarked "
+                        "function must return a tensor (or a sequence of tensors)")
     extra: dict[str, Any] = {}
     if bytes_moved == AUTO:
         out_bytes = _meta_output_bytes(func, inputs)

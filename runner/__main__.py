@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from runner.cli import fail
 from runner.config import schema
 from runner.config.errors import ConfigError
+from runner.config.guards import check_args
 from runner.config.overrides import check_command_line
 
 schema.register()
@@ -29,10 +30,31 @@ def _hydra_main(cfg: DictConfig) -> object:
 
 def main() -> None:
     try:
+        check_args(sys.argv[1:])
         check_command_line(sys.argv[1:])
     except ConfigError as exc:
         fail(exc)
+    if _runs_trials(sys.argv[1:]):
+        # Start the trial worker now: its torch import runs on another core while Hydra
+        # composes the config and the driver plans the job (runner.execution.worker).
+        from runner.execution.worker import supervisor
+
+        supervisor().prestart()
     _hydra_main()
+    from runner.execution.callbacks import MERGE_FAILED
+
+    if MERGE_FAILED:
+        raise SystemExit(1)
+
+
+#: Hydra flags after which no trial runs (help, config printing, completion).
+_NO_TRIALS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--version",
+              "--shell-completion", "-sc")
+
+
+def _runs_trials(args: list[str]) -> bool:
+    return not any(a.partition("=")[0] in _NO_TRIALS for a in args) \
+        and "isolation=none" not in args
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ RUNNER = Path(__file__).resolve().parent.parent / "runner"
 #: listed here, except torch, which is checked on its own below.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "timing": ("runner.timing",),
-    "config": ("runner.config", "runner.timing.timer", "runner.claims.spec"),
+    "config": ("runner.config", "runner.timing.timer", "runner.claims.spec", "runner.storage"),
     "storage": ("runner.storage", "runner.config.axes", "runner.config.errors", "runner.cli",
                 "runner.console"),
     "analysis": ("runner.analysis", "runner.storage", "runner.cli"),

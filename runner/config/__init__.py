@@ -4,6 +4,7 @@ Turns a composed Hydra config into frozen :class:`~runner.config.trials.TrialSpe
 into a :class:`~runner.config.errors.ConfigError` (exit status 2) before anything runs.
 
 May import: the standard library, omegaconf/hydra, ``runner.timing`` (timer defaults) and
-``runner.claims.spec`` (the typed `expect:` of an experiment; `expect.py` checks it).
+``runner.claims.spec`` (the typed `expect:` of an experiment; `expect.py` checks it), and
+``runner.storage`` (column names, and the result files a fixed ``sweep_id`` would clash with).
 Never torch at import time (``--help`` and the override checks must stay fast).
 """

@@ -7,7 +7,6 @@ the builder's keyword parameters are the op's parameters, and their annotations 
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import typing
 from collections.abc import Callable, Mapping
@@ -28,20 +27,11 @@ def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
 
 
 def resolve_target(target: str, key: str = "op._target_") -> Callable[..., Any]:
-    """Import ``pkg.module.func`` or ``pkg.module:func``."""
-    if not isinstance(target, str) or not target:
-        raise ConfigError(f"invalid value for '{key}': {target!r}. Expected a dotted path "
-                          "such as 'ops.matmul.build' or 'mypkg.module:function'.")
-    module_name, sep, attr = target.partition(":")
-    if not sep:
-        module_name, _, attr = target.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-        return getattr(module, attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(f"invalid value for '{key}': {target!r} could not be imported "
-                          f"({type(exc).__name__}: {exc}). Check the module is importable "
-                          "from the current directory or PYTHONPATH.") from None
+    """Import ``pkg.module.func`` or ``pkg.module:func`` (Hydra's rules:
+    :mod:`runner.config.targets`)."""
+    from runner.config.targets import locate
+
+    return locate(target, key)
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,13 @@ class RunConfig(AxisFields):
         "seconds of the energy window (the counter steps every ~100 ms: 5 s ~ 2%)")})
     energy_idle_s: float = field(default=1.0, metadata={"doc": (
         "seconds of idle baseline before the energy window (0: none)")})
+    # Crash isolation (runner.execution.worker): a trial that kills, poisons or hangs its
+    # worker becomes a `crashed` / `timeout` row and a fresh worker runs the next one.
+    isolation: str = field(default="process", metadata={"doc": (
+        "process: trials run in a supervised worker process | none: in this process "
+        "(debuggers)")})
+    trial_timeout_s: Any = field(default=600.0, metadata={"doc": (
+        "seconds a trial may take before it becomes a `timeout` row (0 or null: no limit)")})
     check_accuracy: bool = field(default=True, metadata={"doc": (
         "compare one call against a float64 reference before timing")})
     results_dir: str = field(default="results", metadata={"doc": "where sweeps are written"})

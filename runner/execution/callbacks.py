@@ -13,6 +13,10 @@ from omegaconf import DictConfig
 from runner import console
 from runner.storage.files import merge_sweep
 
+#: Set when the end-of-sweep merge failed: ``python -m runner`` then exits 1 (Hydra turns a
+#: callback's exception into a warning, which would have been exit 0 with no merged file).
+MERGE_FAILED: list[str] = []
+
 
 class MergeResults(Callback):
     """Merges ``jobs/*/trials.parquet`` into ``results.parquet`` at the end of a sweep.
@@ -29,7 +33,14 @@ class MergeResults(Callback):
 
     @staticmethod
     def _finish(config: DictConfig, sweep_dir: Path) -> None:
-        merged = finish_sweep(sweep_dir)
+        try:
+            merged = finish_sweep(sweep_dir)
+        except (OSError, ValueError) as exc:  # a full disk, a newer format: never exit 0
+            console.stderr.print(f"opsweep: error: merging {sweep_dir} failed: {exc}. Every "
+                                 "finished trial is in jobs/*/journal; retry with: python -m "
+                                 f"runner.collect {sweep_dir}", highlight=False)
+            MERGE_FAILED.append(str(sweep_dir))
+            return
         if merged is not None and config.get("store_calibration") and config.get("smoke"):
             console.stderr.print("calibration not stored: smoke=true sizes and timer give "
                                  "meaningless ceilings")

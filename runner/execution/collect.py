@@ -1,8 +1,13 @@
-"""``python -m runner.collect DIR [DIR ...]``: merge the job files of sweeps that did not finish.
+"""``python -m runner.collect DIR [DIR ...]``: merge the trials of sweeps that did not finish.
 
-A sweep killed mid-way (Ctrl-C, OOM-killer, a lost machine) leaves ``jobs/<n>/trials.parquet``
-for every job that completed but no ``results.parquet``. This writes the merged file from
-whatever jobs exist. A sweep that is already merged is left untouched.
+A sweep killed mid-way (Ctrl-C, the OOM killer, a lost machine) leaves every finished trial in
+its jobs' journals (``jobs/<n>/journal/``) but no ``results.parquet``. This builds each job's
+``trials.parquet`` and the merged file from them. An existing merged file is replaced only by
+a verified superset of its rows (so collecting a running sweep is safe), a damaged one is
+rebuilt from the job files, and a damaged job file is named and skipped. Exit status 1 when a
+write failed or nothing was found, 2 for a bad folder.
+
+To also run the trials that are missing or failed, use ``python -m runner.resume DIR``.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ import sys
 from pathlib import Path
 
 from runner.execution.callbacks import finish_sweep
-from runner.storage.files import SWEEP_FILE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,10 +31,11 @@ def main(argv: list[str] | None = None) -> int:
                   "results/", file=sys.stderr)
             status = 2
             continue
-        if (sweep_dir / SWEEP_FILE).exists():
-            print(f"{sweep_dir / SWEEP_FILE} already exists; left untouched")
-            continue
-        if finish_sweep(sweep_dir) is None:
+        try:
+            if finish_sweep(sweep_dir) is None:
+                status = 1
+        except (OSError, ValueError) as exc:  # a failed write is an error, never exit 0
+            print(f"opsweep: error: could not merge {sweep_dir}: {exc}", file=sys.stderr)
             status = 1
     return status
 

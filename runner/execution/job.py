@@ -1,8 +1,15 @@
-"""One Hydra job: validate its config, expand it into trials, run them, write one file."""
+"""One Hydra job: validate its config, expand it into trials, run them, write one file.
+
+Each finished trial is journaled (``runner.storage.journal``) before the next starts; the
+job's ``trials.parquet`` is built from the journal when the job ends (or is stopped by Ctrl-C).
+Trials run in the supervised worker process (``runner.execution.worker``) unless
+``isolation=none``.
+"""
 
 from __future__ import annotations
 
 import gc
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -14,10 +21,17 @@ from omegaconf import DictConfig, OmegaConf
 from runner import console
 from runner.cli import fail
 from runner.config.errors import ConfigError
+from runner.config.guards import check_job
 from runner.config.planner import plan_job
+from runner.execution import worker
 from runner.execution.insight import InsightOptions
-from runner.execution.trial import run_trial
-from runner.storage.files import FORMAT_VERSION, JOB_FILE, rows_to_table, write_new
+from runner.execution.interrupt import EXIT_INTERRUPTED, GracefulStop
+from runner.storage import journal
+from runner.storage.files import FORMAT_VERSION, JOB_FILE, replace_with_superset
+
+#: Set (to "1") by ``python -m runner.resume``: run only the trials without an ok/skipped row.
+RESUME_ENV = "OPSWEEP_RESUME"
+ROOFLINE_COLUMNS = ("pct_of_peak", "bound", "roofline_source", "roofline_reason")
 
 
 def run_job(cfg: DictConfig) -> Path | None:
@@ -32,33 +46,24 @@ def run_job(cfg: DictConfig) -> Path | None:
     gc.freeze()
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
+    resuming = os.environ.get(RESUME_ENV) == "1"
     try:
         planned = plan_job(cfg)
-    except ConfigError as exc:
+        check_job(cfg, planned, job_dir, resuming=resuming)
+        insight = InsightOptions.from_config(cfg, job_dir)
+    except (ConfigError, ValueError) as exc:
         _discard_empty_job_dir(job_dir)
         fail(exc)
+    if cfg.isolation == "process":
+        runner_: Any = worker.supervisor()
+    else:
+        runner_ = worker.InProcess()
+        worker.supervisor().stop()  # started early by __main__ (an experiment chose none)
 
     sweep_dir = job_dir.parent.parent
     job_num = OmegaConf.select(hydra_cfg, "job.num", default=0) or 0
     overrides = list(hydra_cfg.overrides.task)
     title = f"job {job_num}" + (f" ({' '.join(overrides)})" if overrides else "")
-
-    timer = smoke_timer() if cfg.smoke else cfg.timer
-    if cfg.gpu_warmup_s > 0 and not cfg.smoke:
-        _heat_devices(planned, cfg.gpu_warmup_s)
-    try:
-        insight = InsightOptions.from_config(cfg, job_dir)
-    except ValueError as exc:
-        _discard_empty_job_dir(job_dir)
-        fail(exc)
-    rows = []
-    for trial in console.track(planned, title, label=lambda t: t.spec.label()):
-        row = run_trial(trial.spec, trial.op, timer, check_accuracy=cfg.check_accuracy,
-                        insight=insight)
-        row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=trial.index,
-                   shard=cfg.shard, num_shards=cfg.num_shards)
-        rows.append(row)
-
     metadata: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "sweep_id": sweep_dir.name,
@@ -68,29 +73,90 @@ def run_job(cfg: DictConfig) -> Path | None:
         "config": OmegaConf.to_yaml(cfg, resolve=True),
         "argv": sys.argv,
     }
-    table = _with_roofline(rows_to_table(rows, metadata), cfg.results_dir)
-    return write_new(table, job_dir / JOB_FILE)
+    done = journal.done_trials(job_dir) if resuming else {}
+    todo = [(trial.index, trial) for trial in planned
+            if done.get(trial.index) != trial.spec.trial_id]
+    if resuming:
+        console.stderr.print(f"job {job_num}: resuming {len(todo)} of {len(planned)} trials")
+    if todo and isinstance(runner_, worker.Supervisor):
+        runner_.prestart()  # its torch import overlaps what the driver does until trial 0
+
+    timer = smoke_timer() if cfg.smoke else cfg.timer
+    timeout_s = cfg.get("trial_timeout_s") or None
+    with GracefulStop() as stop:
+        try:
+            if cfg.gpu_warmup_s > 0 and not cfg.smoke and todo:
+                _heat_devices(runner_, [t for _, t in todo], cfg.gpu_warmup_s)
+            for index, trial in console.track(todo, title,
+                                              label=lambda it: it[1].spec.label()):
+                row = runner_.run(trial, timer, cfg.check_accuracy, timeout_s, insight)
+                row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=index,
+                           shard=cfg.shard, num_shards=cfg.num_shards)
+                _journal(job_dir, row, metadata)
+                if stop.requested:
+                    break
+        except KeyboardInterrupt:  # the second Ctrl-C: stop now
+            if isinstance(runner_, worker.Supervisor):
+                runner_.stop()
+            stop.count = max(stop.count, 2)
+    # evidence for the isolation design: the driver must never have created a CUDA context
+    torch = sys.modules.get("torch")
+    metadata["driver_cuda_initialized"] = bool(torch is not None and torch.cuda.is_initialized())
+    metadata["isolation"] = cfg.isolation
+    path = _write_job_file(job_dir, metadata, cfg.results_dir)
+    if stop.requested:
+        _stopped(sweep_dir, job_dir)
+    return path
 
 
-def _heat_devices(planned: list, seconds: float) -> None:
+def _journal(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> None:
+    """Journal one row; a failed write (a full disk) stops the sweep with exit status 1: going
+    on would measure trials whose results cannot be kept."""
+    try:
+        journal.write_row(job_dir, row, metadata)
+    except OSError as exc:
+        print(f"opsweep: error: could not write the result of trial {row['trial_index']} to "
+              f"{journal.journal_dir(job_dir)}: {exc}. Free space or fix permissions, then "
+              f"python -m runner.resume {job_dir.parent.parent}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str) -> Path | None:
+    """``trials.parquet`` from the journal: one row per trial, roofline columns added."""
+    table = journal.job_rows(job_dir, metadata)
+    if table is None:
+        return None
+    table = table.drop_columns([c for c in ROOFLINE_COLUMNS if c in table.column_names])
+    return replace_with_superset(_with_roofline(table, results_root), job_dir / JOB_FILE)
+
+
+def _stopped(sweep_dir: Path, job_dir: Path) -> None:
+    """After Ctrl-C: merge what finished, say where it is and how to go on, exit 130."""
+    from runner.execution.callbacks import finish_sweep
+
+    finish_sweep(sweep_dir)
+    console.stderr.print(f"stopped by Ctrl-C in {job_dir}; finished trials are kept. "
+                         f"Continue with: python -m runner.resume {sweep_dir}", highlight=False)
+    raise SystemExit(EXIT_INTERRUPTED)
+
+
+def _heat_devices(runner_: Any, planned: list, seconds: float) -> None:
     """Bring every CUDA device the job uses to its sustained-load state (see
-    ``runner.timing.timer.heat_device``)."""
-    from runner.timing.timer import heat_device
-
+    ``runner.timing.timer.heat_device``), in the process that runs the trials."""
     for device in dict.fromkeys(t.spec.device for t in planned):
         if device.startswith("cuda"):
             console.stderr.print(f"heating {device} for {seconds:g} s (gpu_warmup_s)")
-            heat_device(device, seconds)
+            runner_.heat(device, seconds)
 
 
 def _discard_empty_job_dir(job_dir: Path) -> None:
     """Hydra makes the job folder before the config can be checked; when the config is bad,
     remove what Hydra wrote (its .hydra record) so a failed start leaves no empty sweep behind.
     Only folders holding no result file are touched."""
-    if (job_dir / JOB_FILE).exists():
+    if (job_dir / JOB_FILE).exists() or journal.journal_dir(job_dir).exists():
         return
     shutil.rmtree(job_dir / ".hydra", ignore_errors=True)
-    for folder in (job_dir, job_dir.parent, job_dir.parent.parent):
+    for folder in (job_dir, job_dir.parent, job_dir.parent.parent, job_dir.parent.parent.parent):
         try:
             folder.rmdir()  # only succeeds when empty
         except OSError:

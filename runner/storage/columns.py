@@ -26,6 +26,10 @@ class Status(str, Enum):
     error = "error"
     skipped = "skipped"
     oom = "oom"
+    #: the worker process died (signal, exit) or its CUDA context was poisoned
+    crashed = "crashed"
+    #: no result within trial_timeout_s; the worker was killed
+    timeout = "timeout"
 
 
 _S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()

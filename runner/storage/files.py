@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +33,24 @@ JOB_FILE = "trials.parquet"
 SWEEP_FILE = "results.parquet"
 METADATA_KEY = b"opsweep"
 FORMAT_VERSION = 1
+
+
+class FormatError(ValueError):
+    """A result file this opsweep cannot read (written by a newer version)."""
+
+
+def check_format(raw_metadata: dict[bytes, bytes] | None, path: Path | str) -> None:
+    """Raise :class:`FormatError` for a file whose ``format_version`` is newer than ours."""
+    raw = (raw_metadata or {}).get(METADATA_KEY)
+    if not raw:
+        return
+    try:
+        version = json.loads(raw).get("format_version", FORMAT_VERSION)
+    except (ValueError, AttributeError):
+        return
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise FormatError(f"{path} has format_version {version}, but this opsweep reads "
+                          f"format_version <= {FORMAT_VERSION}. Upgrade opsweep to read it.")
 
 #: Columns that lead the table, in this order; all others follow in first-seen order.
 LEADING_COLUMNS = (
@@ -60,30 +79,126 @@ def _column(values: list[Any], name: str) -> pa.Array:
     try:
         known = COLUMNS.get(name)
         return pa.array(values, type=known[0] if known else None)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        # e.g. an op parameter that is an int in one trial and a string in another
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        # e.g. an op parameter that is an int in one trial and a string in another, or an
+        # integer beyond int64 (a FLOP count of a huge shape): this column becomes text, the
+        # row and every other column are kept
         return pa.array([None if v is None else str(v) for v in values], type=pa.string())
 
 
-def write_new(table: pa.Table, path: Path) -> Path:
-    """Write ``table`` to ``path`` atomically; refuse if ``path`` exists."""
+def write_new(table: pa.Table, path: Path, *, durable: bool = True) -> Path:
+    """Write ``table`` to ``path`` atomically; refuse if ``path`` exists. ``durable``: fsync
+    the file and its folder, so the write survives a crash of the machine, not only of us."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         raise FileExistsError(f"refusing to overwrite result file {path}")
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    pq.write_table(table, tmp)
+    tmp = _write_tmp(table, path, durable)
     try:
         os.link(tmp, path)  # atomic, and fails instead of replacing an existing file
     except FileExistsError:
         raise FileExistsError(f"refusing to overwrite result file {path}") from None
     finally:
         tmp.unlink(missing_ok=True)
+    if durable:
+        fsync_dir(path.parent)
+    return path
+
+
+def _write_tmp(table: pa.Table, path: Path, durable: bool) -> Path:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            pq.write_table(table, handle)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a new name in ``folder`` durable (POSIX: the directory entry needs its own fsync)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory
+    finally:
+        os.close(fd)
+
+
+def row_keys(table: pa.Table) -> list[tuple[tuple, tuple]]:
+    """``((sweep_id, job_num, trial_index), (status, trial_id, timestamp))`` of each row."""
+    names = ("sweep_id", "job_num", "trial_index", "status", "trial_id", "timestamp")
+    n = table.num_rows
+    cols = [table.column(c).to_pylist() if c in table.column_names else [None] * n
+            for c in names]
+    return [((s, j, i), (st, tid, ts)) for s, j, i, st, tid, ts in zip(*cols)]
+
+
+def superset_problem(old: pa.Table, new: pa.Table) -> str | None:
+    """Why ``new`` may not replace ``old`` (None when it may): every trial of ``old`` must be
+    in ``new``, and every ``ok``/``skipped`` row of ``old`` unchanged there."""
+    new_rows: dict[tuple, list[tuple]] = {}
+    for key, value in row_keys(new):
+        new_rows.setdefault(key, []).append(value)
+    old_rows = row_keys(old)
+    missing = [key for key, _ in old_rows if key not in new_rows]
+    if missing:
+        return f"{len(missing)} trial(s) of the existing file are missing, e.g. {missing[0]}"
+    changed = [key for key, value in old_rows
+               if value[0] in ("ok", "skipped") and value not in new_rows[key]]
+    if changed:
+        return f"{len(changed)} finished trial(s) would change, e.g. {changed[0]}"
+    return None
+
+
+def replace_with_superset(table: pa.Table, path: Path) -> Path:
+    """Write ``table`` to ``path``: a new file, or an atomic replacement of an existing one
+    that is readable and whose rows ``table`` verifiably contains. An existing file that is
+    damaged is kept beside as ``<name>.damaged-<n>`` (never deleted) and replaced."""
+    if not path.exists():
+        try:
+            return write_new(table, path)
+        except FileExistsError:
+            pass  # a concurrent writer won: verify against its file below
+    try:
+        old = pq.read_table(path)
+    except (OSError, pa.ArrowException, ValueError):
+        old = None
+    if old is not None:
+        check_format(old.schema.metadata, path)
+        problem = superset_problem(old, table)
+        if problem:
+            raise FileExistsError(f"refusing to replace {path}: {problem}")
+        if Counter(row_keys(old)) == Counter(row_keys(table)):
+            return path  # same rows: leave the file (and its metadata) alone
+    else:
+        for n in range(1000):
+            keep = path.with_name(f"{path.name}.damaged-{n}")
+            try:
+                os.link(path, keep)
+                break
+            except FileExistsError:
+                continue
+    tmp = _write_tmp(table, path, durable=True)
+    try:
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
     return path
 
 
 def read_metadata(path: Path) -> dict[str, Any]:
     """The ``opsweep`` metadata (config, overrides) of a result file."""
     raw = pq.read_schema(path).metadata or {}
+    check_format(raw, path)
     return json.loads(raw[METADATA_KEY]) if METADATA_KEY in raw else {}
 
 
@@ -141,24 +256,44 @@ def _as_string(column: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def merge_sweep(sweep_dir: Path) -> Path | None:
-    """Merge a sweep's job files into ``<sweep_dir>/results.parquet``.
+    """Merge a sweep's jobs (their journals and ``trials.parquet`` files) into
+    ``<sweep_dir>/results.parquet``.
 
-    Returns the merged path, or None when the sweep has no job file. An existing merged file
-    is left untouched (and returned): merging is idempotent, never destructive.
+    Returns the merged path, or None when the sweep has no trial at all. An existing merged
+    file is replaced only by a verified superset of its rows (a ``collect`` of a running sweep
+    leaves a partial file that the sweep's own end merge then completes); a damaged one is
+    rebuilt from the job files.
     """
-    target = sweep_dir / SWEEP_FILE
-    if target.exists():
-        return target
-    files = job_files(sweep_dir)
-    if not files:
+    from runner.storage.journal import job_rows
+
+    tables, metas, inputs = [], [], []
+    for job_dir in job_dirs(sweep_dir):
+        table = job_rows(job_dir)
+        if table is None:
+            continue
+        meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
+        tables.append(table.replace_schema_metadata(None))
+        metas.append(meta)
+        inputs.append({"job": job_dir.name, "rows": table.num_rows})
+    if not tables:
         return None
-    tables = [pq.read_table(f) for f in files]
     metadata = {
         "format_version": FORMAT_VERSION,
         "sweep_id": sweep_dir.name,
         "merged_utc": datetime.now(timezone.utc).isoformat(),
-        "jobs": [read_metadata(f) for f in files],
+        "inputs": inputs,
+        "jobs": metas,
     }
     merged = merge_tables(tables)
     merged = merged.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, default=str)})
-    return write_new(merged, target)
+    return replace_with_superset(merged, sweep_dir / SWEEP_FILE)
+
+
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    """The job folders of a sweep (those holding a journal or a job file), in job order."""
+    def job_number(path: Path) -> tuple[int, str]:
+        return (int(path.name), "") if path.name.isdigit() else (1 << 30, path.name)
+
+    folders = [p for p in (sweep_dir / "jobs").glob("*")
+               if (p / JOB_FILE).exists() or (p / "journal").is_dir()]
+    return sorted(folders, key=job_number)

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 # The runner's column types (pyarrow only, no torch): all-null columns get their real type.
 from runner.storage.columns import AXES, AXIS_COLUMNS, Status
 from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
-from runner.storage.files import merge_tables
+from runner.storage.files import check_format, merge_tables
 
 MERGED_NAME = "results.parquet"
 JOB_GLOB = "jobs/*/trials.parquet"
@@ -122,9 +122,13 @@ def _files_under(path: Path) -> list[Path]:
         return [path] if path.suffix == ".parquet" else []
     if not path.is_dir():
         return []
-    if (path / MERGED_NAME).is_file():
+    if (path / MERGED_NAME).is_file() and _readable(path / MERGED_NAME):
         return [path / MERGED_NAME]
     jobs = sorted(path.glob(JOB_GLOB), key=_job_order)
+    # a job killed before it wrote trials.parquet: its journal (one file per finished trial)
+    jobs += sorted((p for p in path.glob("jobs/*/journal/*.parquet")
+                    if not (p.parent.parent / "trials.parquet").exists()),
+                   key=lambda p: (_job_order(p.parent), p.name))
     if jobs:
         return jobs
     out: list[Path] = []
@@ -133,6 +137,18 @@ def _files_under(path: Path) -> list[Path]:
             continue
         out.extend(_files_under(child))
     return out
+
+
+def _readable(path: Path) -> bool:
+    """False (and a warning naming it) for a damaged file: its sweep is read from its job
+    files instead."""
+    try:
+        pq.read_schema(path)
+        return True
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        print(f"opsweep: warning: {path} is damaged ({type(exc).__name__}); reading the "
+              "sweep's job files instead (python -m runner.collect rebuilds it)", file=sys.stderr)
+        return False
 
 
 def _job_order(path: Path) -> tuple[int, str]:
@@ -196,12 +212,24 @@ def load(paths: str | os.PathLike | Iterable[str | os.PathLike], *,
 
 def _read_tables(files: list[Path], columns: list[str] | None, *,
                  drop_samples: bool) -> pa.Table:
-    def read(file: Path) -> pa.Table:
-        names = pq.read_schema(file).names
+    def read(file: Path) -> pa.Table | None:
+        try:
+            schema = pq.read_schema(file)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            print(f"opsweep: warning: skipping damaged result file {file} "
+                  f"({type(exc).__name__})", file=sys.stderr)
+            return None
+        check_format(schema.metadata, file)  # a newer format: a clear error, not a guess
+        names = schema.names
         cols = names if columns is None else [c for c in columns if c in names]
         if drop_samples:
             cols = [c for c in cols if c != "samples_us"]
-        table = pq.read_table(file, columns=cols)
+        try:
+            table = pq.read_table(file, columns=cols)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            print(f"opsweep: warning: skipping damaged result file {file} "
+                  f"({type(exc).__name__})", file=sys.stderr)
+            return None
         if "sweep_id" not in table.column_names and (columns is None or "sweep_id" in columns):
             sweep = _sweep_id_from_path(file)
             table = table.append_column("sweep_id", pa.array([sweep] * table.num_rows))
@@ -212,6 +240,9 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
             tables = list(pool.map(read, files))
     else:
         tables = [read(f) for f in files]
+    tables = [t for t in tables if t is not None]
+    if not tables:
+        raise ResultsNotFoundError(f"every result file is damaged: {', '.join(map(str, files))}")
     table = merge_tables(tables)
     if columns is not None:
         for name in columns:

@@ -1,0 +1,293 @@
+"""Trials run in a supervised worker process, so that no trial can take the sweep down.
+
+Why: a device-side assert or an illegal address poisons the CUDA context for the life of the
+process, a segfault in an extension or an ``os._exit`` ends it, and a hung kernel never
+returns. Hydra's basic launcher runs every job of a multirun in one process, so before this one
+bad trial lost the job and every job after it.
+
+Design (standard library only: ``multiprocessing`` with the ``spawn`` start method and a
+``Pipe``; messages are Python objects):
+
+* :class:`Worker` is ONE process that imports torch, initialises CUDA lazily, and runs trials
+  sent to it, one at a time. It times the trial with the same shared timer as the in-process
+  path: the timed region never crosses the process boundary.
+* :class:`Supervisor` owns the worker: it waits for each trial's row at most
+  ``trial_timeout_s``; a worker that died (signal, exit status) gives a ``crashed`` row, one
+  that did not answer in time is killed and gives a ``timeout`` row, one whose CUDA context is
+  poisoned retires itself after sending its row (``crashed``). The next trial gets a fresh
+  worker. Workers=N later is N :class:`Worker` objects fed from one queue of trials.
+* One supervisor lives for the driver process (:func:`supervisor`), reused by every trial and
+  every Hydra job: a 200-job multirun pays one worker start, not 200.
+* The driver (the process Hydra runs) never initialises CUDA: heating the GPU and running
+  trials both happen in the worker.
+* The worker ignores SIGINT: Ctrl-C reaches the whole process group, and the driver decides
+  (``runner.execution.interrupt``) whether the trial in flight finishes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import multiprocessing.util  # noqa: F401  (registers its exit handler before ours, see below)
+import os
+import signal
+import sys
+import traceback
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from runner.storage.columns import Status
+
+#: Error text that means the CUDA context of the process is unusable from now on.
+POISONED_CUDA = (
+    "device-side assert", "illegal memory access", "an illegal instruction",
+    "misaligned address", "unspecified launch failure", "CUDA error: an illegal",
+    "CUBLAS_STATUS_EXECUTION_FAILED", "operation not permitted when stream is capturing",
+)
+#: Seconds a fresh worker may take to import torch and report ready.
+START_TIMEOUT_S = 300.0
+_POLL_S = 0.25
+_CTX = multiprocessing.get_context("spawn")
+
+
+# ---------------------------------------------------------------------------------------
+# Both paths: one trial into one row, whatever happens.
+# ---------------------------------------------------------------------------------------
+
+def run_trial_safely(spec: Any, plan: Any, timer: Any, check_accuracy: bool,
+                     insight: Any = None) -> dict[str, Any]:
+    """``run_trial``, plus the failures it cannot turn into a row itself (its clean-up raising
+    after a device-side assert). A poisoned CUDA context makes the row ``crashed``."""
+    from runner.execution.trial import run_trial, spec_columns
+
+    try:
+        row = run_trial(spec, plan, timer, check_accuracy=check_accuracy, insight=insight)
+    except Exception as exc:  # the trial's own handler failed too: still one row
+        row = spec_columns(spec)
+        row.update(timestamp=datetime.now(timezone.utc), timer_preset=timer.preset,
+                   status=Status.error.value, reason=f"{type(exc).__name__}: {exc}"[:500],
+                   error_traceback=traceback.format_exc())
+    if row.get("status") == Status.error.value and is_poisoned(row):
+        row["status"] = Status.crashed.value
+        row["reason"] = f"CUDA context poisoned, worker replaced: {row['reason']}"
+    return row
+
+
+def is_poisoned(row: dict[str, Any]) -> bool:
+    text = f"{row.get('reason') or ''}\n{row.get('error_traceback') or ''}"
+    return any(marker in text for marker in POISONED_CUDA)
+
+
+def failed_row(spec: Any, timer: Any, status: Status, reason: str) -> dict[str, Any]:
+    """The row of a trial whose worker died or hung: identity and status, no measurement."""
+    from runner.execution.trial import spec_columns
+
+    row = spec_columns(spec)
+    row.update(timestamp=datetime.now(timezone.utc), timer_preset=timer.preset,
+               status=status.value, reason=reason)
+    return row
+
+
+class InProcess:
+    """``isolation=none``: trials run in the driver process (for debuggers, pdb, profilers).
+    A crash or hang here ends the sweep, as it did before workers existed."""
+
+    def run(self, trial: Any, timer: Any, check_accuracy: bool,
+            timeout_s: float | None, insight: Any = None) -> dict[str, Any]:
+        return run_trial_safely(trial.spec, trial.op, timer, check_accuracy, insight)
+
+    def heat(self, device: str, seconds: float) -> None:
+        from runner.timing.timer import heat_device
+
+        heat_device(device, seconds)
+
+
+# ---------------------------------------------------------------------------------------
+# The worker process.
+# ---------------------------------------------------------------------------------------
+
+def _serve(conn: Any) -> None:
+    """The worker's main loop: answer requests until the driver hangs up."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    import gc
+
+    from omegaconf import OmegaConf
+
+    import runner.execution.trial  # noqa: F401  (torch: paid once, before "ready")
+    from runner.config.ops import resolve_target
+
+    gc.collect()
+    gc.freeze()  # imports live for the process: keep per-trial gc.collect() short
+    conn.send(("ready", os.getpid()))
+    builders: dict[str, Any] = {}
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        if kind == "trial":
+            spec, plan, timer, check_accuracy, insight = payload
+            if plan.target not in builders:
+                builders[plan.target] = resolve_target(plan.target)
+            plan = replace(plan, builder=builders[plan.target])
+            row = run_trial_safely(spec, plan, OmegaConf.create(timer), check_accuracy, insight)
+            retire = row["status"] == Status.crashed.value
+            conn.send(("row", row, retire))
+            if retire:
+                return
+        elif kind == "heat":
+            from runner.timing.timer import heat_device
+
+            heat_device(*payload)
+            conn.send(("done", None, False))
+
+
+def _die_with_parent() -> None:
+    """Linux: the worker gets SIGKILL when the driver dies (even by SIGKILL), so no orphan
+    keeps a GPU busy."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class WorkerLost(Exception):
+    """The worker died or stopped answering; ``status`` says which."""
+
+    def __init__(self, status: Status, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+class Worker:
+    """One worker process and the pipe to it."""
+
+    def __init__(self) -> None:
+        self.conn, child = _CTX.Pipe()
+        self.process = _CTX.Process(target=_serve, args=(child,), name="opsweep-worker")
+        self.process.start()
+        child.close()
+        self.ready = False
+
+    def request(self, message: tuple, timeout_s: float | None) -> Any:
+        """Send one request and wait for its answer; raise :class:`WorkerLost`."""
+        if not self.ready:
+            self._wait(START_TIMEOUT_S, "starting (importing torch)")
+            self.ready = True
+        try:
+            self.conn.send(message)
+        except (BrokenPipeError, OSError):
+            raise WorkerLost(Status.crashed, self._death()) from None
+        kind, value, retire = self._wait(timeout_s, "running the trial")
+        if retire:
+            self.stop()
+        return value
+
+    def _wait(self, timeout_s: float | None, doing: str) -> Any:
+        import time
+
+        deadline = None if not timeout_s else time.monotonic() + timeout_s
+        while True:
+            # short polls: a Ctrl-C handler gets to run, and a dead worker is seen at once
+            if self.conn.poll(_POLL_S):
+                try:
+                    return self.conn.recv()
+                except (EOFError, OSError):
+                    raise WorkerLost(Status.crashed, self._death()) from None
+            if not self.process.is_alive():
+                raise WorkerLost(Status.crashed, self._death())
+            if deadline is not None and time.monotonic() > deadline:
+                self.stop()
+                raise WorkerLost(Status.timeout, f"no result after {timeout_s:g} s "
+                                 f"(trial_timeout_s) while {doing}; worker killed")
+
+    def _death(self) -> str:
+        self.process.join(5)
+        code = self.process.exitcode
+        self.stop()
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"worker process killed by {name}"
+        return (f"worker process exited with status {code} (os._exit, a fatal error in "
+                "native code, or the OOM killer)")
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def stop(self) -> None:
+        """End the worker now (it may be hung in a kernel: no polite request)."""
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(10)
+
+
+class Supervisor:
+    """Runs trials in a worker, replacing it whenever it dies, hangs or is poisoned."""
+
+    def __init__(self) -> None:
+        self.worker: Worker | None = None
+        self.starts = 0
+
+    def prestart(self) -> None:
+        """Start the worker now, so its torch import overlaps the driver's planning."""
+        if self.worker is None or not self.worker.alive():
+            self.worker = Worker()
+            self.starts += 1
+
+    def run(self, trial: Any, timer: Any, check_accuracy: bool,
+            timeout_s: float | None, insight: Any = None) -> dict[str, Any]:
+        from omegaconf import DictConfig, OmegaConf
+
+        plan = replace(trial.op, builder=None, params={})  # the worker imports the builder
+        settings = OmegaConf.to_container(timer) if isinstance(timer, DictConfig) else timer
+        try:
+            return self._request(
+                ("trial", (trial.spec, plan, settings, check_accuracy, insight)), timeout_s)
+        except WorkerLost as lost:
+            return failed_row(trial.spec, timer, lost.status, str(lost))
+
+    def heat(self, device: str, seconds: float) -> None:
+        try:
+            self._request(("heat", (device, seconds)), None)
+        except WorkerLost as lost:
+            print(f"opsweep: warning: heating {device} failed: {lost}", file=sys.stderr)
+
+    def _request(self, message: tuple, timeout_s: float | None) -> Any:
+        self.prestart()
+        worker = self.worker
+        if worker is None:  # pragma: no cover - prestart always makes one
+            raise WorkerLost(Status.crashed, "no worker")
+        return worker.request(message, timeout_s)
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+
+_SUPERVISOR: Supervisor | None = None
+
+
+def supervisor() -> Supervisor:
+    """The driver process's one supervisor (made on first use, stopped at exit)."""
+    global _SUPERVISOR
+    if _SUPERVISOR is None:
+        _SUPERVISOR = Supervisor()
+        # atexit runs handlers last-registered first: ours (registered after
+        # multiprocessing.util's, imported above) stops the worker before multiprocessing
+        # joins its children, which would otherwise wait forever on an idle worker
+        atexit.register(_SUPERVISOR.stop)
+    return _SUPERVISOR

@@ -1,0 +1,161 @@
+"""The per-job journal: every finished trial is on disk before the next one starts.
+
+Why: a job used to write its Parquet file only when it ended, so a SIGKILL (pre-emption, the
+OOM killer, a closed laptop lid) lost every trial of the job. Now each finished trial is
+written as its own one-row Parquet file::
+
+    jobs/<n>/journal/<trial_index:05d>.<attempt>.parquet
+
+atomically (temporary file, fsync, hard link to the final name, fsync of the folder), before
+the next trial starts. A SIGKILL at any instant loses at most the trial in flight. The job's
+``trials.parquet`` and the sweep's ``results.parquet`` are views built from the journal
+(:func:`job_rows`); ``python -m runner.collect`` and ``python -m runner.resume`` rebuild them.
+
+``attempt`` counts the runs of one trial (a resumed sweep runs its failed trials again); a
+journal entry is never replaced, so every attempt stays on disk. The view keeps one row per
+trial: its ``ok``/``skipped`` row if there is one, else its latest attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from runner.storage.files import (
+    FORMAT_VERSION,
+    JOB_FILE,
+    METADATA_KEY,
+    check_format,
+    merge_tables,
+    rows_to_table,
+    write_new,
+)
+
+JOURNAL_DIR = "journal"
+#: Statuses a resumed sweep never runs again.
+DONE_STATUSES = frozenset({"ok", "skipped"})
+
+
+def journal_dir(job_dir: Path) -> Path:
+    return Path(job_dir) / JOURNAL_DIR
+
+
+def write_row(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> Path:
+    """Journal one finished trial (``row`` has ``trial_index``); durable when this returns."""
+    folder = journal_dir(job_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    table = rows_to_table([row], metadata)
+    index = int(row["trial_index"])
+    for attempt in range(1000):
+        path = folder / f"{index:05d}.{attempt}.parquet"
+        if path.exists():
+            continue
+        try:
+            return write_new(table, path, durable=True)
+        except FileExistsError:  # another writer took this attempt number: take the next
+            continue
+    raise RuntimeError(f"trial {index} of {job_dir} has 1000 journal entries; refusing more")
+
+
+def read_entries(job_dir: Path, *, warn: bool = True) -> list[pa.Table]:
+    """Every readable journal entry of a job, oldest attempt first. A damaged entry is named on
+    stderr and skipped (the rest still count)."""
+    folder = journal_dir(job_dir)
+    if not folder.is_dir():
+        return []
+    tables = []
+    for path in sorted(folder.glob("*.parquet"), key=_entry_order):
+        table = read_checked(path, warn=warn)
+        if table is not None:
+            tables.append(table)
+    return tables
+
+
+def read_checked(path: Path, *, warn: bool = True) -> pa.Table | None:
+    """Read a result file; ``None`` (and a line on stderr naming it) when it is damaged.
+    A file from a newer opsweep raises :class:`~runner.storage.files.FormatError`."""
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        if warn:
+            print(f"opsweep: warning: skipping damaged result file {path} "
+                  f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+                  file=sys.stderr)
+        return None
+    check_format(table.schema.metadata, path)
+    return table
+
+
+def _entry_order(path: Path) -> tuple[int, int]:
+    index, _, rest = path.name.partition(".")
+    attempt = rest.partition(".")[0]
+    return (int(index) if index.isdigit() else 1 << 30, int(attempt) if attempt.isdigit() else 0)
+
+
+def best_rows(tables: Sequence[pa.Table]) -> pa.Table:
+    """One row per trial (by ``job_num``, ``trial_index``): the latest ``ok``/``skipped`` row,
+    else the latest attempt. ``tables`` are in attempt order (oldest first)."""
+    if not tables:
+        return pa.table({})
+    merged = merge_tables([t.replace_schema_metadata(None) for t in tables])
+    keys = _keys(merged)
+    statuses = merged.column("status").to_pylist() if "status" in merged.column_names else []
+    chosen: dict[tuple, int] = {}
+    for i, key in enumerate(keys):
+        done = statuses[i] in DONE_STATUSES if statuses else False
+        previous = chosen.get(key)
+        if previous is None or done or statuses[previous] not in DONE_STATUSES:
+            chosen[key] = i
+    order = sorted(chosen.values(), key=lambda i: keys[i])
+    return merged.take(pa.array(order, pa.int64()))
+
+
+def _keys(table: pa.Table) -> list[tuple]:
+    n = table.num_rows
+    jobs = table.column("job_num").to_pylist() if "job_num" in table.column_names else [0] * n
+    index = (table.column("trial_index").to_pylist() if "trial_index" in table.column_names
+             else list(range(n)))
+    return [(j if j is not None else -1, i if i is not None else -1) for j, i in zip(jobs, index)]
+
+
+def job_rows(job_dir: Path, metadata: dict[str, Any] | None = None) -> pa.Table | None:
+    """The job's trials, one row each, from its ``trials.parquet`` (if any) and its journal;
+    ``None`` when there is neither. ``metadata`` defaults to that of the newest input."""
+    tables = []
+    job_file = Path(job_dir) / JOB_FILE
+    if job_file.exists():
+        table = read_checked(job_file)
+        if table is not None:
+            tables.append(table)
+    tables += read_entries(job_dir)
+    if not tables:
+        return None
+    if metadata is None:
+        raw = tables[-1].schema.metadata or {}
+        metadata = json.loads(raw[METADATA_KEY]) if METADATA_KEY in raw else {}
+        metadata.pop("journal_entries", None)
+    metadata = {**metadata, "format_version": FORMAT_VERSION}
+    table = best_rows(tables)
+    return table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, default=str)})
+
+
+def done_trials(job_dir: Path) -> dict[int, str]:
+    """``{trial_index: trial_id}`` of the job's trials that have an ``ok`` or ``skipped`` row
+    (in the journal, or in a ``trials.parquet`` from before journals existed)."""
+    table = job_rows(job_dir)
+    tables = [] if table is None else [table]
+    done: dict[int, str] = {}
+    for table in tables:
+        if not {"trial_index", "trial_id", "status"} <= set(table.column_names):
+            continue
+        for index, trial_id, status in zip(*(table.column(c).to_pylist()
+                                             for c in ("trial_index", "trial_id", "status"))):
+            if status in DONE_STATUSES:
+                done[int(index)] = trial_id
+    return done
