@@ -317,3 +317,14 @@ def test_resume_runs_the_jobs_a_sweeper_params_experiment_never_started(
     assert list(after["dtype"]) == ["fp32", "fp64"] and set(after["status"]) == {"ok"}
     assert after.iloc[0]["timestamp"] == before.sort_values("job_num").iloc[0]["timestamp"]
     assert (sweep / "jobs" / "0" / ".hydra" / "overrides.yaml").exists()  # provenance kept
+
+
+def test_merged_file_keeps_the_job_files_roofline_columns(start_cli, tmp_path) -> None:
+    """The job file adds the roofline columns to the journal's rows; the sweep's merge must
+    take the job file's row, not the bare journal entry of the same attempt."""
+    run = start_cli(["op=add", "shape=[1]", "device=cpu", "timer=smoke", "sweep_id=r"],
+                    tmp_path).wait()
+    assert run.returncode == 0, run.explain()
+    merged = pq.read_table(tmp_path / "results" / "r" / "results.parquet").to_pylist()
+    assert len(merged) == 1
+    assert merged[0]["roofline_reason"], "roofline columns lost in the merge"

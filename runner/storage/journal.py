@@ -116,6 +116,14 @@ def best_rows(tables: Sequence[pa.Table]) -> pa.Table:
     return merged.take(pa.array(order, pa.int64()))
 
 
+def _attempts(table: pa.Table) -> list[tuple]:
+    """(trial_index, trial_id, timestamp) of each row: one attempt of one trial."""
+    names = ("trial_index", "trial_id", "timestamp")
+    columns = [table.column(n).to_pylist() if n in table.column_names else [None] * len(table)
+               for n in names]
+    return list(zip(*columns))
+
+
 def _keys(table: pa.Table) -> list[tuple]:
     n = table.num_rows
     jobs = table.column("job_num").to_pylist() if "job_num" in table.column_names else [0] * n
@@ -129,11 +137,16 @@ def job_rows(job_dir: Path, metadata: dict[str, Any] | None = None) -> pa.Table 
     ``None`` when there is neither. ``metadata`` defaults to that of the newest input."""
     tables = []
     job_file = Path(job_dir) / JOB_FILE
+    in_job_file: set[tuple] = set()
     if job_file.exists():
         table = read_checked(job_file)
         if table is not None:
             tables.append(table)
-    tables += read_entries(job_dir)
+            in_job_file = set(_attempts(table))
+    # An entry the job file was built from is the same attempt without the columns the job
+    # file adds (the roofline's): keep the job file's row. Newer entries (a resume) still win.
+    tables += [entry for entry in read_entries(job_dir)
+               if not in_job_file.issuperset(_attempts(entry))]
     if not tables:
         return None
     if metadata is None:
