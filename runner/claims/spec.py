@@ -44,11 +44,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-import pyarrow as pa
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-
-from runner.storage.columns import COLUMNS
 
 
 class ClaimSpecError(ValueError):
@@ -187,10 +184,16 @@ def known_keys(params: Iterable[str] = ()) -> set[str]:
     """Names a selector may use: every result column, and the op parameters ``params`` by
     their bare name or as ``param_<name>``."""
     params = set(params)
+    from runner.storage.columns import COLUMNS  # pyarrow: only when a claim is checked
+
     return set(COLUMNS) | params | {f"param_{p}" for p in params}
 
 
 def numeric_columns() -> set[str]:
+    import pyarrow as pa
+
+    from runner.storage.columns import COLUMNS
+
     return {name for name, (kind, _) in COLUMNS.items()
             if pa.types.is_integer(kind) or pa.types.is_floating(kind)}
 
