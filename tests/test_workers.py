@@ -8,6 +8,8 @@ placement (one GPU per worker, pinned trials) is checked on the GPU machine by t
 
 from __future__ import annotations
 
+import signal
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -77,6 +79,28 @@ def test_per_gpu_without_cuda_is_refused(start_cli: Any, tmp_path: Path) -> None
     assert run.returncode == 2, run.explain()
     assert "'workers'" in run.err and "no CUDA device" in run.err
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def test_ctrl_c_lets_the_workers_finish_then_resume_completes(start_cli: Any,
+                                                              tmp_path: Path) -> None:
+    shapes = "shape=[" + ",".join(f"[{n}]" for n in range(1, 41)) + "]"
+    run = start_cli(["op=vector_add", "timer=smoke", "workers=2", shapes], tmp_path)
+    entries = tmp_path / "results"
+    deadline = time.monotonic() + 120
+    while len(list(entries.glob("*/jobs/0/journal/*.parquet"))) < 4 \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run._proc.send_signal(signal.SIGINT)
+    run.wait()
+    assert run.returncode == 130, run.explain()
+    (sweep,) = entries.iterdir()
+    df = pd.read_parquet(sweep / SWEEP_FILE)
+    assert 4 <= len(df) < 40 and set(df["status"]) == {"ok"}
+    assert len(df) == len(list(sweep.glob("jobs/0/journal/*.parquet")))
+    resumed = start_cli([str(sweep)], tmp_path, module="runner.resume").wait()
+    assert resumed.returncode == 0, resumed.explain()
+    df = pd.read_parquet(sweep / SWEEP_FILE)
+    assert sorted(df["trial_index"]) == list(range(40)) and set(df["status"]) == {"ok"}
 
 
 # ---------------------------------------------------------------------------------------
