@@ -62,7 +62,9 @@ def run_job(cfg: DictConfig) -> Path | None:
         worker.supervisor().stop()  # started early by __main__: the pool has its own
     elif cfg.isolation == "process":
         runner_ = worker.supervisor()
+        pool.stop_pool()  # an earlier job of the multirun had workers>1
     else:
+        pool.stop_pool()
         runner_ = worker.InProcess()
         worker.supervisor().stop()  # started early by __main__ (an experiment chose none)
 

@@ -252,13 +252,15 @@ def pool(slots: tuple[Slot, ...]) -> Pool:
     if _POOL is not None and _POOL.slots == slots:
         return _POOL
     if _POOL is None:
-        atexit.register(_stop_pool)  # after multiprocessing's handler: runs before it
+        atexit.register(stop_pool)  # after multiprocessing's handler: runs before it
     else:
         _POOL.stop()
     _POOL = Pool(slots)
     return _POOL
 
 
-def _stop_pool() -> None:
+def stop_pool() -> None:
+    """Stop the pool's workers (a job of the multirun runs with one worker, or at exit); a
+    later :func:`pool` call starts them again."""
     if _POOL is not None:
         _POOL.stop()
