@@ -53,8 +53,10 @@ _NO_TRIALS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--
 
 
 def _runs_trials(args: list[str]) -> bool:
+    """Whether to prestart the one trial worker (``workers=N`` starts its own pool)."""
     return not any(a.partition("=")[0] in _NO_TRIALS for a in args) \
-        and "isolation=none" not in args
+        and "isolation=none" not in args \
+        and not any(a.startswith("workers=") and a != "workers=1" for a in args)
 
 
 if __name__ == "__main__":

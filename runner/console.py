@@ -7,7 +7,8 @@ captures just the table.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -29,11 +30,24 @@ stdout = _console(stderr=False)
 MAX_SUMMARY_ROWS = 60
 
 
+def _bar_columns() -> tuple[Any, ...]:
+    return (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("{task.fields[current]}"))
+
+
+@contextmanager
+def progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
+    """A progress bar for work that finishes out of order (``workers=N``): yields
+    ``advance(label)``, to call as each item finishes (under the caller's lock)."""
+    with Progress(*_bar_columns(), console=stderr, transient=False) as bar:
+        task = bar.add_task(title, total=total, current="")
+        yield lambda label: bar.update(task, current=label, advance=1)
+        bar.update(task, current="done")
+
+
 def track(items: Sequence[Any], title: str, label: Any = str) -> Iterator[Any]:
     """Yield ``items`` under a progress bar whose text shows the current item's label."""
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("{task.fields[current]}"))
-    with Progress(*columns, console=stderr, transient=False) as progress:
+    with Progress(*_bar_columns(), console=stderr, transient=False) as progress:
         task = progress.add_task(title, total=len(items), current="")
         for item in items:
             progress.update(task, current=label(item))

@@ -52,6 +52,14 @@ def _isolation(key: str, value: Any) -> None:
         raise bad_value(key, value, ISOLATION_CHOICES)
 
 
+def _workers(key: str, value: Any) -> None:
+    if value == "per_gpu" or (isinstance(value, int) and not isinstance(value, bool)
+                              and value >= 1):
+        return
+    raise ConfigError(f"invalid value for '{key}': {value!r}. Expected an integer >= 1 or "
+                      "per_gpu (one worker per visible GPU), e.g. workers=2 or workers=per_gpu.")
+
+
 def _sweep_id(key: str, value: Any) -> None:
     text = str(value)
     if not text or "/" in text or text in (".", "..") or text.startswith("."):
@@ -62,7 +70,7 @@ def _sweep_id(key: str, value: Any) -> None:
 SETTINGS = {
     "smoke": _bool, "check_accuracy": _bool, "store_calibration": _bool,
     "gpu_warmup_s": _seconds, "trial_timeout_s": lambda k, v: _seconds(k, v, allow_null=True),
-    "isolation": _isolation, "sweep_id": _sweep_id,
+    "isolation": _isolation, "sweep_id": _sweep_id, "workers": _workers,
 }
 
 

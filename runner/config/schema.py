@@ -111,6 +111,10 @@ class RunConfig(AxisFields):
     isolation: str = field(default="process", metadata={"doc": (
         "process: trials run in a supervised worker process | none: in this process "
         "(debuggers)")})
+    # In-job scale-out (runner.execution.pool): N supervised workers, one per GPU.
+    workers: Any = field(default=1, metadata={"doc": (
+        "worker processes running this job's trials at once, one per GPU: an int >= 1 or "
+        "per_gpu (docs/scale-out.md)")})
     trial_timeout_s: Any = field(default=600.0, metadata={"doc": (
         "seconds a trial may take before it becomes a `timeout` row (0 or null: no limit)")})
     check_accuracy: bool = field(default=True, metadata={"doc": (

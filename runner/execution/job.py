@@ -3,7 +3,8 @@
 Each finished trial is journaled (``runner.storage.journal``) before the next starts; the
 job's ``trials.parquet`` is built from the journal when the job ends (or is stopped by Ctrl-C).
 Trials run in the supervised worker process (``runner.execution.worker``) unless
-``isolation=none``.
+``isolation=none``; with ``workers=N`` / ``per_gpu``, in N of them at once
+(``runner.execution.pool``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from runner.cli import fail
 from runner.config.errors import ConfigError
 from runner.config.guards import check_job
 from runner.config.planner import plan_job
-from runner.execution import worker
+from runner.execution import pool, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import EXIT_INTERRUPTED, GracefulStop
 from runner.storage import journal
@@ -51,12 +52,19 @@ def run_job(cfg: DictConfig) -> Path | None:
         planned = plan_job(cfg)
         check_job(cfg, planned, job_dir, resuming=resuming)
         insight = InsightOptions.from_config(cfg, job_dir)
+        workers = pool.plan_workers(cfg.workers, cfg.isolation, planned,
+                                    pool.explicit_gpus(OmegaConf.to_container(cfg)))
     except (ConfigError, ValueError) as exc:
         _discard_empty_job_dir(job_dir)
         fail(exc)
-    if cfg.isolation == "process":
-        runner_: Any = worker.supervisor()
+    if len(workers.slots) > 1:
+        runner_: Any = pool.pool(workers.slots)
+        worker.supervisor().stop()  # started early by __main__: the pool has its own
+    elif cfg.isolation == "process":
+        runner_ = worker.supervisor()
+        pool.stop_pool()  # an earlier job of the multirun had workers>1
     else:
+        pool.stop_pool()
         runner_ = worker.InProcess()
         worker.supervisor().stop()  # started early by __main__ (an experiment chose none)
 
@@ -78,31 +86,44 @@ def run_job(cfg: DictConfig) -> Path | None:
             if done.get(trial.index) != trial.spec.trial_id]
     if resuming:
         console.stderr.print(f"job {job_num}: resuming {len(todo)} of {len(planned)} trials")
-    if todo and isinstance(runner_, worker.Supervisor):
+    if todo and isinstance(runner_, (worker.Supervisor, pool.Pool)):
         runner_.prestart()  # its torch import overlaps what the driver does until trial 0
 
     timer = smoke_timer() if cfg.smoke else cfg.timer
     timeout_s = cfg.get("trial_timeout_s") or None
+    heat_s = cfg.gpu_warmup_s if not cfg.smoke else 0.0
+
+    def record(row: dict[str, Any], trial: Any) -> None:
+        row.setdefault("worker", 0 if isinstance(runner_, worker.Supervisor) else None)
+        row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=trial.index,
+                   shard=cfg.shard, num_shards=cfg.num_shards)
+        _journal(job_dir, row, metadata)
+
     with GracefulStop() as stop:
         try:
-            if cfg.gpu_warmup_s > 0 and not cfg.smoke and todo:
-                _heat_devices(runner_, [t for _, t in todo], cfg.gpu_warmup_s)
-            for index, trial in console.track(todo, title,
-                                              label=lambda it: it[1].spec.label()):
-                row = runner_.run(trial, timer, cfg.check_accuracy, timeout_s, insight)
-                row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=index,
-                           shard=cfg.shard, num_shards=cfg.num_shards)
-                _journal(job_dir, row, metadata)
-                if stop.requested:
-                    break
+            if isinstance(runner_, pool.Pool):
+                with console.progress(len(todo), title) as advance:
+                    runner_.run([t for _, t in todo], workers.pinned,
+                                (timer, cfg.check_accuracy, timeout_s, insight), stop=stop,
+                                heat_s=heat_s, record=lambda row, trial: (
+                                    record(row, trial), advance(trial.spec.label())))
+            else:
+                if heat_s > 0 and todo:
+                    _heat_devices(runner_, [t for _, t in todo], heat_s)
+                for _, trial in console.track(todo, title, label=lambda it: it[1].spec.label()):
+                    record(runner_.run(trial, timer, cfg.check_accuracy, timeout_s, insight),
+                           trial)
+                    if stop.requested:
+                        break
         except KeyboardInterrupt:  # the second Ctrl-C: stop now
-            if isinstance(runner_, worker.Supervisor):
+            if isinstance(runner_, (worker.Supervisor, pool.Pool)):
                 runner_.stop()
             stop.count = max(stop.count, 2)
     # evidence for the isolation design: the driver must never have created a CUDA context
     torch = sys.modules.get("torch")
     metadata["driver_cuda_initialized"] = bool(torch is not None and torch.cuda.is_initialized())
     metadata["isolation"] = cfg.isolation
+    metadata["workers"] = len(workers.slots)
     path = _write_job_file(job_dir, metadata, cfg.results_dir)
     if stop.requested:
         _stopped(sweep_dir, job_dir)

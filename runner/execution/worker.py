@@ -15,7 +15,8 @@ Design (standard library only: ``multiprocessing`` with the ``spawn`` start meth
   ``trial_timeout_s``; a worker that died (signal, exit status) gives a ``crashed`` row, one
   that did not answer in time is killed and gives a ``timeout`` row, one whose CUDA context is
   poisoned retires itself after sending its row (``crashed``). The next trial gets a fresh
-  worker. Workers=N later is N :class:`Worker` objects fed from one queue of trials.
+  worker. ``workers=N`` is N supervisors fed from one queue (``runner.execution.pool``); each
+  starts its worker with its own environment (``CUDA_VISIBLE_DEVICES``) and thread count.
 * One supervisor lives for the driver process (:func:`supervisor`), reused by every trial and
   every Hydra job: a 200-job multirun pays one worker start, not 200.
 * The driver (the process Hydra runs) never initialises CUDA: heating the GPU and running
@@ -107,8 +108,14 @@ class InProcess:
 # The worker process.
 # ---------------------------------------------------------------------------------------
 
-def _serve(conn: Any) -> None:
-    """The worker's main loop: answer requests until the driver hangs up."""
+def _serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = None) -> None:
+    """The worker's main loop: answer requests until the driver hangs up.
+
+    ``env`` is applied first thing: the CUDA driver reads ``CUDA_VISIBLE_DEVICES`` when it
+    initialises (the first CUDA call, in a trial), so a pinned worker sees only its GPU.
+    ``threads``: torch intra-op threads of this worker (a trial's ``num_threads`` still wins
+    for that trial; ``context.trial_settings`` restores this value after it)."""
+    os.environ.update(env or {})
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     import gc
@@ -118,6 +125,10 @@ def _serve(conn: Any) -> None:
     import runner.execution.trial  # noqa: F401  (torch: paid once, before "ready")
     from runner.config.ops import resolve_target
 
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     gc.collect()
     gc.freeze()  # imports live for the process: keep per-trial gc.collect() short
     conn.send(("ready", os.getpid()))
@@ -168,18 +179,23 @@ class WorkerLost(Exception):
 class Worker:
     """One worker process and the pipe to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None, threads: int | None = None,
+                 name: str = "opsweep-worker") -> None:
         self.conn, child = _CTX.Pipe()
-        self.process = _CTX.Process(target=_serve, args=(child,), name="opsweep-worker")
+        self.process = _CTX.Process(target=_serve, args=(child, env, threads), name=name)
         self.process.start()
         child.close()
         self.ready = False
 
-    def request(self, message: tuple, timeout_s: float | None) -> Any:
-        """Send one request and wait for its answer; raise :class:`WorkerLost`."""
+    def wait_ready(self) -> None:
+        """Wait until the worker has imported torch; raise :class:`WorkerLost`."""
         if not self.ready:
             self._wait(START_TIMEOUT_S, "starting (importing torch)")
             self.ready = True
+
+    def request(self, message: tuple, timeout_s: float | None) -> Any:
+        """Send one request and wait for its answer; raise :class:`WorkerLost`."""
+        self.wait_ready()
         try:
             self.conn.send(message)
         except (BrokenPipeError, OSError):
@@ -235,17 +251,32 @@ class Worker:
 
 
 class Supervisor:
-    """Runs trials in a worker, replacing it whenever it dies, hangs or is poisoned."""
+    """Runs trials in a worker, replacing it whenever it dies, hangs or is poisoned.
 
-    def __init__(self) -> None:
+    ``env`` and ``threads`` are given to every worker it starts (``runner.execution.pool``
+    pins each of its supervisors to one GPU this way)."""
+
+    def __init__(self, env: dict[str, str] | None = None, threads: int | None = None,
+                 name: str = "opsweep-worker") -> None:
         self.worker: Worker | None = None
         self.starts = 0
+        self.env, self.threads, self.name = env, threads, name
 
     def prestart(self) -> None:
         """Start the worker now, so its torch import overlaps the driver's planning."""
         if self.worker is None or not self.worker.alive():
-            self.worker = Worker()
+            self.worker = Worker(self.env, self.threads, self.name)
             self.starts += 1
+
+    def wait_ready(self) -> None:
+        """Start the worker if needed and wait for it; a worker that fails to start is
+        reported by the next :meth:`run` (as a row), not here."""
+        self.prestart()
+        try:
+            if self.worker is not None:
+                self.worker.wait_ready()
+        except WorkerLost:
+            pass
 
     def run(self, trial: Any, timer: Any, check_accuracy: bool,
             timeout_s: float | None, insight: Any = None) -> dict[str, Any]:

@@ -99,6 +99,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                         "of one job number their trials alike)"),
     "shard": (_I, "which shard of its job's trials this row's job ran (shard=i)"),
     "num_shards": (_I, "how many shards the job's trials were split into (1: not sharded)"),
+    "worker": (_I, "which of the job's worker processes ran the trial (0..workers-1; null: "
+                   "isolation=none, in the driver)"),
     "trial_id": (_S, "stable hash of the trial spec (op, axes, params); equal on every machine"),
     "timestamp": (_TS, "UTC time the trial started"),
     "status": (_S, " | ".join(status.value for status in Status)),
