@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runner.claims.engine import ERROR, FAILING, HELD, NOT_HELD, Verdict, judge
-from runner.claims.results import CONF_DIR, Results, load_results
+from runner.claims.results import CONF_DIR, Results, add_results_arguments, load_results
 from runner.claims.spec import ClaimSpecError
 
 PROG = "python -m runner.check"
@@ -75,13 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineArgumentParser(
         prog=PROG, description="Judge the claims (expect:) of saved results; exit 1 when one "
                                "did not hold or errored.")
-    parser.add_argument("results", nargs="+", help="merged result files, sweep directories "
-                        "or a results root")
-    parser.add_argument("--conf-dir", default=str(CONF_DIR),
-                        help="config directory holding experiment/<name>.yaml")
-    parser.add_argument("--claims-from", choices=("results", "conf"), default="results",
-                        help="the claims stored with the results (default; results without "
-                             "any use the YAML) or the YAML's")
+    add_results_arguments(parser)
     args = parser.parse_args(argv)
     try:
         verdicts = check(load_results(args.results), Path(args.conf_dir), args.claims_from)

@@ -22,7 +22,13 @@ import pandas as pd
 
 from runner.analysis.values import markdown_table
 from runner.claims.engine import ERROR, HELD, NOT_HELD, NOT_MEASURED, judge, tally
-from runner.claims.results import CONF_DIR, Expectations, Results, load_results
+from runner.claims.results import (
+    CONF_DIR,
+    Expectations,
+    Results,
+    add_results_arguments,
+    load_results,
+)
 from runner.claims.tables import environment_line, not_run_table, pivot_table, results_table
 
 PROG = "python -m runner.claims.report"
@@ -182,16 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = OneLineArgumentParser(
         prog=PROG, description="Write the experiments report (docs/experiments.md).")
-    parser.add_argument("results", nargs="+", help="merged result files, sweep directories "
-                        "or a results root")
+    add_results_arguments(parser)
     parser.add_argument("--out", help="write the Markdown here (default: stdout)")
     parser.add_argument("--banner", default="",
                         help="a note printed at the top, e.g. that the numbers are placeholders")
-    parser.add_argument("--conf-dir", default=str(CONF_DIR),
-                        help="config directory holding experiment/<name>.yaml")
-    parser.add_argument("--claims-from", choices=("results", "conf"), default="results",
-                        help="judge by the claims stored with the results (default; results "
-                             "without any use the YAML) or by the YAML's")
     args = parser.parse_args(argv)
     try:
         results = load_results(args.results)

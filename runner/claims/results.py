@@ -143,3 +143,15 @@ def _decategorise(df: pd.DataFrame) -> pd.DataFrame:
         if isinstance(out[col].dtype, pd.CategoricalDtype):
             out[col] = out[col].astype(object)
     return out
+
+
+def add_results_arguments(parser: Any) -> None:
+    """The arguments ``runner.check`` and ``runner.claims.report`` share: which results, and
+    which claims judge them."""
+    parser.add_argument("results", nargs="+", help="merged result files, sweep directories "
+                        "or a results root")
+    parser.add_argument("--conf-dir", default=str(CONF_DIR),
+                        help="config directory holding experiment/<name>.yaml")
+    parser.add_argument("--claims-from", choices=("results", "conf"), default="results",
+                        help="judge by the claims stored with the results (default; results "
+                             "without any use the YAML) or by the YAML's")
