@@ -7,16 +7,24 @@ fix, and add the checks a type cannot express (a selector on a column that does 
 comparisons, a ``_target_`` that does not import). Both run before any trial.
 
 A claim reads **rows** (``where``, plus ``numerator``/``denominator`` for a ratio of two row
-sets), reduces each row set to one number (``metric`` over the rows, by ``aggregate``), and
-compares it with **one** criterion::
+sets), reduces each row set to one number (its time, or ``metric``, over the rows, by
+``aggregate``), and compares it with **one** criterion::
 
-    - claim: fp32 matmul is 15.6× faster than fp64 (seed 001, T4, 2048³)
-      source: seed 001, lesson 2
+    - claim: fp32 matmul is 15.6x faster than fp64 (T4, 2048^3)
+      source: PyTorch CUDA 101, lesson 2 (data types)
+      time: device                      # the GPU's own time per op
       where: {device: cuda, op: matmul, shape: [2048, 2048, 2048]}
       numerator: {dtype: fp64}          # time(fp64) / time(fp32): the speedup of fp32
       denominator: {dtype: fp32}
       half_of_claimed_gain: 15.63       # held if >= 1 + (15.63 - 1) / 2
-      label: fp64/fp32 time at 2048³
+      label: fp64/fp32 time at 2048^3
+
+**Which time.** ``time: device`` reads the device time per op (``gpu_time_per_op_us``: what
+the GPU did), ``time: loop`` the loop time per op (``time_per_op_us``: what the host's loop
+paid, launch cost included); ``metric:`` names any other numeric column (``tflops``,
+``peak_allocated_bytes``...). A claim that states none reads the device time when every row
+it selects is a CUDA row that has one, else the loop time (CPU rows have no device time).
+Claims about launch cost say ``time: loop``; the verdict names the time it used.
 
 Selectors (``where``, ``numerator``, ``denominator``) name result columns
 (``runner/storage/columns.py``), or op parameters by their bare name (``impl`` is
@@ -64,6 +72,19 @@ class Aggregate(str, Enum):
     one = "one"
 
 
+class Time(str, Enum):
+    """Which time a claim or pivot reads (docs/timing.md): ``device`` is the GPU's own time
+    per op (``gpu_time_per_op_us``), ``loop`` the host loop's time per op
+    (``time_per_op_us``, launch cost included)."""
+
+    device = "device"
+    loop = "loop"
+
+
+#: The column each ``time:`` reads.
+TIME_METRICS = {Time.device: "gpu_time_per_op_us", Time.loop: "time_per_op_us"}
+
+
 class Combine(str, Enum):
     """How the values of ``each`` item become the claim's value."""
 
@@ -82,7 +103,8 @@ class Claim:
     claim: str = MISSING
     source: str = ""
     where: dict[str, Any] = field(default_factory=dict)
-    metric: str = "time_per_op_us"
+    time: Time | None = None
+    metric: str | None = None
     numerator: dict[str, Any] | None = None
     denominator: dict[str, Any] | None = None
     each: list[dict[str, Any]] | None = None
@@ -115,7 +137,8 @@ class Pivot:
     where: dict[str, Any] = field(default_factory=dict)
     rows: list[str] = field(default_factory=lambda: ["shape"])
     columns: str | None = None
-    metric: str = "time_per_op_us"
+    time: Time | None = None
+    metric: str | None = None
     aggregate: Aggregate = Aggregate.median
 
 
@@ -162,7 +185,7 @@ def parse(raw: Any, kind: type, key: str) -> list[Any]:
 
 
 def _type_fix(kind: type, name: str) -> str:
-    enums = {"aggregate": Aggregate, "combine": Combine}
+    enums = {"aggregate": Aggregate, "combine": Combine, "time": Time}
     if name in enums:
         return f"Valid choices: {', '.join(e.value for e in enums[name])}."
     if name in ("claim", "title"):
@@ -206,7 +229,7 @@ def check(claims: Sequence[Claim], pivots: Sequence[Pivot], params: Iterable[str
     for index, pivot in enumerate(pivots):
         where = f"pivots[{index}]"
         _check_selector(pivot.where, f"{where}.where", keys)
-        _check_metric(pivot.metric, f"{where}.metric")
+        _check_time(pivot, where)
         for name in [*pivot.rows, *([pivot.columns] if pivot.columns else [])]:
             _check_column(name, f"{where}.rows/columns", keys)
 
@@ -226,7 +249,7 @@ def _check_claim(claim: Claim, where: str, keys: set[str]) -> None:
     if claim.within is not None and (len(claim.within) != 2 or claim.within[0] > claim.within[1]):
         raise ClaimSpecError(f"invalid value for '{where}.within': {list(claim.within)}. "
                              "Expected [low, high] with low <= high, e.g. within: [8, 32].")
-    _check_metric(claim.metric, f"{where}.metric")
+    _check_time(claim, where)
     _check_selector(claim.where, f"{where}.where", keys)
     items = claim.each if claim.each is not None else [{}]
     if claim.each is not None and not claim.each:
@@ -265,6 +288,16 @@ def _check_column(name: str, where: str, keys: set[str]) -> None:
     raise ClaimSpecError(f"invalid key in '{where}': {name!r} is neither a result column "
                          f"(runner/storage/columns.py) nor a parameter of an op in this "
                          f"experiment.{hint}")
+
+
+def _check_time(spec: Claim | Pivot, where: str) -> None:
+    if spec.metric is not None and spec.time is not None:
+        raise ClaimSpecError(
+            f"'{where}' states both time: {spec.time.value} and metric: {spec.metric}. Keep "
+            f"one: time: device|loop reads {TIME_METRICS[Time.device]} or "
+            f"{TIME_METRICS[Time.loop]}; metric: names any other numeric column.")
+    if spec.metric is not None:
+        _check_metric(spec.metric, f"{where}.metric")
 
 
 def _check_metric(metric: str, where: str) -> None:

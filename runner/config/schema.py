@@ -88,6 +88,15 @@ class RunConfig(AxisFields):
         "run only trials i, i+n, i+2n, ... of the job (i = shard, n = num_shards)")})
     num_shards: int = field(default=1, metadata={"doc": (
         "split the job's trials into this many shards: -m shard='range(n)' num_shards=n")})
+    # What the experiment asks, in words: typed, checked before any trial
+    # (runner.config.expect), rendered by the experiments report (runner.claims.report).
+    title: str = field(default="", metadata={"doc": "the experiment's one-line title"})
+    question: str = field(default="", metadata={"doc": "the question the experiment asks"})
+    expected: str = field(default="", metadata={"doc": (
+        "what the source tutorial measured or claimed, and what to expect on this hardware")})
+    why: str = field(default="", metadata={"doc": "the mechanism: why the answer should be so"})
+    source: str = field(default="", metadata={"doc": (
+        "the tutorial (by title) and lesson the question comes from")})
     # What the experiment claims (runner.claims.spec), judged on its results by the report,
     # `check=true` and `python -m runner.check`; pivots are its informational tables.
     expect: list[Claim] = field(default_factory=list, metadata={"doc": (
