@@ -1,7 +1,8 @@
 """The lesson experiments (``conf/experiment/*.yaml``), their claims and their report
 (``runner.claims.report``).
 
-* Every experiment file opens with its description (question, expectation, seed).
+* Every experiment file describes itself in typed keys (title, question, expected, why,
+  source), names its tutorial by title, and the report renders them.
 * Every experiment runs at smoke size on a CPU with ``smoke=true``: all of them in two
   ``-m experiment=a,b,...`` multiruns that conftest starts when collection ends (``CLI_RUNS``,
   so they overlap with the in-process tests), each experiment checked on its own job's rows,
@@ -61,29 +62,30 @@ def _verdicts(name: str, df: pd.DataFrame) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------------
-# The comment block
+# The description: typed keys
 # ---------------------------------------------------------------------------------------
 
+#: What a lesson's source names: one of the five tutorials, by title.
+TUTORIALS = ("CUDA operations in PyTorch", "PyTorch CUDA 101", "make_graphed_callables",
+             "PyTorch as a GPU computation library", "PyTorch handling of GPU devices")
+
+
 @pytest.mark.parametrize("name", EXPERIMENTS)
-def test_experiment_opens_with_its_description(name: str) -> None:
+def test_experiment_describes_itself_in_typed_keys(name: str) -> None:
+    from omegaconf import OmegaConf
+
     text = (EXPERIMENT_DIR / f"{name}.yaml").read_text(encoding="utf-8")
-    lines = text.splitlines()
-    assert lines[0] == "# @package _global_"
-    block = []
-    for line in lines[1:]:
-        if not line.startswith("#"):
-            break
-        block.append(line)
-    comment = "\n".join(block)
-    assert len(block) >= 4, f"{name}: the file should open with a comment block"
-    assert re.search(r"^# Question:", comment, re.M), f"{name}: no 'Question:' line"
-    assert re.search(r"^# Expect\b", comment, re.M), f"{name}: no 'Expect' line"
-    assert re.search(r"\bseeds? \d{3}", comment), f"{name}: the block names no seed"
+    assert text.splitlines()[0] == "# @package _global_"
+    assert not re.search(r"\bseeds? \d{3}", text, re.I), f"{name}: names a tutorial by number"
+    assert not re.search(r"^# (Question|Expect|Why|Source)\b", text, re.M), (
+        f"{name}: a description field left as a comment")
+    node = OmegaConf.load(EXPERIMENT_DIR / f"{name}.yaml")
+    keys = ("title", "question", "expected", "source") + (("why",) if name in LESSONS else ())
+    for key in keys:
+        assert isinstance(node.get(key), str) and node.get(key).strip(), f"{name}: no {key}:"
     if name in LESSONS:
-        desc = report.parse_description(EXPERIMENT_DIR / f"{name}.yaml")
-        assert desc.title and {"Question", "Expect", "Why", "Source"} <= set(desc.fields), (
-            f"{name}: needs a title line and Question/Expect/Why/Source fields")
-        assert re.search(r"\bseeds? \d{3}", desc.fields["Source"]), f"{name}: no seed in Source"
+        assert any(t in node.source for t in TUTORIALS), f"{name}: source names no tutorial"
+        assert report.description(EXPERIMENT_DIR / f"{name}.yaml")["why"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -200,6 +202,9 @@ def _fake_frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
             "timestamp": datetime(2026, 1, 1, tzinfo=timezone.utc)}
     df = pd.DataFrame([{**base, **row} for row in rows])
     df["time_per_op_us"] = df["time_median_us"] / df["streams"]
+    if "gpu_time_per_op_us" not in df:  # the device time, on CUDA rows: the same numbers
+        on_cuda = df["device"].astype(str).str.startswith("cuda")
+        df["gpu_time_per_op_us"] = df["time_per_op_us"].where(on_cuda)
     df["experiment"] = name
     return df
 
@@ -215,7 +220,9 @@ def _planned_rows(name: str, compose: Any, plan_trials: Any) -> pd.DataFrame:
         row = spec_columns(spec)
         t = 10.0 * (index + 1)
         row.update(status="ok", reason=None, job_num=0, trial_index=index,
-                   time_median_us=t, time_per_op_us=t / spec.streams, tflops=1.0 + index,
+                   time_median_us=t, time_per_op_us=t / spec.streams,
+                   gpu_time_per_op_us=t / spec.streams if row["device"] != "cpu" else None,
+                   tflops=1.0 + index,
                    gbps=1.0 + index, rel_error=1e-6, peak_allocated_bytes=(3 - index % 2) << 20,
                    peak_reserved_bytes=4 << 20, device_name="Fake GPU", cpu_model="Fake CPU",
                    cpu_count=16, torch_version="0.0", timer_preset="quick",
@@ -299,7 +306,7 @@ def test_verdicts_on_empty_or_odd_data_do_not_raise() -> None:
             assert claim.status in (NOT_MEASURED, MEASURED), claim
     odd = _fake_frame("streams", [{"op": "matmul", "shape_str": "1000x1000x1000",
                                    "time_median_us": float("nan")}])
-    assert [c.status for c in _verdicts("streams", odd)] == [NOT_MEASURED] * 2
+    assert [c.status for c in _verdicts("streams", odd)] == [NOT_MEASURED] * 3
     text = report.render(Results(pd.concat([odd, _fake_frame("unknown_lesson", [
         {"op": "add", "time_median_us": 1.0}])])))
     assert "## streams" in text and "## unknown_lesson" in text

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -73,8 +72,8 @@ def experiment_section(name: str, df: pd.DataFrame, expectations: Expectations,
     out = [f"## {name}", ""]
     if desc.get("title"):
         out += [f"*{desc['title']}*", ""]
-    out += [f"**{label}.** {desc[key][:1].upper()}{desc[key][1:]}\n" for key, label in FIELDS.items()
-            if desc.get(key)]
+    out += [f"**{label}.** {desc[key][:1].upper()}{desc[key][1:]}\n"
+            for key, label in FIELDS.items() if desc.get(key)]
     out += [f"Config: `conf/experiment/{name}.yaml`.", ""]
     counts = df["status"].astype(str).value_counts().to_dict() if "status" in df else {}
     trials = f"{len(df)} trial{'s' if len(df) != 1 else ''}"

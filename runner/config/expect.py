@@ -16,7 +16,6 @@ from runner.claims.spec import Claim, ClaimSpecError, Pivot, check, parse
 from runner.config.errors import ConfigError
 from runner.config.schema import OP_META_KEYS
 
-
 #: The experiment's description: typed text keys of the run config (runner.config.schema),
 #: rendered by the experiments report.
 DESCRIPTION_KEYS = ("title", "question", "expected", "why", "source")
