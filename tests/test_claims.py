@@ -260,7 +260,7 @@ def test_claims_from_yaml_alone_gate_a_sweep(start_cli: Any, conf_dir: Path,
                        module="runner.claims.report").wait()
     assert report.returncode == 0, report.explain()
     text = (tmp_path / "r.md").read_text(encoding="utf-8")
-    assert "## mine_false" in text and "**elements.**" in text
+    assert "## mine_false" in text and "**elements** (numel)." in text
     assert "- **did not hold**: a 64-element add is 100x the work." in text
 
 
@@ -277,3 +277,91 @@ def test_claims_import_no_torch_and_nothing_of_the_run_side() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------------------
+# Which time a claim reads
+# ---------------------------------------------------------------------------------------
+
+TIMED = _rows({"graph": "none", "time_per_op_us": 80.0, "gpu_time_per_op_us": 10.0},
+              {"graph": "cuda_graph", "time_per_op_us": 10.0, "gpu_time_per_op_us": 10.0})
+
+
+def test_a_claim_reads_the_device_time_by_default_on_cuda_rows_and_says_so() -> None:
+    default, loop, device = judge([_claim(below=1.1), _claim(below=1.1, time="loop"),
+                                   _claim(below=1.1, time="device")], TIMED)
+    assert (default.status, default.time) == (HELD, "device time per op (default)")
+    assert (loop.status, loop.time) == (NOT_HELD, "loop time per op")  # launch cost: 8x
+    assert (device.status, device.time) == (HELD, "device time per op")
+    assert "Time: device time per op." in device.line()
+
+
+def test_cpu_rows_have_only_the_loop_time() -> None:
+    cpu = TIMED.assign(device="cpu", gpu_time_per_op_us=None)
+    default, device = judge([_claim(where={"device": "cpu"}, at_least=2.0),
+                             _claim(where={"device": "cpu"}, at_least=2.0, time="device")], cpu)
+    assert (default.status, default.time) == (HELD, "loop time per op (default)")
+    assert device.status == NOT_MEASURED  # no device time on a CPU: not silently the loop's
+
+
+def test_time_and_metric_together_are_refused() -> None:
+    from runner.claims.spec import ClaimSpecError, check, parse
+
+    claims = parse([{"claim": "c", "time": "loop", "metric": "tflops", "at_least": 1}],
+                   Claim, "expect")
+    with pytest.raises(ClaimSpecError, match=r"both time: loop and metric: tflops"):
+        check(claims, [])
+    with pytest.raises(ClaimSpecError, match=r"expect\[0\]\.time.*Valid choices: device, loop"):
+        parse([{"claim": "c", "time": "gpu", "at_least": 1}], Claim, "expect")
+
+
+# ---------------------------------------------------------------------------------------
+# Gates that cannot pass on nothing
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_check_true_where_no_claim_can_be_judged_exits_3(start_cli: Any, tmp_path: Path) -> None:
+    """dtype_cliff's claims are about the GPU at 2048³: a smoke run on a CPU measures none."""
+    from runner.claims.check import EXIT_NOTHING_MEASURED
+
+    run = start_cli(["experiment=dtype_cliff", "smoke=true", "check=true", "device=cpu"],
+                    tmp_path).wait()
+    assert run.returncode == EXIT_NOTHING_MEASURED == 3, run.explain()
+    assert "nothing measured" in run.stderr and "Traceback" not in run.stderr
+    assert "0 judged" in run.stderr
+
+
+def _sweep_file(folder: Path, sweep: str, time_us: float) -> Path:
+    rows = _rows({"op": "add", "shape_str": "8", "time_per_op_us": time_us},
+                 {"op": "add", "shape_str": "8", "time_per_op_us": time_us * 1.02})
+    path = folder / sweep / "mine.parquet"
+    path.parent.mkdir(parents=True)
+    rows.assign(sweep_id=sweep, device="cpu").to_parquet(path)
+    return path
+
+
+def test_check_judges_each_sweep_on_its_own_rows(tmp_path: Path, conf_dir: Path) -> None:
+    """A smoke run (3.3 µs) and a full run (111 µs) of one experiment: each judged alone; a
+    median pooled over both (≈ 57 µs) is a number neither run measured."""
+    from runner.claims.check import check
+
+    (conf_dir / "experiment" / "mine.yaml").write_text(_experiment(
+        "{claim: an add takes at least 50 µs, where: {op: add}, at_least: 50}"),
+        encoding="utf-8")
+    files = [_sweep_file(tmp_path, "smoke", 3.31), _sweep_file(tmp_path, "full", 111.0)]
+    verdicts = check(load_results(files), conf_dir, prefer="conf")
+    assert [(name, v.status) for name, v in verdicts] == [
+        ("mine @ smoke", NOT_HELD), ("mine @ full", HELD)]
+    assert "3.34 µs" in verdicts[0][1].measured and "112 µs" in verdicts[1][1].measured
+    assert not any("57" in v.measured for _, v in verdicts)
+
+
+def test_a_malformed_description_fails_before_hydra_runs(conf_dir: Path) -> None:
+    from runner.config.errors import ConfigError
+    from runner.config.overrides import check_command_line
+
+    path = conf_dir / "experiment" / "mine.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        "defaults:", "question: [is it, fast]\ndefaults:"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"experiment mine: question.*Expected text"):
+        check_command_line(["--config-dir", str(conf_dir), "experiment=mine"])
