@@ -68,7 +68,9 @@ _TIME_STATS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("ci_low_us", _F, "95% CI of the {what}'s median, low end, µs (order statistics)"),
     ("ci_high_us", _F, "95% CI of the {what}'s median, high end, µs"),
     ("ci_rel_halfwidth", _F, "half the CI's width over the median, {what}"),
-    ("noisy", _B, "true when the {what}'s CI never got within timer.target_rel"),
+    ("noisy", _B, "true when the {what} is not to be trusted: fewer samples than "
+                  "timer.min_samples, or a CI that never got within timer.target_rel"),
+    ("noisy_reason", _S, "why the {what} is noisy (null when it is not)"),
     ("per_op_us", _F, "{what} median / op instances per call (streams=N)"),
 )
 #: The two times (docs/timing.md): the loop time keeps its historical column names.

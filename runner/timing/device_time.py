@@ -251,7 +251,8 @@ def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
         notes.append(f"{retaken[0]} sample(s) retaken: the host's enqueue outlasted the spin")
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
                        warmup_calls=len(warmup_times), warmup_s=warmup_s,
-                       stop_reason=stop_reason, target_rel=plan.target_rel)
+                       stop_reason=stop_reason, target_rel=plan.target_rel,
+                       min_samples=plan.min_samples)
 
 
 def _join(notes: list[str]) -> str | None:

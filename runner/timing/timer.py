@@ -202,6 +202,7 @@ class Measurement:
     warmup_s: float
     stop_reason: str
     target_rel: float
+    min_samples: int = 1
 
     @cached_property
     def stats(self) -> SampleStats:
@@ -209,8 +210,24 @@ class Measurement:
 
     @property
     def noisy(self) -> bool:
-        """True when the median's CI never got within ``target_rel``: report, don't trust."""
-        return self.stats.ci_rel_halfwidth > self.target_rel
+        """True when the median is not to be trusted: fewer samples than the preset's
+        ``min_samples`` (a call slower than ``max_time_s``), or a CI that never got within
+        ``target_rel``. Report, don't trust; :attr:`noisy_reason` says which."""
+        return self.noisy_reason is not None
+
+    @property
+    def noisy_reason(self) -> str | None:
+        n = len(self.samples_s)
+        if n < self.min_samples:
+            return (f"{n} sample{'s' if n != 1 else ''} < min_samples {self.min_samples} "
+                    f"(stopped: {self.stop_reason})")
+        if self.stats.ci_rel_halfwidth > self.target_rel:
+            return f"CI ±{_pct(self.stats.ci_rel_halfwidth)} > target_rel ±{_pct(self.target_rel)}"
+        return None
+
+
+def _pct(fraction: float) -> str:
+    return "inf" if math.isinf(fraction) else f"{100 * fraction:.3g}%"
 
 
 def choose_calls_per_sample(per_call_s: float, plan: TimerPlan) -> int:
@@ -260,7 +277,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     samples, stop_reason = sample(take, plan, wall)
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
                        warmup_calls=len(warmup_times), warmup_s=warmup_s,
-                       stop_reason=stop_reason, target_rel=plan.target_rel)
+                       stop_reason=stop_reason, target_rel=plan.target_rel,
+                       min_samples=plan.min_samples)
 
 
 def warm_up(call: Callable[[], float], plan: TimerPlan,
