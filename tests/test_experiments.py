@@ -375,3 +375,44 @@ def test_varying_inputs_recompiles_as_documented(vary: str, dynamic: bool | None
         assert counters["stats"]["unique_graphs"] - first == recompiles
     finally:
         torch._dynamo.reset()
+
+
+def _streams_rows(device_time: bool) -> pd.DataFrame:
+    """256³ and 4096³ matmuls on 1/2/4 streams: the host loop pays more per matmul on more
+    streams (launch-bound), the GPU overlaps the small ones."""
+    rows = []
+    for n, loop, device in ((256, (28.0, 75.0, 72.0), (6.7, 5.1, 3.6)),
+                            (1000, (53.0, 66.0, 71.0), (50.2, 46.9, 46.2)),
+                            (4096, (2769.0, 2709.0, None), (2676.0, 2676.0, None))):
+        for streams, t_loop, t_dev in zip((1, 2, 4), loop, device, strict=True):
+            if t_loop is None:
+                continue
+            rows.append({"op": "matmul", "shape_str": f"{n}x{n}x{n}", "streams": streams,
+                         "time_median_us": t_loop * streams,
+                         "gpu_time_per_op_us": t_dev if device_time else None,
+                         "gpu_time_median_us": t_dev * streams if device_time else None})
+    return _fake_frame("streams", rows)
+
+
+def test_report_renders_the_typed_description_and_each_verdicts_time() -> None:
+    section = report.experiment_section("streams", _streams_rows(True), _expectations("streams"))
+    assert "*CUDA streams — do independent matmuls overlap on separate streams?*" in section
+    assert "**Question.** Is running N independent matmuls on N streams" in section
+    assert "**Why.** Streams only help kernels" in section
+    assert "**Source.** CUDA operations in PyTorch" in section
+    assert "*Time: device time per op.*" in section and "*Time: loop time per op.*" in section
+    assert "**Device time per matmul (GPU)** (device time per op)." in section
+    # every trial shows its device time beside its loop time, per call and per op
+    assert "| loop median |" in section and "| device median | device per op |" in section
+
+
+def test_closing_note_lists_the_verdicts_that_changed_and_why() -> None:
+    before = Results(_streams_rows(False))  # a run older than the device time
+    now = Results(_streams_rows(True))
+    text = report.render(now, since=("2026-11-21", before))
+    note = text.split("## What changed since the 2026-11-21 data")[1]
+    assert "streams only help kernels that under-use the GPU" in note
+    assert "did not hold: 256³: 0.389x" in note and "held: 256³: 1.86x" in note
+    assert "now read on the device time" in note and "only the loop time" in note
+    # the 1000² claim (below 1.1x) held on both: not listed
+    assert "two 1000² fp32 matmuls" not in note
