@@ -5,7 +5,9 @@
 #   1. one multirun of every lesson (python -m runner -m experiment=A,B,...) with the quick
 #      timer, as the published data was taken (docs/data/README.md), into one merged file;
 #   2. copies that file to $OUT/h200-experiments-DATE.parquet (commit it under docs/data/);
-#   3. writes $OUT/experiments.md (python -m runner.claims.report; copy to docs/experiments.md);
+#   3. writes $OUT/experiments.md (python -m runner.claims.report; copy to docs/experiments.md),
+#      closing with the verdicts that changed since the newest docs/data/h200-experiments-*
+#      (or $SINCE);
 #   4. prints a per-trial table (loop and device time) to $OUT/run.log;
 #   5. prints the verdict table last (python -m runner.check, judged by conf/experiment/*.yaml),
 #      whose "time" column says which time each verdict read.
@@ -38,8 +40,10 @@ if [ -z "$merged" ]; then
 fi
 packed="$OUT/h200-experiments-$DATE.parquet"
 cp "$merged" "$packed"
-python3 -m runner.claims.report "$packed" --claims-from conf --out "$OUT/experiments.md" \
-  >> "$OUT/run.log" 2>&1
+# the closing note of docs/experiments.md: the verdicts that changed since the last published run
+SINCE=${SINCE:-$(ls docs/data/h200-experiments-*.parquet 2>/dev/null | sort | tail -1)}
+python3 -m runner.claims.report "$packed" --claims-from conf ${SINCE:+--since "$SINCE"} \
+  --out "$OUT/experiments.md" >> "$OUT/run.log" 2>&1
 echo "report exit=$? -> $OUT/experiments.md" | tee -a "$OUT/run.log"
 python3 benchmarks/summarize.py "$packed" >> "$OUT/run.log" 2>&1
 python3 -m runner.check "$packed" --claims-from conf 2>&1 | tee "$OUT/verdicts.txt"
