@@ -34,7 +34,7 @@ from runner.storage.files import read_metadata
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT_DIR = REPO_ROOT / "conf" / "experiment"
 EXPERIMENTS = sorted(p.stem for p in EXPERIMENT_DIR.glob("*.yaml"))
-#: The lesson experiments (the others predate them and make no seed claim to check).
+#: The lesson experiments (the others predate them and make no tutorial's claim to check).
 LESSONS = [name for name in report.LESSON_ORDER if name in EXPERIMENTS]
 
 #: Experiments split into multiruns that run side by side; the compile-heavy ones apart.
@@ -275,7 +275,7 @@ def test_dtype_cliff_criterion() -> None:
     assert "(1.6 ms / 100 µs)" in held[0].measured
 
 
-def test_caching_allocator_reads_the_seed_numbers() -> None:
+def test_caching_allocator_reads_the_tutorials_numbers() -> None:
     mib = 1 << 20
     df = _fake_frame("caching_allocator", [{
         "op": "alloc", "shape_str": "4096x3072", "time_median_us": 5.0,

@@ -104,7 +104,8 @@ class RunConfig(AxisFields):
     pivots: list[Pivot] = field(default_factory=list, metadata={"doc": (
         "informational tables for the experiments report")})
     check: bool = field(default=False, metadata={"doc": (
-        "judge `expect` when the sweep ends; exit 1 if a claim did not hold (a CI gate)")})
+        "judge `expect` when the sweep ends; exit 1 if a claim did not hold, 3 if none could "
+        "be judged (a CI gate; docs/claims.md)")})
     # After timing, outside the samples (runner.execution.insight). Both off: no cost.
     profile: bool = field(default=False, metadata={"doc": (
         "a torch.profiler pass per trial after timing: trace file + kernel columns")})
