@@ -130,7 +130,8 @@ def test_check_command_line_rejects(case: Case) -> None:
     ["-m", "op=matmul,batched_dot", "dtype=fp32,bf16"],
     ["op=custom", "op.target=ops.examples:gelu_mul", "device=cpu", "seed=3"],
     ["experiment=quickstart", "timer.target_rel=0.1", "timer.flush_l2=true"],
-    ["hydra.verbose=true", "+notes=x"],
+    ["hydra.verbose=true", "++notes=x"],
+    ["op=matmul", "-m", "dtype=fp32,bf16", "shape=[8,8,8]"],  # an override after -m
 ])
 def test_check_command_line_accepts_good_input(args: list[str]) -> None:
     check_command_line(args)

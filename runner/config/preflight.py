@@ -49,6 +49,9 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
     from hydra.core.config_search_path import SearchPathQuery
     from hydra.core.global_hydra import GlobalHydra
 
+    from runner.config import schema
+
+    schema.register()  # base_config, as python -m runner registers it
     search_path = create_config_search_path(f"file://{conf_dir.resolve()}")
     if cmd.flags.config_dir:  # as hydra.main adds it
         search_path.prepend(provider="command-line",
@@ -107,8 +110,9 @@ def explain(exc: BaseException) -> str:
         if isinstance(error, MissingConfigException) and error.missing_cfg_file:
             group, _, name = str(error.missing_cfg_file).rpartition("/")
             options = ", ".join(error.options or [])
-            return (f"invalid value for '{group or 'config'}': {name!r}{where}: no such config."
-                    f" Valid choices: {options}. Fix the name in the file or override.")
+            return (f"invalid value for '{group or 'config'}': {name!r}{where}: no such "
+                    f"config. Valid choices: {options}. Fix the name in the override or in "
+                    "the experiment's defaults list.")
         if not isinstance(error, OmegaConfBaseException):
             continue
         key = getattr(error, "full_key", None) or getattr(error, "key", None)

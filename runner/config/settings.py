@@ -49,12 +49,15 @@ class Rule:
         choices = self.choices() if callable(self.choices) else self.choices
         return [str(c) for c in choices or ()]
 
-    def expected(self) -> str:
-        """``a finite number > 0``: the text after "Expected" in a message."""
+    def expected(self, key: str = "") -> str:
+        """``a finite number of seconds > 0``: the text after "Expected" in a message (the
+        unit from the key's name)."""
+        unit = {"_s": " of seconds", "_us": " of microseconds"}.get("_" + key.rpartition("_")[2],
+                                                                  "")
         if self.kind is int:
             text = "an integer"
         elif self.kind is float:
-            text = "a finite number"
+            text = "a finite number" + unit
         else:
             text = "a string"
         bounds = []
@@ -90,7 +93,7 @@ class Rule:
             number = False
         if not number or not _in_range(self, value):
             raise ConfigError(f"invalid value for '{key}': {value!r}. Expected "
-                              f"{self.expected()}.")
+                              f"{self.expected(key)}.")
 
 
 def _in_range(rule: Rule, value: float) -> bool:
