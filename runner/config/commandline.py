@@ -113,9 +113,23 @@ def parse_command_line(args: Sequence[str]) -> CommandLine:
         if ov.key_or_group == "hydra.searchpath" and not ov.is_sweep_override():
             value = ov.value()
             for item in value if isinstance(value, list) else [value]:
-                extra.append(Path(str(item).removeprefix("file://")))
+                extra += _search_folder(str(item))
     EXTRA_CONF_DIRS[:] = extra
     return CommandLine(list(args), flags, texts, overrides, extra)
+
+
+def _search_folder(entry: str) -> list[Path]:
+    """The folder of one ``hydra.searchpath`` entry: ``file://DIR``, ``DIR`` or
+    ``pkg://package`` (the package's folder)."""
+    if not entry.startswith("pkg://"):
+        return [Path(entry.removeprefix("file://"))]
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(entry.removeprefix("pkg://").strip("/").replace("/", "."))
+    except (ImportError, ValueError):
+        return []
+    return [Path(p) for p in (spec.submodule_search_locations or [])][:1] if spec else []
 
 
 def _argparse_error(message: str) -> None:
