@@ -23,7 +23,13 @@ from runner.config import guards
 from runner.config.axes import AXES_BY_NAME, AXIS_NAMES
 from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.errors import ConfigError, bad_value, choices_text
-from runner.config.ops import CONF_DIR, builder_params, group_options, resolve_target
+from runner.config.ops import (
+    CONF_DIR,
+    builder_params,
+    group_options,
+    no_trials,
+    resolve_target,
+)
 from runner.config.planner import check_shape, check_shard
 from runner.config.schema import OP_META_KEYS, RunConfig, TimerSettings
 from runner.config.settings import rules
@@ -167,8 +173,6 @@ def _check_op_override(full_key: str, values: list[Any], op_names: list[str],
         if sub in params:
             for value in values:
                 if value == []:
-                    from runner.config.ops import no_trials
-
                     raise no_trials(full_key)
                 for item in as_choices(value):
                     params[sub].check(name, item)
@@ -187,8 +191,6 @@ def _check_axis_values(key: str, values: list[Any], op_names: list[str],
     for value in values:
         if key != "shape":
             if value == []:
-                from runner.config.ops import no_trials
-
                 raise no_trials(key)
             for item in as_choices(value):
                 AXES_BY_NAME[key].check(item)

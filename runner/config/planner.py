@@ -113,15 +113,9 @@ def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
 
 
 def check_shard(shard: Any, num_shards: Any) -> tuple[int, int]:
-    """``shard=i num_shards=n``: this job runs the trials whose index is ``i`` modulo ``n``."""
-    for key, value, minimum in (("num_shards", num_shards, 1), ("shard", shard, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigError(f"invalid value for '{key}': {value!r}. Expected an integer >= "
-                              f"{minimum}, e.g. -m shard='range(4)' num_shards=4.")
-    if shard >= num_shards:
-        raise ConfigError(f"invalid value for 'shard': {shard}. With num_shards={num_shards} "
-                          f"it must be in 0..{num_shards - 1}; e.g. -m "
-                          f"shard='range({num_shards})' num_shards={num_shards}.")
+    """``shard=i num_shards=n``: this job runs the trials whose index is ``i`` modulo ``n``
+    (the rules are the two settings' own, declared in ``RunConfig``)."""
+    check_settings({"shard": shard, "num_shards": num_shards}, RunConfig)
     return shard, num_shards
 
 

@@ -57,6 +57,9 @@ def _sweep_id(key: str, value: Any) -> None:
                           "shorter sweep_id.")
 
 
+SHARDS_EXAMPLE = "-m shard='range(4)' num_shards=4"
+
+
 @dataclass
 class TimerSettings:
     """How the shared timer measures (see ``runner/timing/timer.py`` for the why of each knob).
@@ -159,10 +162,11 @@ class RunConfig(InsightSettings, AxisFields):
     store_calibration: bool = setting(False, "store this device's ceilings under "
                                              "<results_dir>/calibration/ (calibrate experiment)")
     # Scale-out: one big job's trials split over several Hydra jobs (docs/scale-out.md).
-    shard: int = field(default=0, metadata={"doc": (
-        "run only trials i, i+n, i+2n, ... of the job (i = shard, n = num_shards)")})
-    num_shards: int = field(default=1, metadata={"doc": (
-        "split the job's trials into this many shards: -m shard='range(n)' num_shards=n")})
+    shard: int = setting(0, "run only trials i, i+n, i+2n, ... of the job (i = shard, "
+                            "n = num_shards)", minimum=0, example=SHARDS_EXAMPLE)
+    num_shards: int = setting(1, "split the job's trials into this many shards: "
+                                 "-m shard='range(n)' num_shards=n", minimum=1,
+                              example=SHARDS_EXAMPLE)
     # What the experiment claims (runner.claims.spec), judged on its results by the report,
     # `check=true` and `python -m runner.check`; pivots are its informational tables.
     expect: list[Claim] = field(default_factory=list, metadata={"doc": (
@@ -189,6 +193,14 @@ class RunConfig(InsightSettings, AxisFields):
     sweep_id: str = setting("${now:%Y-%m-%d_%H-%M-%S.%f}", "the sweep's folder name under "
                                                           "results_dir", check=_sweep_id)
     notes: str = field(default="", metadata={"doc": "free text stored with the results"})
+
+    CONSTRAINTS: ClassVar[tuple[Constraint, ...]] = (
+        Constraint(("shard", "num_shards"), lambda shard, num_shards: shard < num_shards,
+                   lambda prefix, shard, num_shards, **_: (
+                       f"invalid value for '{prefix}shard': {shard}. With num_shards="
+                       f"{num_shards} it must be in 0..{num_shards - 1}; e.g. -m "
+                       f"shard='range({num_shards})' num_shards={num_shards}.")),
+    )
 
 
 #: Keys of an op's YAML node that describe the op rather than parametrise it.

@@ -44,6 +44,8 @@ class Rule:
     meaning: str = ""
     #: a rule of its own, for settings with one (``workers``: an int or ``per_gpu``)
     check: Callable[[str, Any], None] | None = None
+    #: a valid command line, for the message
+    example: str = ""
 
     def valid_choices(self) -> list[str]:
         choices = self.choices() if callable(self.choices) else self.choices
@@ -92,8 +94,9 @@ class Rule:
         if self.kind is int and not isinstance(value, int):
             number = False
         if not number or not _in_range(self, value):
+            example = f", e.g. {self.example}" if self.example else ""
             raise ConfigError(f"invalid value for '{key}': {value!r}. Expected "
-                              f"{self.expected(key)}.")
+                              f"{self.expected(key)}{example}.")
 
 
 def _in_range(rule: Rule, value: float) -> bool:
@@ -116,18 +119,20 @@ def setting(default: Any, doc: str, kind: type | None = None, **rule: Any) -> An
 
 @dataclass(frozen=True)
 class Constraint:
-    """A rule between settings of one group: ``holds(values)`` or the message (``str.format``
-    of the values, with ``{prefix}``)."""
+    """A rule between settings of one group: ``holds(*values of keys)``, else the message
+    (``str.format`` of the group's values and ``{prefix}``, or a function of them)."""
 
     keys: tuple[str, ...]
     holds: Callable[..., bool]
-    message: str
+    message: str | Callable[..., str]
 
     def enforce(self, values: Mapping[str, Any], prefix: str) -> None:
         if not all(isinstance(values.get(k), (int, float, str)) for k in self.keys):
             return  # a missing or wrongly typed value is its own field's error
         if not self.holds(*(values[k] for k in self.keys)):
-            raise ConfigError(self.message.format(prefix=prefix, **values))
+            message = self.message
+            raise ConfigError(message(prefix=prefix, **values) if callable(message)
+                              else message.format(prefix=prefix, **values))
 
 
 def rules(schema: type) -> dict[str, Rule]:
