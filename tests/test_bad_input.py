@@ -261,3 +261,18 @@ def test_a_function_that_returns_no_tensor_is_an_error_row(run_one: Any, target:
     row = run_one("op=custom", f"op.target={target}", "shape=[8,8]", "timer=smoke")
     assert row["status"] == "error", row["reason"]
     assert "returned no tensor" in row["reason"]
+
+
+def test_a_second_ctrl_c_still_stops_a_trial_that_runs_in_process(
+        run_one: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the op's own KeyboardInterrupt becomes a row: the one the Ctrl-C handler raises
+    (isolation=none, second Ctrl-C) still ends the sweep."""
+    from runner.execution.interrupt import GracefulStop
+
+    (tmp_path / "presses_ctrl_c.py").write_text(
+        "import os, signal\n\n\ndef fn(a, b):\n    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n    return a + b\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with GracefulStop() as stop, pytest.raises(KeyboardInterrupt):
+        run_one("op=custom", "op.target=presses_ctrl_c:fn", "shape=[8,8]", "timer=smoke")
+    assert stop.count == 2
