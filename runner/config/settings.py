@@ -6,13 +6,15 @@ field, with its doc::
 
     gpu_warmup_s: float = setting(0.0, "seconds of sustained matmul ...", minimum=0)
 
-and :func:`check_settings` is the one place that enforces it: on a command-line value, before
-Hydra composes anything, and on every composed job, before its first trial. A number must be
-finite (``nan``/``inf`` are rejected: ``trial_timeout_s=nan`` would switch the timeout off)
-and in range; a choice must be one of its choices. Rules between settings of one group are
-:class:`Constraint` entries next to the group (``TIMER_CONSTRAINTS``).
+and :meth:`Rule.enforce` is the one check of it: on each command-line value, before Hydra
+composes anything, and through :func:`check_settings` on every composed job, before its first
+trial. A number must be finite (``nan``/``inf`` are rejected: ``trial_timeout_s=nan`` would
+switch the timeout off) and in range; a choice must be one of its choices. Rules between
+settings of one group are :class:`Constraint` entries in the group's ``CONSTRAINTS``
+(``TimerSettings.CONSTRAINTS``: ``min_samples <= max_samples``, ...).
 
-Adding a checked setting is one field: ``name: float = setting(default, doc, minimum=...)``.
+Adding a checked setting is one field: ``name: float = setting(default, doc, minimum=...)``;
+a rule between settings is one :class:`Constraint` in its group's ``CONSTRAINTS``.
 
 Imports only the standard library, :mod:`runner.config.errors` and the axis registry.
 """
