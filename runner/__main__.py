@@ -14,9 +14,9 @@ from omegaconf import DictConfig
 
 from runner.cli import fail
 from runner.config import schema
-from runner.config.errors import ConfigError
 from runner.config.guards import check_args
 from runner.config.overrides import check_command_line
+from runner.core.errors import ConfigError
 
 schema.register()
 

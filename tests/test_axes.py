@@ -1,4 +1,4 @@
-"""The axis registry (``runner.config.axes``): every axis declared once, the rest derived.
+"""The axis registry (``runner.core.axes``): every axis declared once, the rest derived.
 
 The last test is the proof that matters: a copy of the project with ONE new ``Axis`` entry
 expands trials over it, checks its values, writes its column and lists it in ``--help``.
@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from runner.analysis.selection import MODE_AXES, SPEC_AXES
-from runner.config.axes import AXES, AXES_BY_NAME, AXIS_NAMES, Axis, ConfigError, DType
 from runner.config.schema import RunConfig
 from runner.config.trials import TrialSpec
+from runner.core.axes import AXES, AXES_BY_NAME, AXIS_NAMES, Axis, ConfigError, DType
 from runner.storage.columns import COLUMNS, MODE_COLUMNS
 from runner.storage.load import CATEGORY_ORDER
 
@@ -80,7 +80,7 @@ def test_a_new_axis_is_one_declaration(tmp_path: Path) -> None:
     for part in ("runner", "ops", "conf"):
         shutil.copytree(REPO / part, copy / part,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    axes_py = copy / "runner" / "config" / "axes.py"
+    axes_py = copy / "runner" / "core" / "axes.py"
     source = axes_py.read_text()
     anchor = ('    Axis("backward", bool, False, "each call runs forward and backward", '
               'is_mode=True),\n')

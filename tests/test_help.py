@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.config.axes import AXES
 from runner.config.help import first_comment, help_template
+from runner.core.axes import AXES
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 

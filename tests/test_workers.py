@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from runner.config.errors import ConfigError
+from runner.core.errors import ConfigError
 from runner.execution import pool
 from runner.storage.files import SWEEP_FILE
 

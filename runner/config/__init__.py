@@ -1,7 +1,7 @@
 """What the user asked for: the schema Hydra checks, the checks on overrides, the trial planner.
 
 Turns a composed Hydra config into frozen :class:`~runner.config.trials.TrialSpec` objects, or
-into a :class:`~runner.config.errors.ConfigError` (exit status 2) before anything runs.
+into a :class:`~runner.core.errors.ConfigError` (exit status 2) before anything runs.
 
 May import: the standard library, omegaconf/hydra, ``runner.timing`` (timer defaults) and
 ``runner.claims.spec`` (the typed `expect:` of an experiment; `expect.py` checks it), and

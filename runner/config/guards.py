@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from runner.config.errors import ConfigError, bad_value
 from runner.config.ops import CONF_DIR
+from runner.core.errors import ConfigError, bad_value
 
 ISOLATION_CHOICES = ("process", "none")
 #: numel and FLOP counts are int64 columns; a shape whose product passes this overflows them

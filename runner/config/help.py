@@ -16,7 +16,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from runner.config.axes import AXES, yaml_text
+from runner.core.axes import AXES, yaml_text
 
 EXAMPLES = """\
   python -m runner                                        matmul 1024³ fp32 on the default device

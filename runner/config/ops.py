@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from runner.config.errors import ConfigError, bad_value, choices_text
 from runner.config.schema import OP_META_KEYS
 from runner.config.trials import as_choices
+from runner.core.errors import ConfigError, bad_value, choices_text
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 

@@ -4,7 +4,7 @@ Hydra merges ``conf/config.yaml`` onto :class:`RunConfig`, so an unknown top-lev
 setting of the wrong type is rejected by OmegaConf before anything runs.
 
 The trial axes are not written here: their fields come from the axis registry
-(:mod:`runner.config.axes`), which declares each axis once. They are typed ``Any`` because an
+(:mod:`runner.core.axes`), which declares each axis once. They are typed ``Any`` because an
 axis takes a value *or a list of values*, a union OmegaConf 2.3 cannot express; the registry's
 checks enforce the element type before any trial runs.
 """
@@ -18,14 +18,14 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 
 from runner.claims.spec import Claim, Pivot
-from runner.config.axes import AXES
+from runner.core.axes import AXES
 from runner.timing.timer import TimerPlan
 
 #: The axes' fields, derived from the registry: every axis defaults to its declared default.
 AxisFields = dataclasses.make_dataclass(
     "AxisFields",
     [(axis.name, Any, field(default=axis.default)) for axis in AXES],
-    namespace={"__doc__": "Trial axes (runner.config.axes): a value, or a list of values."},
+    namespace={"__doc__": "Trial axes (runner.core.axes): a value, or a list of values."},
 )
 
 

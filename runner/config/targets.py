@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from runner.config.errors import ConfigError
+from runner.core.errors import ConfigError
 
 _FORMS = "'pkg.module.function' or 'pkg.module:function'"
 

@@ -3,7 +3,7 @@
 The rule (documented in the README):
 
 * ``shape``: a flat list of ints is ONE shape; a list of lists is one trial per shape.
-* every other axis (``runner.config.axes.AXES``) and every op parameter: a scalar is one
+* every other axis (``runner.core.axes.AXES``) and every op parameter: a scalar is one
   value, a list is one trial per element.
 * the trials of a job are the cartesian product of all axes, in registry order, then the op
   parameters in YAML order; the last varies fastest.
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from runner.config.axes import AXES, AXIS_NAMES
+from runner.core.axes import AXES, AXIS_NAMES
 
 
 class _TrialSpecMethods:
@@ -77,7 +77,7 @@ class _TrialSpecMethods:
 #: Everything that defines one trial. Frozen: a spec never changes once expanded. ``device``
 #: is the resolved device (``cpu``, ``cuda:0``) and ``params`` the op parameters as sorted
 #: ``(name, value)`` pairs, so the spec hashes to the same id on every machine. The axis
-#: fields, in registry order, come from :data:`runner.config.axes.AXES`.
+#: fields, in registry order, come from :data:`runner.core.axes.AXES`.
 TrialSpec = dataclasses.make_dataclass(
     "TrialSpec",
     [("op", str), ("target", str)]

@@ -21,9 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner import console
 from runner.cli import fail
-from runner.config.errors import ConfigError
 from runner.config.guards import check_job
 from runner.config.planner import plan_job
+from runner.core.errors import ConfigError
 from runner.execution import pool, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import EXIT_INTERRUPTED, GracefulStop

@@ -29,8 +29,8 @@ from typing import Any
 import torch
 
 from ops.base import TrialSkipped, Workload
-from runner.config.axes import CompileMode, GraphMode
 from runner.config.trials import TrialSpec
+from runner.core.axes import CompileMode, GraphMode
 from runner.timing.cuda_device import capture_graph
 
 

@@ -3,5 +3,5 @@
 The storage schema (``columns``) is the contract between the run side and the read side.
 
 May import: pyarrow, pandas, and the axis registry
-(``runner.config.axes``, standard library only) that the axis columns derive from. Never torch.
+(``runner.core.axes``, standard library only) that the axis columns derive from. Never torch.
 """

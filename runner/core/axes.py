@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from runner.config.errors import ConfigError, bad_value
+from runner.core.errors import ConfigError, bad_value
 
 
 class DType(str, Enum):
