@@ -144,6 +144,13 @@ def mode_label(row: pd.Series | dict) -> str:
     return label
 
 
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose trial ran (``status == "ok"``): not skipped, not failed."""
+    if df.empty or "status" not in df.columns:
+        return df.iloc[0:0]
+    return df[(df["status"].astype(str) == "ok").to_numpy()]
+
+
 def parse_filters(filters: Iterable[str], columns: Sequence[str]) -> dict[str, list[str]]:
     """Parse ``axis=value[,value...]`` filters; a bare parameter name means ``param_<name>``.
 

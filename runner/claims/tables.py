@@ -9,10 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-from runner.analysis.selection import canonical, column_for, select
+from runner.analysis.selection import canonical, column_for, ok_rows, select
 from runner.analysis.values import fmt_num, fmt_time_us, is_missing, markdown_table
 from runner.claims.bespoke import ALLOCATOR_COLUMN, allocator_steps
-from runner.claims.engine import MIB, aggregate, fmt_metric, ok_rows
+from runner.claims.engine import MIB, aggregate, fmt_metric
 from runner.claims.spec import Pivot
 
 Cell = Callable[[pd.Series], str]
