@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from runner.claims.spec import Claim, ClaimSpecError, Pivot, check, parse
-from runner.config.schema import OP_META_KEYS
+from runner.config.ops import OP_META_KEYS
 from runner.core.errors import ConfigError
 
 

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from runner.config.schema import OP_META_KEYS
 from runner.config.trials import as_choices
 from runner.core.errors import ConfigError, bad_value, choices_text
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+#: Keys of an op's YAML node that describe the op rather than parametrise it.
+OP_META_KEYS: frozenset[str] = frozenset(
+    {"_target_", "name", "shape_names", "default_shape", "description"})
 
 
 def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:

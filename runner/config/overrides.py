@@ -15,9 +15,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config.ops import CONF_DIR, builder_params, group_options, resolve_target
+from runner.config.ops import CONF_DIR, OP_META_KEYS, builder_params, group_options, resolve_target
 from runner.config.planner import TIMER_CLOCKS, check_shape, check_shard, check_timer
-from runner.config.schema import OP_META_KEYS, RunConfig, TimerSettings
+from runner.config.schema import RunConfig, TimerSettings
 from runner.config.trials import as_choices, shape_choices
 from runner.core.axes import AXES_BY_NAME, AXIS_NAMES
 from runner.core.errors import ConfigError, bad_value, choices_text

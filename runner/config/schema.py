@@ -18,6 +18,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 
 from runner.claims.spec import Claim, Pivot
+from runner.config import help
+from runner.config.ops import CONF_DIR
 from runner.core.axes import AXES
 from runner.timing.timer import TimerPlan
 
@@ -126,16 +128,8 @@ class RunConfig(AxisFields):
 
 
 
-#: Keys of an op's YAML node that describe the op rather than parametrise it.
-OP_META_KEYS: frozenset[str] = frozenset(
-    {"_target_", "name", "shape_names", "default_shape", "description"})
-
-
 def register() -> None:
     """Register the schema so ``conf/config.yaml`` can list ``base_config`` in its defaults, and
     opsweep's ``--help`` (``hydra/help=opsweep``)."""
-    from runner.config import help
-    from runner.config.ops import CONF_DIR
-
     ConfigStore.instance().store(name="base_config", node=RunConfig)
-    help.register(CONF_DIR)
+    help.register(CONF_DIR, RunConfig)
