@@ -23,12 +23,12 @@ from runner.storage.files import (
     JOB_FILE,
     SWEEP_FILE,
     FormatError,
-    merge_sweep,
     read_metadata,
     replace_with_superset,
     rows_to_table,
     write_new,
 )
+from runner.storage.journal import merge_sweep
 
 FINE = "ops.examples:gelu_mul"
 SMOKE = ["shape=[8,8]", "timer=smoke", "op=custom"]

@@ -20,12 +20,12 @@ from runner.storage.files import (
     METADATA_KEY,
     SWEEP_FILE,
     job_files,
-    merge_sweep,
     merge_tables,
     read_metadata,
     rows_to_table,
     write_new,
 )
+from runner.storage.journal import merge_sweep
 
 
 def row(**values: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,11 @@ from runner.storage.files import (
     FORMAT_VERSION,
     JOB_FILE,
     METADATA_KEY,
+    SWEEP_FILE,
     check_format,
+    job_number,
     merge_tables,
+    replace_with_superset,
     rows_to_table,
     write_new,
 )
@@ -172,3 +176,42 @@ def done_trials(job_dir: Path) -> dict[int, str]:
             if status in DONE_STATUSES:
                 done[int(index)] = trial_id
     return done
+
+
+def merge_sweep(sweep_dir: Path) -> Path | None:
+    """Merge a sweep's jobs (their journals and ``trials.parquet`` files) into
+    ``<sweep_dir>/results.parquet``.
+
+    Returns the merged path, or None when the sweep has no trial at all. An existing merged
+    file is replaced only by a verified superset of its rows (a ``collect`` of a running sweep
+    leaves a partial file that the sweep's own end merge then completes); a damaged one is
+    rebuilt from the job files.
+    """
+    tables, metas, inputs = [], [], []
+    for job_dir in job_dirs(sweep_dir):
+        table = job_rows(job_dir)
+        if table is None:
+            continue
+        meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
+        tables.append(table.replace_schema_metadata(None))
+        metas.append(meta)
+        inputs.append({"job": job_dir.name, "rows": table.num_rows})
+    if not tables:
+        return None
+    metadata = {
+        "format_version": FORMAT_VERSION,
+        "sweep_id": sweep_dir.name,
+        "merged_utc": datetime.now(timezone.utc).isoformat(),
+        "inputs": inputs,
+        "jobs": metas,
+    }
+    merged = merge_tables(tables)
+    merged = merged.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, default=str)})
+    return replace_with_superset(merged, sweep_dir / SWEEP_FILE)
+
+
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    """The job folders of a sweep (those holding a journal or a job file), in job order."""
+    folders = [p for p in (sweep_dir / "jobs").glob("*")
+               if (p / JOB_FILE).exists() or journal_dir(p).is_dir()]
+    return sorted(folders, key=job_number)

@@ -38,10 +38,10 @@ import pyarrow.parquet as pq
 # The runner's column types (pyarrow only, no torch): all-null columns get their real type.
 from runner.storage.columns import AXES, AXIS_COLUMNS, Status
 from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
-from runner.storage.files import check_format, merge_tables
+from runner.storage.files import JOB_FILE, SWEEP_FILE, check_format, job_number, merge_tables
+from runner.storage.journal import JOURNAL_DIR
 
-MERGED_NAME = "results.parquet"
-JOB_GLOB = "jobs/*/trials.parquet"
+JOB_GLOB = f"jobs/*/{JOB_FILE}"
 #: Directories under a results root that hold no sweeps.
 NOT_SWEEPS = frozenset({"calibration"})
 
@@ -122,13 +122,13 @@ def _files_under(path: Path) -> list[Path]:
         return [path] if path.suffix == ".parquet" else []
     if not path.is_dir():
         return []
-    if (path / MERGED_NAME).is_file() and _readable(path / MERGED_NAME):
-        return [path / MERGED_NAME]
-    jobs = sorted(path.glob(JOB_GLOB), key=_job_order)
+    if (path / SWEEP_FILE).is_file() and _readable(path / SWEEP_FILE):
+        return [path / SWEEP_FILE]
+    jobs = sorted(path.glob(JOB_GLOB), key=lambda p: job_number(p.parent))
     # a job killed before it wrote trials.parquet: its journal (one file per finished trial)
-    jobs += sorted((p for p in path.glob("jobs/*/journal/*.parquet")
-                    if not (p.parent.parent / "trials.parquet").exists()),
-                   key=lambda p: (_job_order(p.parent), p.name))
+    jobs += sorted((p for p in path.glob(f"jobs/*/{JOURNAL_DIR}/*.parquet")
+                    if not (p.parent.parent / JOB_FILE).exists()),
+                   key=lambda p: (job_number(p.parent.parent), p.name))
     if jobs:
         return jobs
     out: list[Path] = []
@@ -149,11 +149,6 @@ def _readable(path: Path) -> bool:
         print(f"opsweep: warning: {path} is damaged ({type(exc).__name__}); reading the "
               "sweep's job files instead (python -m runner.collect rebuilds it)", file=sys.stderr)
         return False
-
-
-def _job_order(path: Path) -> tuple[int, str]:
-    name = path.parent.name
-    return (int(name), name) if name.isdigit() else (sys.maxsize, name)
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, dict]:
@@ -252,7 +247,7 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
 
 
 def _sweep_id_from_path(file: Path) -> str:
-    if file.name == MERGED_NAME:
+    if file.name == SWEEP_FILE:
         return file.parent.name
     if file.parent.parent.name == "jobs":
         return file.parent.parent.parent.name
