@@ -20,8 +20,6 @@ import pytest
 
 from runner.storage import journal
 from runner.storage.files import (
-    JOB_FILE,
-    SWEEP_FILE,
     FormatError,
     read_metadata,
     replace_with_superset,
@@ -29,6 +27,7 @@ from runner.storage.files import (
     write_new,
 )
 from runner.storage.journal import merge_sweep
+from runner.storage.layout import JOB_FILE, SWEEP_FILE
 
 FINE = "ops.examples:gelu_mul"
 SMOKE = ["shape=[8,8]", "timer=smoke", "op=custom"]

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 
 from runner.config.ops import CONF_DIR
 from runner.core.errors import ConfigError, bad_value
+from runner.storage.layout import has_results
 
 ISOLATION_CHOICES = ("process", "none")
 #: numel and FLOP counts are int64 columns; a shape whose product passes this overflows them
@@ -181,18 +182,11 @@ def check_job(cfg: Any, planned: list, job_dir: Path, *, resuming: bool = False)
         check_op_param_ranges(trial.op.builder, spec.params_dict, spec.op)
         if trial.op.target == CUSTOM_BUILDER:
             check_custom_target(spec.params_dict)
-    if not resuming and _has_results(job_dir):
+    if not resuming and has_results(job_dir):
         raise ConfigError(f"invalid value for 'sweep_id': {job_dir.parent.parent.name!r}: "
                           f"{job_dir} already holds results of another run. Choose another "
                           "sweep_id, or continue that sweep with: python -m runner.resume "
                           f"{job_dir.parent.parent}")
-
-
-def _has_results(job_dir: Path) -> bool:
-    from runner.storage.files import JOB_FILE
-    from runner.storage.journal import journal_dir
-
-    return (job_dir / JOB_FILE).exists() or journal_dir(job_dir).exists()
 
 
 # ---------------------------------------------------------------------------------------

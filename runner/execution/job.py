@@ -28,7 +28,8 @@ from runner.execution import pool, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import EXIT_INTERRUPTED, GracefulStop
 from runner.storage import journal
-from runner.storage.files import FORMAT_VERSION, JOB_FILE, replace_with_superset
+from runner.storage.files import FORMAT_VERSION, replace_with_superset
+from runner.storage.layout import JOB_FILE, has_results
 
 #: Set (to "1") by ``python -m runner.resume``: run only the trials without an ok/skipped row.
 RESUME_ENV = "OPSWEEP_RESUME"
@@ -174,7 +175,7 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
     """Hydra makes the job folder before the config can be checked; when the config is bad,
     remove what Hydra wrote (its .hydra record) so a failed start leaves no empty sweep behind.
     Only folders holding no result file are touched."""
-    if (job_dir / JOB_FILE).exists() or journal.journal_dir(job_dir).exists():
+    if has_results(job_dir):
         return
     shutil.rmtree(job_dir / ".hydra", ignore_errors=True)
     for folder in (job_dir, job_dir.parent, job_dir.parent.parent, job_dir.parent.parent.parent):

@@ -27,9 +27,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from runner.storage.columns import COLUMNS, MODE_COLUMNS
+from runner.storage.layout import JOB_FILE, job_number
 
-JOB_FILE = "trials.parquet"
-SWEEP_FILE = "results.parquet"
 METADATA_KEY = b"opsweep"
 FORMAT_VERSION = 1
 
@@ -199,12 +198,6 @@ def read_metadata(path: Path) -> dict[str, Any]:
     raw = pq.read_schema(path).metadata or {}
     check_format(raw, path)
     return json.loads(raw[METADATA_KEY]) if METADATA_KEY in raw else {}
-
-
-def job_number(job_dir: Path) -> tuple[int, str]:
-    """The sort key of a job folder (``jobs/<n>``): by number, then any other name after."""
-    name = Path(job_dir).name
-    return (int(name), "") if name.isdigit() else (1 << 30, name)
 
 
 def job_files(sweep_dir: Path) -> list[Path]:

@@ -30,24 +30,17 @@ import pyarrow.parquet as pq
 
 from runner.storage.files import (
     FORMAT_VERSION,
-    JOB_FILE,
     METADATA_KEY,
-    SWEEP_FILE,
     check_format,
-    job_number,
     merge_tables,
     replace_with_superset,
     rows_to_table,
     write_new,
 )
+from runner.storage.layout import JOB_FILE, SWEEP_FILE, job_number, journal_dir
 
-JOURNAL_DIR = "journal"
 #: Statuses a resumed sweep never runs again.
 DONE_STATUSES = frozenset({"ok", "skipped"})
-
-
-def journal_dir(job_dir: Path) -> Path:
-    return Path(job_dir) / JOURNAL_DIR
 
 
 def write_row(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> Path:

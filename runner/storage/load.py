@@ -38,8 +38,8 @@ import pyarrow.parquet as pq
 # The runner's column types (pyarrow only, no torch): all-null columns get their real type.
 from runner.storage.columns import AXES, AXIS_COLUMNS, Status
 from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
-from runner.storage.files import JOB_FILE, SWEEP_FILE, check_format, job_number, merge_tables
-from runner.storage.journal import JOURNAL_DIR
+from runner.storage.files import check_format, merge_tables
+from runner.storage.layout import JOB_FILE, JOURNAL_DIR, SWEEP_FILE, job_number
 
 JOB_GLOB = f"jobs/*/{JOB_FILE}"
 #: Directories under a results root that hold no sweeps.
