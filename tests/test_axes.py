@@ -19,9 +19,17 @@ import pytest
 from runner.analysis.selection import MODE_AXES, SPEC_AXES
 from runner.config.schema import RunConfig
 from runner.config.trials import TrialSpec
-from runner.core.axes import AXES, AXES_BY_NAME, AXIS_NAMES, Axis, ConfigError, DType
+from runner.core.axes import (
+    AXES,
+    AXES_BY_NAME,
+    AXIS_NAMES,
+    Axis,
+    ConfigError,
+    DType,
+    mode_label,
+)
 from runner.storage.columns import COLUMNS, MODE_COLUMNS
-from runner.storage.load import CATEGORY_ORDER
+from runner.storage.load import CATEGORICAL_COLUMNS, CATEGORY_ORDER
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,9 +81,46 @@ def test_axis_describe_lists_choices_and_default() -> None:
     assert Axis("k", int, 1, "doc", minimum=1).describe() == "integer >= 1 (default 1)"
 
 
+def test_the_mode_label_is_the_command_line_form() -> None:
+    assert mode_label({}) == "eager"
+    assert mode_label({"streams": 2, "graph": "cuda_graph", "compile": "default",
+                       "backward": True}) == \
+        "streams=2 graph=cuda_graph compile=default backward=true"
+    # a refining axis shows only beside its mode
+    assert mode_label({"compile": "default", "compile_dynamic": True}) == \
+        "compile=default compile_dynamic=true"
+    assert mode_label({"compile": "none", "compile_dynamic": True}) == "eager"
+
+
+def test_every_reader_labels_modes_with_the_registry() -> None:
+    """A results row (numpy and pandas values) gets the same label in the console summary,
+    the experiments tables and the report's mode column."""
+    import numpy as np
+    import pandas as pd
+
+    from runner import console
+    from runner.analysis.figure import with_modes
+    from runner.claims import tables
+
+    row = {"op": "matmul", "dtype": "fp32", "shape_str": "8", "status": "ok", "streams": 2,
+           "graph": "cuda_graph", "compile": "none", "compile_dynamic": None,
+           "backward": True, "time_median_us": 1.0}
+    expected = "streams=2 graph=cuda_graph backward=true"
+    frame = pd.DataFrame([row]).astype({"streams": np.int64})
+    assert with_modes(frame)["mode"].tolist() == [expected]
+    assert console.mode_label is tables.mode_label is mode_label
+    assert mode_label(frame.iloc[0]) == expected
+
+
+def test_string_axes_are_categorical_when_loaded() -> None:
+    strings = {a.name for a in AXES if a.column_type == "string"}
+    assert strings <= CATEGORICAL_COLUMNS
+
+
 @pytest.mark.slow
 def test_a_new_axis_is_one_declaration(tmp_path: Path) -> None:
-    """Copy the project, add one ``Axis(...)`` line, and use the axis end to end."""
+    """Copy the project, add one ``Axis(...)`` line (a mode), and use the axis end to end:
+    command line, results, ``--help``, and the report's mode labels."""
     copy = tmp_path / "opsweep"
     for part in ("runner", "ops", "conf"):
         shutil.copytree(REPO / part, copy / part,
@@ -86,11 +131,12 @@ def test_a_new_axis_is_one_declaration(tmp_path: Path) -> None:
               'is_mode=True),\n')
     assert anchor in source
     axes_py.write_text(source.replace(anchor, anchor + '    Axis("warps", int, 4, '
-                                      '"warps per block of a kernel under test", minimum=1),\n'))
+                                      '"warps per block of a kernel under test", minimum=1, '
+                                      'is_mode=True),\n'))
     env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1"}
 
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "runner", *args], cwd=tmp_path, env=env,
+    def run(*args: str, module: str = "runner") -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=300)
 
     done = run("op=matmul", "shape=[8,8,8]", "device=cpu", "smoke=true", "warps=[2,8]",
@@ -105,3 +151,9 @@ def test_a_new_axis_is_one_declaration(tmp_path: Path) -> None:
     assert "invalid value for 'warps': 0. Expected an integer >= 1" in bad.stderr
 
     assert "warps per block of a kernel under test" in run("--help").stdout
+
+    report = run(str(tmp_path / "results" / "axis"), "--format", "markdown", "--out",
+                 str(tmp_path / "report"), module="runner.report")
+    assert report.returncode == 0, report.stderr
+    page = "\n".join(p.read_text() for p in (tmp_path / "report").glob("*.md"))
+    assert "warps=2" in page and "warps=8" in page  # the mode label, from the registry

@@ -208,8 +208,8 @@ def test_label() -> None:
     spec = dataclasses.replace(MATMUL_512_FP32_CPU, streams=2, graph=GraphMode.cuda_graph,
                                compile=CompileMode.default, backward=True,
                                params=(("impl", "bmm"),))
-    assert spec.label() == ("matmul fp32 512x512x512 impl=bmm streams=2 cuda_graph "
-                            "compile=default fwd+bwd")
+    assert spec.label() == ("matmul fp32 512x512x512 impl=bmm streams=2 graph=cuda_graph "
+                            "compile=default backward=true")
     assert MATMUL_512_FP32_CPU.label() == "matmul fp32 512x512x512"
 
 

@@ -14,7 +14,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from runner.analysis.selection import MODE_AXES, mode_label, ok_rows
+from runner.analysis.selection import MODE_AXES, ok_rows
+from runner.core.axes import EAGER, mode_label
 
 
 @dataclass
@@ -36,13 +37,13 @@ def timed_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_modes(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` plus a ``mode`` column (eager, cuda_graph, compile:default, streams=2...)."""
+    """``df`` plus a ``mode`` column: :func:`runner.core.axes.mode_label` of each row."""
     cols = [c for c in MODE_AXES if c in df.columns]
     if df.empty:
         return df.assign(mode=pd.Series(dtype=object))
     modes = [mode_label(dict(zip(cols, values, strict=True)))
              for values in zip(*(df[c].astype(object).tolist() for c in cols), strict=True)] \
-        if cols else ["eager"] * len(df)
+        if cols else [EAGER] * len(df)
     return df.assign(mode=modes)
 
 

@@ -19,10 +19,9 @@ import hashlib
 import itertools
 import json
 from collections.abc import Mapping
-from enum import Enum
 from typing import Any
 
-from runner.core.axes import AXES, AXIS_NAMES
+from runner.core.axes import AXES, AXIS_NAMES, EAGER, mode_label
 
 
 class _TrialSpecMethods:
@@ -57,21 +56,11 @@ class _TrialSpecMethods:
 
     def label(self) -> str:
         """Short human label for progress bars and tables: op, dtype, shape, params, and the
-        modes that are not at their defaults."""
+        mode (:func:`runner.core.axes.mode_label`) unless it is eager."""
         parts = [self.op, self.dtype.value, self.shape_str]  # type: ignore[attr-defined]
         parts += [f"{k}={v}" for k, v in self.params]
-        for axis in AXES:
-            value = getattr(self, axis.name)
-            if not axis.is_mode or axis.column_value(value) == axis.default:
-                continue
-            if axis.kind is bool:
-                parts.append("fwd+bwd" if axis.name == "backward" else axis.name)
-            elif isinstance(value, Enum):
-                parts.append(value.value if axis.name == "graph"
-                             else f"{axis.name}={value.value}")
-            else:
-                parts.append(f"{axis.name}={value}")
-        return " ".join(parts)
+        mode = mode_label({axis.name: getattr(self, axis.name) for axis in AXES})
+        return " ".join(parts + ([] if mode == EAGER else [mode]))
 
 
 #: Everything that defines one trial. Frozen: a spec never changes once expanded. ``device``

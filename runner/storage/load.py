@@ -59,10 +59,12 @@ CATEGORY_ORDER: dict[str, tuple[str, ...]] = {
     "bound": ("overhead", "memory", "compute"),
 }
 
-#: String columns stored as categoricals (low cardinality, repeated on every row).
+#: String columns stored as categoricals (low cardinality, repeated on every row): the
+#: registry's string axes, and these.
 CATEGORICAL_COLUMNS: frozenset[str] = frozenset({
-    "sweep_id", "status", "op", "target", "dtype", "torch_dtype", "matmul_precision",
-    "shape_str", "device", "device_requested", "graph", "compile", "timer_preset",
+    *(axis.name for axis in AXES if axis.column_type == "string"),
+    "sweep_id", "status", "op", "target", "torch_dtype", "matmul_precision",
+    "shape_str", "device_requested", "timer_preset",
     "stop_reason", "device_name", "compute_capability", "torch_version", "cuda_version",
     "driver_version", "cpu_model", "hostname", "python_version", "git_commit", "bound",
     "roofline_source",
