@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from runner.config.trials import as_choices
 from runner.core.errors import ConfigError, bad_value, choices_text
+from runner.core.targets import locate
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 #: Keys of an op's YAML node that describe the op rather than parametrise it.
@@ -30,9 +31,7 @@ def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
 
 def resolve_target(target: str, key: str = "op._target_") -> Callable[..., Any]:
     """Import ``pkg.module.func`` or ``pkg.module:func`` (Hydra's rules:
-    :mod:`runner.config.targets`)."""
-    from runner.config.targets import locate
-
+    :mod:`runner.core.targets`)."""
     return locate(target, key)
 
 
