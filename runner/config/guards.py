@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from runner.config.ops import CONF_DIR
 from runner.core.errors import ConfigError, bad_value
-from runner.storage.layout import has_results
+from runner.storage.layout import RESUME_ENV, has_results
 
 ISOLATION_CHOICES = ("process", "none")
 #: numel and FLOP counts are int64 columns; a shape whose product passes this overflows them
@@ -296,7 +296,7 @@ def _check_results_dir(results_dir: str) -> None:
 def _check_sweep_id(single: dict[str, Any]) -> None:
     """A fixed ``sweep_id`` whose folder exists would mix two runs' files and overwrite the
     first run's Hydra record: refuse before Hydra writes anything."""
-    if "sweep_id" not in single or os.environ.get("OPSWEEP_RESUME") == "1":
+    if "sweep_id" not in single or os.environ.get(RESUME_ENV) == "1":
         return
     sweep_id = str(single["sweep_id"])
     folder = Path(str(single.get("results_dir", "results"))) / sweep_id

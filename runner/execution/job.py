@@ -29,11 +29,7 @@ from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import EXIT_INTERRUPTED, GracefulStop
 from runner.storage import journal
 from runner.storage.files import FORMAT_VERSION, replace_with_superset
-from runner.storage.layout import JOB_FILE, has_results
-
-#: Set (to "1") by ``python -m runner.resume``: run only the trials without an ok/skipped row.
-RESUME_ENV = "OPSWEEP_RESUME"
-ROOFLINE_COLUMNS = ("pct_of_peak", "bound", "roofline_source", "roofline_reason")
+from runner.storage.layout import JOB_FILE, RESUME_ENV, has_results
 
 
 def run_job(cfg: DictConfig) -> Path | None:
@@ -148,7 +144,6 @@ def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str) 
     table = journal.job_rows(job_dir, metadata)
     if table is None:
         return None
-    table = table.drop_columns([c for c in ROOFLINE_COLUMNS if c in table.column_names])
     return replace_with_superset(_with_roofline(table, results_root), job_dir / JOB_FILE)
 
 
@@ -195,16 +190,17 @@ def smoke_timer() -> DictConfig:
 
 
 def _with_roofline(table: Any, results_root: str) -> Any:
-    """Append pct_of_peak / bound columns (runner.analysis.roofline): results need no manual
-    step."""
+    """Replace the roofline columns (``runner.analysis.roofline.ROOFLINE_COLUMNS``:
+    pct_of_peak, bound, ...) with fresh ones: results need no manual step."""
     try:
         from runner.analysis import roofline
     except ImportError:
         return table
     import pyarrow as pa
 
+    table = table.drop_columns([c for c in roofline.ROOFLINE_COLUMNS if c in table.column_names])
     annotated = roofline.annotate(table.to_pandas(), results_root=results_root)
-    for name in ("pct_of_peak", "bound", "roofline_source", "roofline_reason"):
+    for name in roofline.ROOFLINE_COLUMNS:
         if name in annotated and name not in table.column_names:
             table = table.append_column(name, pa.Array.from_pandas(annotated[name]))
     return table

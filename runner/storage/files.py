@@ -194,10 +194,17 @@ def replace_with_superset(table: pa.Table, path: Path) -> Path:
 
 
 def read_metadata(path: Path) -> dict[str, Any]:
-    """The ``opsweep`` metadata (config, overrides) of a result file."""
+    """The ``opsweep`` metadata (config, overrides) of a result file: ``{}`` without it,
+    ``{"unparsed": text}`` when it is not JSON."""
     raw = pq.read_schema(path).metadata or {}
     check_format(raw, path)
-    return json.loads(raw[METADATA_KEY]) if METADATA_KEY in raw else {}
+    text = raw.get(METADATA_KEY)
+    if not text:
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"unparsed": text.decode("utf-8", "replace")}
 
 
 def job_files(sweep_dir: Path) -> list[Path]:

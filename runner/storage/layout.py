@@ -17,6 +17,9 @@ from pathlib import Path
 JOB_FILE = "trials.parquet"
 SWEEP_FILE = "results.parquet"
 JOURNAL_DIR = "journal"
+#: Set (to "1") by ``python -m runner.resume`` for the run it starts: the sweep folder is
+#: continued, only trials without an ok/skipped row run.
+RESUME_ENV = "OPSWEEP_RESUME"
 
 
 def journal_dir(job_dir: Path) -> Path:

@@ -21,7 +21,6 @@ This module imports no torch, so ``import runner.storage.load`` is fast in noteb
 from __future__ import annotations
 
 import glob
-import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -39,6 +38,7 @@ import pyarrow.parquet as pq
 from runner.storage.columns import AXES, AXIS_COLUMNS, Status
 from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
 from runner.storage.files import check_format, merge_tables
+from runner.storage.files import read_metadata as read_file_metadata
 from runner.storage.layout import JOB_FILE, JOURNAL_DIR, SWEEP_FILE, job_number
 
 JOB_GLOB = f"jobs/*/{JOB_FILE}"
@@ -156,17 +156,9 @@ def _readable(path: Path) -> bool:
 def read_metadata(path: str | os.PathLike) -> dict[str, dict]:
     """The ``opsweep`` key-value metadata (resolved config, overrides) of each result file.
 
-    Returns ``{file path: parsed JSON}``; files without the key map to ``{}``.
+    Returns ``{file path: runner.storage.files.read_metadata(file)}``.
     """
-    out: dict[str, dict] = {}
-    for file in find_result_files(path):
-        meta = pq.read_schema(file).metadata or {}
-        raw = meta.get(b"opsweep")
-        try:
-            out[str(file)] = json.loads(raw) if raw else {}
-        except ValueError:
-            out[str(file)] = {"unparsed": raw.decode("utf-8", "replace")}
-    return out
+    return {str(file): read_file_metadata(file) for file in find_result_files(path)}
 
 
 def load(paths: str | os.PathLike | Iterable[str | os.PathLike], *,
