@@ -11,6 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
+import types
+import typing
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -41,8 +43,17 @@ def test_every_axis_is_a_config_field_with_its_default() -> None:
 
 
 def test_trial_spec_fields_are_op_target_the_axes_in_order_then_params() -> None:
+    """TrialSpec is written out for type checkers; this keeps it the registry's."""
     names = [f.name for f in dataclasses.fields(TrialSpec)]
     assert names == ["op", "target", *AXIS_NAMES, "params"]
+    hints = typing.get_type_hints(TrialSpec)
+
+    def base(kind: object) -> set[object]:
+        args = typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
+        return {typing.get_origin(a) or a for a in args}
+
+    for axis in AXES:
+        assert base(hints[axis.name]) == base(axis.spec_type), axis.name
 
 
 def test_every_axis_has_a_typed_column_and_joins_the_spec() -> None:
@@ -119,8 +130,8 @@ def test_string_axes_are_categorical_when_loaded() -> None:
 
 @pytest.mark.slow
 def test_a_new_axis_is_one_declaration(tmp_path: Path) -> None:
-    """Copy the project, add one ``Axis(...)`` line (a mode), and use the axis end to end:
-    command line, results, ``--help``, and the report's mode labels."""
+    """Copy the project, add one ``Axis(...)`` line (a mode) and its ``TrialSpec`` field, and
+    use the axis end to end: command line, results, ``--help``, and the report's mode labels."""
     copy = tmp_path / "opsweep"
     for part in ("runner", "ops", "conf"):
         shutil.copytree(REPO / part, copy / part,
@@ -130,6 +141,11 @@ def test_a_new_axis_is_one_declaration(tmp_path: Path) -> None:
     anchor = ('    Axis("backward", bool, False, "each call runs forward and backward", '
               'is_mode=True),\n')
     assert anchor in source
+    trials_py = copy / "runner" / "config" / "trials.py"
+    spec_anchor = "    backward: bool\n"
+    assert spec_anchor in trials_py.read_text()
+    trials_py.write_text(trials_py.read_text().replace(spec_anchor,
+                                                       spec_anchor + "    warps: int\n"))
     axes_py.write_text(source.replace(anchor, anchor + '    Axis("warps", int, 4, '
                                       '"warps per block of a kernel under test", minimum=1, '
                                       'is_mode=True),\n'))
