@@ -202,7 +202,7 @@ def check_args(args: list[str], conf_dir: Path = CONF_DIR) -> None:
     texts = [a for a in args if "=" in a and not a.startswith("-")]
     try:
         overrides = OverridesParser.create().parse_overrides(texts)
-    except Exception:  # grammar errors: reported by validate.check_command_line
+    except Exception:  # grammar errors: reported by runner.config.overrides.check_command_line
         return
     single: dict[str, Any] = {}
     timer: dict[str, Any] = {}

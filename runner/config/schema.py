@@ -33,7 +33,7 @@ AxisFields = dataclasses.make_dataclass(
 
 @dataclass
 class TimerSettings:
-    """How the shared timer measures (see ``runner/timer.py`` for the why of each knob).
+    """How the shared timer measures (see ``runner/timing/timer.py`` for the why of each knob).
 
     The defaults are :class:`runner.timing.timer.TimerPlan`'s, the frozen copy the timer runs with.
     Presets live in ``conf/timer/*.yaml``: smoke, quick, default, precise.
@@ -52,7 +52,7 @@ class TimerSettings:
     max_time_s: float = TimerPlan.max_time_s
     # Ops shorter than batch_below_us are timed as calls_per_sample back-to-back calls per
     # event pair, so a sample lasts about batch_target_us and the launch edge of the first
-    # call (~5-10 us) is ~1% of it (runner/timer.py, hazard 3).
+    # call (~5-10 us) is ~1% of it (runner/timing/timer.py, hazard 3).
     batch_below_us: float = TimerPlan.batch_below_us
     batch_target_us: float = TimerPlan.batch_target_us
     max_calls_per_sample: int = TimerPlan.max_calls_per_sample

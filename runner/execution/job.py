@@ -39,8 +39,9 @@ def run_job(cfg: DictConfig) -> Path | None:
     the job: it becomes a row.
     """
     # Everything imported so far (torch, inductor) lives for the whole process: move it out of
-    # the garbage collector's generations so the per-trial gc.collect() in execute._release
-    # scans only what trials allocate (~0.3 s per collection otherwise).
+    # the garbage collector's generations so the per-trial gc.collect() in
+    # runner.execution.trial._release scans only what trials allocate (~0.3 s per collection
+    # otherwise).
     gc.freeze()
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)

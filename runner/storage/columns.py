@@ -2,10 +2,11 @@
 
 The axis columns are derived from the axis registry (:mod:`runner.core.axes`).
 
-``results.rows_to_table`` writes known columns with these types (so an all-null column still
-has its real type and pandas reads proper dtypes), and ``results/README.md``'s column table is
-generated from here (``python -m runner.storage.columns``). Op parameters become ``param_<name>``
-columns and op-specific measurements ``extra_<name>``; their types are inferred.
+``runner.storage.files.rows_to_table`` writes known columns with these types (so an all-null
+column still has its real type and pandas reads proper dtypes), and ``results/README.md``'s
+column table is generated from here (``python -m runner.storage.columns``). Op parameters
+become ``param_<name>`` columns and op-specific measurements ``extra_<name>``; their types are
+inferred.
 """
 
 from __future__ import annotations
