@@ -3,8 +3,9 @@
 Turns a composed Hydra config into frozen :class:`~runner.config.trials.TrialSpec` objects, or
 into a :class:`~runner.core.errors.ConfigError` (exit status 2) before anything runs.
 
-May import: the standard library, omegaconf/hydra, ``runner.timing`` (timer defaults) and
-``runner.claims.spec`` (the typed `expect:` of an experiment; `expect.py` checks it), and
-``runner.storage`` (column names, and the result files a fixed ``sweep_id`` would clash with).
+May import: the standard library, omegaconf/hydra, ``runner.core`` (axes, errors, the target
+resolver), ``runner.timing.timer`` (timer defaults), ``runner.claims.spec`` (the typed
+`expect:` of an experiment; `expect.py` checks it), and ``runner.storage`` (column names, and
+the result files a fixed ``sweep_id`` would clash with).
 Never torch at import time (``--help`` and the override checks must stay fast).
 """
