@@ -103,6 +103,12 @@ def test_the_mode_label_is_the_command_line_form() -> None:
     assert mode_label({"compile": "none", "compile_dynamic": True}) == "eager"
 
 
+def test_a_refining_axis_refines_a_mode_axis() -> None:
+    for axis in AXES:
+        if axis.refines is not None:
+            assert AXES_BY_NAME[axis.refines].is_mode, axis.name
+
+
 def test_every_reader_labels_modes_with_the_registry() -> None:
     """A results row (numpy and pandas values) gets the same label in the console summary,
     the experiments tables and the report's mode column."""
