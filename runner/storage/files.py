@@ -1,11 +1,7 @@
 """Result files: one Parquet per job, merged into one per sweep. Never overwritten.
 
-Layout under ``results/``::
-
-    <sweep_id>/                      one folder per `python -m runner` invocation
-        results.parquet              all trials of the sweep (merged at the end)
-        jobs/<n>/trials.parquet      the trials of Hydra job n, written when the job ends
-        jobs/<n>/.hydra/             Hydra's record of the job's config and overrides
+Where they lie is :mod:`runner.storage.layout`; the merge of a sweep's jobs is
+:func:`runner.storage.journal.merge_sweep`.
 
 Every file is written to a temporary name in the same folder and then *hard-linked* to its
 final name. ``os.link`` fails if the name exists, so a write is atomic (readers never see half

@@ -9,7 +9,8 @@ written as its own one-row Parquet file::
 atomically (temporary file, fsync, hard link to the final name, fsync of the folder), before
 the next trial starts. A SIGKILL at any instant loses at most the trial in flight. The job's
 ``trials.parquet`` and the sweep's ``results.parquet`` are views built from the journal
-(:func:`job_rows`); ``python -m runner.collect`` and ``python -m runner.resume`` rebuild them.
+(:func:`job_rows`, :func:`merge_sweep`); ``python -m runner.collect`` and
+``python -m runner.resume`` rebuild them.
 
 ``attempt`` counts the runs of one trial (a resumed sweep runs its failed trials again); a
 journal entry is never replaced, so every attempt stays on disk. The view keeps one row per
