@@ -62,7 +62,6 @@ LARGE: dict[str, str] = {
     "execution/worker.py": "the worker process and its supervisor speak one pipe protocol; "
                            "both sides of it are read together",
     "execution/trial.py": "one trial from spec to row; its steps are already functions here",
-    "config/guards.py": "the command-line checks, being folded into one front door",
     "storage/load.py": "runner.load and its file discovery; the public reading API",
     "analysis/plots.py": "one function per report figure; shared pieces are in figure.py",
 }
