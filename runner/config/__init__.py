@@ -3,7 +3,8 @@
 The front door (``overrides.check_command_line``): the command line parsed once
 (``commandline``), each value checked by the rule declared with its key (axes: ``axes``;
 settings: their fields in ``schema``, enforced by ``settings``; op parameters: the builder's
-signature, ``ops``), then every job composed and planned (``preflight``).
+signature, ``ops``), then every job composed and planned (``preflight``). The axis registry
+itself is ``runner.core.axes``.
 
 Turns a composed Hydra config into frozen :class:`~runner.config.trials.TrialSpec` objects, or
 into a :class:`~runner.core.errors.ConfigError` (exit status 2) before anything runs.
