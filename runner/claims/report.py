@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from runner.analysis.selection import select
+from runner.analysis.selection import ok_rows, select
 from runner.analysis.values import markdown_table
 from runner.claims.engine import (
     ERROR,
@@ -30,7 +30,6 @@ from runner.claims.engine import (
     NOT_MEASURED,
     judge,
     metric_for,
-    ok_rows,
     tally,
     time_words,
 )
