@@ -7,37 +7,14 @@ fix, and add the checks a type cannot express (a selector on a column that does 
 comparisons, a ``_target_`` that does not import). Both run before any trial.
 
 A claim reads **rows** (``where``, plus ``numerator``/``denominator`` for a ratio of two row
-sets), reduces each row set to one number (its time, or ``metric``, over the rows, by
-``aggregate``), and compares it with **one** criterion::
-
-    - claim: fp32 matmul is 15.6x faster than fp64 (T4, 2048^3)
-      source: PyTorch CUDA 101, lesson 2 (data types)
-      time: device                      # the GPU's own time per op
-      where: {device: cuda, op: matmul, shape: [2048, 2048, 2048]}
-      numerator: {dtype: fp64}          # time(fp64) / time(fp32): the speedup of fp32
-      denominator: {dtype: fp32}
-      half_of_claimed_gain: 15.63       # held if >= 1 + (15.63 - 1) / 2
-      label: fp64/fp32 time at 2048^3
-
-**Which time.** ``time: device`` reads the device time per op (``gpu_time_per_op_us``: what
-the GPU did), ``time: loop`` the loop time per op (``time_per_op_us``: what the host's loop
-paid, launch cost included); ``metric:`` names any other numeric column (``tflops``,
-``peak_allocated_bytes``...). A claim that states none reads the device time when every row
-it selects is a CUDA row that has one, else the loop time (CPU rows have no device time).
-Claims about launch cost say ``time: loop``; the verdict names the time it used.
-
-Selectors (``where``, ``numerator``, ``denominator``) name result columns
-(``runner/storage/columns.py``), or op parameters by their bare name (``impl`` is
-``param_impl``). ``device: cuda`` matches every ``cuda:N`` (``cpu`` the CPU rows), ``shape:`` is
-one exact shape, ``null`` matches a missing value, and a list is any of its values.
-
-``each`` repeats the measurement over a list of partial selectors (``where``/``numerator``/
-``denominator``/``label``), and ``combine`` (max or min) reduces them: "the worst of these four
-size pairs", "the larger of the CPU and GPU error". Every item must be measured.
-
-``_target_`` names a function ``fn(rows, claim)`` for the few claims no selector can state
-(``runner/claims/bespoke.py``); it returns a :class:`~runner.claims.engine.Measurement`, judged
-by the claim's comparison, or a finished :class:`~runner.claims.engine.Verdict`.
+sets), reduces each row set to one number (its ``time``, or ``metric``, by ``aggregate``), and
+compares it with **one** criterion. ``time: device`` reads ``gpu_time_per_op_us`` (what the
+GPU did), ``time: loop`` ``time_per_op_us`` (what the host's loop paid, launches included);
+without either, the device time when every selected row is a CUDA row that has one, else the
+loop time. Selectors name result columns or op parameters by their bare name; ``each`` repeats
+over partial selectors and ``combine`` reduces them; ``_target_`` names ``fn(rows, claim)``
+for the few claims no selector states (``runner/claims/bespoke.py``). The keys, with an
+example: docs/claims.md.
 
 May import: pyarrow/omegaconf, ``runner.core`` and ``runner.storage.columns``. Never torch,
 never the run side.
