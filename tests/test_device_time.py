@@ -52,6 +52,8 @@ class FakeDevice:
         self.flushes = 0
         self.calls = 0
         self.now = 0.0
+        self.chunks: list[tuple[int, float]] = []  # (samples, spin) of each steady chunk
+        self.ahead_s = 0.0  # device work queued and not yet waited for
 
     def wall(self) -> float:
         return self.now
@@ -85,13 +87,41 @@ class FakeDevice:
         return Timed(work_s=work_s, spin_s=spin_s, host_s=host_s)
 
 
+    # Back-to-back chunks (the steady state): the device runs chunks in order; a chunk's
+    # first event is reached early when the host's enqueue (``host_s`` or the script) took
+    # longer than the spin plus the work still queued ahead of it.
+    def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
+                before_sample: Callable[[], None] | None) -> dict[str, Any]:
+        self.chunks.append((samples, spin_s))
+        times = []
+        for _ in range(samples):
+            if before_sample:
+                before_sample()
+            before = self.calls
+            work()
+            times.append((self.calls - before) * self.per_call_s)
+        host_s = self.host_script.pop(0) if self.host_script else self.host_s
+        chunk = {"times": times, "early": host_s >= spin_s + self.ahead_s}
+        self.ahead_s += sum(times)
+        return chunk
+
+    def reached(self, chunk: dict[str, Any]) -> bool:
+        return chunk["early"]
+
+    def wait(self, chunk: dict[str, Any]) -> list[float]:
+        self.ahead_s = max(0.0, self.ahead_s - sum(chunk["times"]))
+        self.now += sum(chunk["times"])
+        return chunk["times"]
+
+
 def run(device: FakeDevice, k: int, timer_plan: TimerPlan | None = None,
-        loop_s: float = 5 * US, **kwargs: Any) -> dt.DeviceTime:
-    """The device time of a call whose loop time read ``loop_s`` with K = ``k``."""
+        loop_s: float = 5 * US, steady: bool = False, **kwargs: Any) -> dt.DeviceTime:
+    """The device time of a call whose loop time read ``loop_s`` with K = ``k``; the gapped
+    (burst) protocol unless ``steady``."""
     def fn() -> None:
         device.calls += 1
     return measure_device_time(fn, timer_plan or plan(), loop(k, loop_s), device,
-                               wall=device.wall, **kwargs)
+                               wall=device.wall, steady=steady, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -119,7 +149,7 @@ def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
     assert loop_time.calls_per_sample == choose_calls_per_sample(7 * US, timer_plan) == 143
     device = FakeDevice()
     measure_device_time(lambda: None, timer_plan, loop_time, device, wall=device.wall)
-    assert device.captured == [143]
+    assert device.captured == [143] and device.chunks  # steady by default
 
 
 def test_cold_l2_times_one_call_per_sample_after_a_flush() -> None:
@@ -290,18 +320,3 @@ def test_a_host_that_waits_on_the_device_is_given_up_in_the_warm_up() -> None:
     assert "still outlasted" in result.reason and "waits on the device" in result.reason
 
 
-def test_clock_note_flags_samples_at_the_power_cap_after_a_short_warmup(monkeypatch) -> None:
-    """Issue 9, item 5: the row says when its samples' clock was set by the power cap."""
-    from runner.execution import measured as trial
-    from runner.timing.timer import SETTLED_WARMUP_S, TimerPlan
-
-    state = {"sm_clock_mhz": 1545, "power_w": 690.0, "throttle_reasons": "SwPowerCap",
-             "mem_clock_mhz": 3201, "temperature_c": 60}
-    monkeypatch.setattr(trial, "gpu_state", lambda device: state)
-    short = trial.clock_columns("cuda:0", TimerPlan(warmup_s=0.05))
-    assert short["sm_clock_mhz_timed"] == 1545 and short["throttle_reasons_timed"] == "SwPowerCap"
-    note = short["clock_note"]
-    assert "SwPowerCap, 1545 MHz" in note and "timer=sustained" in note
-    assert trial.clock_columns("cuda:0", TimerPlan(warmup_s=SETTLED_WARMUP_S))["clock_note"] is None
-    state["throttle_reasons"] = ""
-    assert trial.clock_columns("cuda:0", TimerPlan(warmup_s=0.05))["clock_note"] is None

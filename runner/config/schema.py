@@ -54,6 +54,10 @@ class TimerSettings:
     batch_below_us: float = TimerPlan.batch_below_us
     batch_target_us: float = TimerPlan.batch_target_us
     max_calls_per_sample: int = TimerPlan.max_calls_per_sample
+    # Warm-up continues past warmup_s until the samples are settled (no trend in the time per
+    # call, the SM clock no longer falling), for at most settle_max_s (runner/timing/settle.py).
+    # warmup_s=0 turns settling off (the smoke preset).
+    settle_max_s: float = TimerPlan.settle_max_s
     # Flush L2 before every sample (outside the timed region) to measure cold-cache time;
     # forces one call per sample.
     flush_l2: bool = False
@@ -62,6 +66,9 @@ class TimerSettings:
     # cuda only: also take the device time (gpu_time_* columns; runner/timing/device_time.py).
     # false: loop time only, as before device time existed.
     device_time: bool = True
+    # cuda only: also take the burst time (gpu_burst_time_* columns): gapped samples at the
+    # boost clock, before the loop time heats the GPU; not what a sustained job sees.
+    burst: bool = False
 
 
 @dataclass

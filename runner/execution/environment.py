@@ -34,7 +34,7 @@ def environment(device: str) -> dict[str, Any]:
         "hostname": socket.gethostname(), "python_version": platform.python_version(),
         "platform": platform.platform(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "gpu_index": None, "gpu_uuid": None, "gpu_pci_bus_id": None,
+        "gpu_index": None, "gpu_uuid": None, "gpu_pci_bus_id": None, "power_limit_w": None,
     }
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.device(device))
@@ -45,6 +45,8 @@ def environment(device: str) -> dict[str, Any]:
             l2_cache_bytes=getattr(props, "L2_cache_size", None),
             total_memory_bytes=props.total_memory,
             driver_version=_nvml_call(lambda nvml, _h: nvml.nvmlSystemGetDriverVersion(), device),
+            power_limit_w=_nvml_call(
+                lambda n, h: n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0, device),
             **physical_gpu(device, props),
         )
     else:
@@ -128,6 +130,26 @@ def gpu_state(device: str) -> dict[str, Any]:
         "power_w": _nvml_call(lambda n, h: n.nvmlDeviceGetPowerUsage(h) / 1000.0, device),
         "throttle_reasons": _nvml_call(_throttle_reasons, device),
     }
+
+
+def sm_clock_reader(device: str) -> Any:
+    """A function reading ``device``'s SM clock now (MHz), for the timer's settle rule and
+    the samples' clock; None off-GPU or without nvidia-ml-py."""
+    if not device.startswith("cuda") or _nvml() is None:
+        return None
+    nvml = _nvml()
+    try:
+        handle = _nvml_handle(device)
+        nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
+    except Exception:
+        return None
+
+    def read() -> float | None:
+        try:
+            return float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+        except Exception:
+            return None
+    return read
 
 
 def _throttle_reasons(nvml: Any, handle: Any) -> str:

@@ -12,15 +12,20 @@ Order of a trial (each step's placement is deliberate):
 4. compose the execution modes (compile / graphs / backward / streams) around the workloads;
 5. check accuracy: float64 reference from the inputs *as they are now*, then one call of the
    composed callable, so the check validates exactly what is timed;
-6. reset the peak-memory counters and time it with the shared timer;
-7. optionally (``insight``), after the samples: a profiled pass and an energy window
-   (runner.execution.insight); they never run inside the timed samples;
-8. read the GPU state again, free everything, record.
+6. reset the peak-memory counters and time it with the shared timer: the burst time first
+   (``timer.burst``, gapped samples from the device as the last trial left it), then the loop
+   time and the steady-state device time, each warmed up until settled;
+7. optionally (``insight``), right after the device time's samples, at the same settled
+   state: a profiled pass and an energy window (runner.execution.insight); they never run
+   inside the timed samples;
+8. check that the derived columns agree (``consistency_flag``), read the GPU state again,
+   free everything, record.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import traceback
@@ -41,11 +46,20 @@ from runner.execution.context import (
     TORCH_DTYPES,
     trial_settings,
 )
-from runner.execution.environment import environment, git_provenance, gpu_state
+from runner.execution.environment import (
+    environment,
+    git_provenance,
+    gpu_state,
+    sm_clock_reader,
+)
 from runner.execution.insight import InsightOptions, insight_columns
 from runner.execution.measured import (
+    burst_columns,
     clock_columns,
+    consistency_flag,
     device_time_columns,
+    samples_clock_columns,
+    settle_columns,
     throughput_columns,
     timing_columns,
 )
@@ -76,11 +90,13 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     row.update(environment(spec.device))
     row.update(git_provenance())
     row.update({f"{k}_start": v for k, v in gpu_state(spec.device).items()})
+    row["consistency_flag"] = None
     try:
         with _on_device(spec.device), trial_settings(spec.dtype, spec.num_threads), \
                 modes.compile_isolation(spec):
             row.update(_measure_trial(spec, plan, timer, check_accuracy, insight))
         row["status"], row["reason"] = Status.ok.value, None
+        row["consistency_flag"] = consistency_flag(row)
     except TrialSkipped as exc:
         row["status"], row["reason"] = Status.skipped.value, str(exc)
     except torch.OutOfMemoryError as exc:
@@ -135,19 +151,27 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
     held_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
     timer_plan = TimerPlan.from_settings(timer)
-    measurement = measure(prepared.fn, timer_plan, _clock(timer, device),
+    read_clock = sm_clock_reader(spec.device)
+    clock = _clock(timer, device)
+    # The burst time goes first: the loop time's settling warm-up would heat the GPU.
+    burst = _burst_time(spec, timer, timer_plan, prepared, device, clock, held_bytes)
+    measurement = measure(prepared.fn, timer_plan, clock,
                           before_sample=prepared.before_sample,
-                          flush=_flusher(timer, device))
-    # Read before anything else runs on the GPU: the clock the loop-time samples ran at.
-    out.update(clock_columns(spec.device, timer_plan))
+                          flush=_flusher(timer, device), read_clock=read_clock)
+    # Read before anything else runs on the GPU: the state the loop-time samples ended in.
+    out.update(clock_columns(spec.device))
     out.update(_memory(device))
     device_time = _device_time(spec, timer, timer_plan, prepared, measurement, device,
-                               out.get("peak_allocated_bytes"), held_bytes)
+                               out.get("peak_allocated_bytes"), held_bytes,
+                               read_clock=read_clock)
     prepared.finish()
     out.update(prepared.compile_stats)
     out.update(timing_columns(measurement, prepared.ops_per_sample))
     out.update(device_time_columns(device_time, prepared.ops_per_sample,
                                    out["time_per_op_us"]))
+    out.update(settle_columns(measurement, device_time.measurement))
+    out.update(samples_clock_columns(device_time.measurement))
+    out.update(burst_columns(burst))
     out["l2_flush"] = bool(timer.flush_l2 and device.type == "cuda")
     n_ops = 1 if first.parts else len(workloads)
     bytes_per_op = None if spec.backward else first.bytes_moved
@@ -162,7 +186,9 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
     if insight is not None:  # after timing and memory peaks: never inside the samples
         out.update(insight_columns(
             insight, fn=prepared.fn, device=spec.device, label=spec.label(),
-            trial_id=spec.trial_id, per_call_s=measurement.stats.median, flops=out["flops"],
+            trial_id=spec.trial_id, per_call_s=rate_measurement.stats.median,
+            device_time_s=None if device_time.measurement is None else
+            device_time.measurement.stats.median, flops=out["flops"],
             bytes_moved=out["bytes_moved"], before_call=prepared.before_sample,
             capturable=spec.graph is GraphMode.none and spec.compile is CompileMode.none
             and not spec.backward))
@@ -234,7 +260,8 @@ def _accuracy(spec: TrialSpec, workloads: list[Workload],
 
 def _device_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
                  prepared: modes.Prepared, loop: Measurement, device: torch.device,
-                 peak_bytes: int | None, held_bytes: int) -> DeviceTime:
+                 peak_bytes: int | None, held_bytes: int, *, steady: bool = True,
+                 read_clock: Any = None) -> DeviceTime:
     """The device time of the trial's work (``runner.timing.device_time``): for
     ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph."""
     if device.type != "cuda":
@@ -245,7 +272,27 @@ def _device_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
         prepared.uncaptured or prepared.fn, plan, loop, CudaDevice(device),
         bytes_per_call=None if peak_bytes is None else peak_bytes - held_bytes,
         capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
-        flush=_flusher(timer, device))
+        flush=_flusher(timer, device), steady=steady, read_clock=read_clock)
+
+
+#: The short loop measurement that sizes the burst time's K and spin (it is not recorded).
+_BURST_PROBE = {"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5,
+                "max_time_s": 0.05, "settle_max_s": 0.02}
+
+
+def _burst_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
+                prepared: modes.Prepared, device: torch.device, clock: Clock,
+                held_bytes: int) -> Measurement | None:
+    """``timer.burst``: the gapped device time (spin and sync around every sample) after a
+    short warm-up, from the device as the previous work left it: the boost-clock number."""
+    if not (timer.burst and timer.device_time and device.type == "cuda"):
+        return None
+    probe = measure(prepared.fn, dataclasses.replace(plan, **_BURST_PROBE), clock,
+                    before_sample=prepared.before_sample)
+    peak = torch.cuda.max_memory_allocated(device)
+    burst = _device_time(spec, timer, plan, prepared, probe, device, peak, held_bytes,
+                         steady=False)
+    return burst.measurement
 
 
 def _memory(device: torch.device) -> dict[str, Any]:

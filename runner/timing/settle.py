@@ -1,0 +1,106 @@
+"""When a warm-up is over: the settle rule, a pure function over a series of samples.
+
+A compute-bound op near the board's power cap (a bf16 8192³ matmul on an H200, ~690 W of
+700) starts at the boost clock (1980 MHz) and is pulled towards ~1450 MHz by the power
+controller within a second or two; a sample taken in that second reads up to 20% faster than
+what a job running the op back to back sustains. A small or memory-bound op draws far less
+power and is at its steady speed after its first calls. A fixed warm-up is either too short
+for the first or a waste for the second, so the warm-up runs until the series says it is over:
+
+*settled* means the per-call time shows no trend and the SM clock (where it can be read) has
+stopped falling. Both are judged on two windows of the series: the last quarter of the
+elapsed time against the quarter before it. Comparing quarters of the *elapsed* time (not a
+fixed span) makes the test more sensitive the longer the fall lasts, so a slow tail is not
+mistaken for a plateau, while an op that is flat from the start settles as soon as the
+minimum warm-up is over. ``cap_s`` bounds it; hitting the cap is recorded, never hidden.
+
+Everything is injected (the work, the wall clock, the clock reader), so tests drive the rule
+with fake clocks.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+#: Medians of the two windows may differ by this share and still be "no trend".
+TIME_TOL = 0.01
+#: The SM clock may fall by this share between the two windows and still be "stopped
+#: falling" (NVML reports it in ~15 MHz bins: 1% of 1980 MHz is 20 MHz).
+CLOCK_TOL = 0.01
+#: Seconds between two reads of the SM clock (an NVML read costs tens of µs).
+CLOCK_READ_S = 0.005
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sample of the series: when it ended (s since the warm-up began), its time per
+    call (s) and the SM clock read closest before it (MHz; None where unreadable)."""
+
+    t_s: float
+    per_call_s: float
+    clock_mhz: float | None = None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The verdict: whether the series settled, when, and, if not, why."""
+
+    settled: bool
+    elapsed_s: float
+    reason: str | None = None
+
+
+def windows(points: Sequence[Point], elapsed_s: float) -> tuple[list[Point], list[Point]]:
+    """The quarter of ``elapsed_s`` before the last, and the last quarter."""
+    earlier = [p for p in points if 0.5 * elapsed_s < p.t_s <= 0.75 * elapsed_s]
+    recent = [p for p in points if p.t_s > 0.75 * elapsed_s]
+    return earlier, recent
+
+
+def judge(points: Sequence[Point], elapsed_s: float) -> str | None:
+    """None when the series is settled at ``elapsed_s``, else what is still moving."""
+    earlier, recent = windows(points, elapsed_s)
+    if not earlier or not recent:
+        return "too few samples to compare two windows"
+    before = statistics.median(p.per_call_s for p in earlier)
+    now = statistics.median(p.per_call_s for p in recent)
+    if before > 0 and abs(now / before - 1) > TIME_TOL:
+        return f"time per call moved {100 * (now / before - 1):+.1f}% between the last windows"
+    clocks_before = [p.clock_mhz for p in earlier if p.clock_mhz is not None]
+    clocks_now = [p.clock_mhz for p in recent if p.clock_mhz is not None]
+    if clocks_before and clocks_now:
+        mhz_before, mhz_now = statistics.median(clocks_before), statistics.median(clocks_now)
+        if mhz_now < mhz_before * (1 - CLOCK_TOL):
+            return f"SM clock still falling ({mhz_before:.0f} → {mhz_now:.0f} MHz)"
+    return None
+
+
+def settle(step: Callable[[], Sequence[float]], *, min_s: float, cap_s: float,
+           min_calls: int = 1, wall: Callable[[], float] = time.perf_counter,
+           read_clock: Callable[[], float | None] | None = None
+           ) -> tuple[list[Point], Settled]:
+    """Run ``step`` (one call, or one chunk of back-to-back samples; it returns their times
+    per call in seconds) until the series has settled, at least ``min_s`` and ``min_calls``
+    samples in, or ``cap_s`` is reached (at least one step always runs). ``min_s=0`` asks
+    for no warm-up to speak of (``timer=smoke``): ``min_calls`` samples, not judged."""
+    start = wall()
+    points: list[Point] = []
+    clock, next_read = None, start
+    while True:
+        now = wall()
+        if read_clock is not None and now >= next_read:
+            clock, next_read = read_clock(), now + CLOCK_READ_S
+        times = step()
+        elapsed = wall() - start
+        points.extend(Point(elapsed, s, clock) for s in times)
+        if len(points) >= min_calls and elapsed >= min_s:
+            moving = judge(points, elapsed) if min_s > 0 else None
+            if moving is None:
+                return points, Settled(True, elapsed)
+        else:
+            moving = "minimum warm-up not reached"
+        if elapsed >= cap_s:
+            return points, Settled(False, elapsed, f"hit the {cap_s:g} s cap: {moving}")
