@@ -119,8 +119,10 @@ def harness_cost(out: Path, trials: int) -> dict[str, float]:
     from hydra import compose, initialize_config_dir
 
     from runner.config.planner import plan_job
+    from runner.config.schema import register
     from runner.execution.trial import run_trial
 
+    register()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose(config_name="config", overrides=["op=add", "shape=[1]", "op.inplace=true"])
     planned = plan_job(cfg)[0]
@@ -238,6 +240,8 @@ def main() -> None:
               f"{row['time_median_us']:.2f} | {ref['cudagraph_us']:.2f} | {ref['b2b_us']:.2f} | "
               f"{delta:+.2f}% | {row['sm_clock_mhz_samples_median']} | "
               f"{row['gpu_time_settle_s']:.2f} | {row['gpu_time_settled']} | {row['bound']} |")
+        print(f"  (loop warm-up {row['warmup_time_s']:.2f} s, settled {row['warmup_settled']};"
+              f" clock min {row['sm_clock_mhz_samples_min']}, note {row['clock_note']})")
         if name in COMPUTE:
             checks.append((f"{name} within 3% of do_bench_cudagraph", abs(delta) <= 3,
                            f"{delta:+.2f}% (2000 b2b: {pct(ref['b2b_us'], gpu):+.2f}%)"))
@@ -270,7 +274,8 @@ def main() -> None:
     for _, row in energy.iterrows():
         print(f"- {key(row)}: {row['avg_power_W']:.0f} W (limit {row['power_limit_w']}), "
               f"window {row['energy_time_per_call_us']:.2f} µs vs gpu_time "
-              f"{row['gpu_time_median_us']:.2f} µs, {row['energy_per_call_mJ']:.3f} mJ; "
+              f"{row['gpu_time_median_us']:.2f} µs, {row['energy_per_call_mJ']:.3f} mJ, busy "
+              f"{row['energy_busy_fraction']:.3f}, {row['energy_method']}; "
               f"flag: {row['consistency_flag']}")
     checks.append((f"energy=true rows pass the power and time checks ({len(energy)} rows)",
                    len(energy) > 0 and flagged.empty,

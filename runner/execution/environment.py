@@ -133,22 +133,41 @@ def gpu_state(device: str) -> dict[str, Any]:
 
 
 def sm_clock_reader(device: str) -> Any:
-    """A function reading ``device``'s SM clock now (MHz), for the timer's settle rule and
-    the samples' clock; None off-GPU or without nvidia-ml-py."""
-    if not device.startswith("cuda") or _nvml() is None:
-        return None
+    """A function reading ``device``'s SM clock (MHz) and board power over its enforced limit
+    now (a ``runner.timing.settle.Reading``), for the timer's settle rule and the samples'
+    clock; None off-GPU or without nvidia-ml-py. Power is NVML's instantaneous field where
+    the driver has it: the plain reading is a one-second average on recent GPUs, too slow to
+    see a load that began a few milliseconds ago."""
+    from runner.timing.settle import Reading
+
     nvml = _nvml()
+    if not device.startswith("cuda") or nvml is None:
+        return None
     try:
         handle = _nvml_handle(device)
         nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
+        limit_w = nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
     except Exception:
         return None
+    instant = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
 
-    def read() -> float | None:
+    def power_w() -> float | None:
         try:
-            return float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+            if instant is not None:
+                value = nvml.nvmlDeviceGetFieldValues(handle, [instant])[0]
+                if value.nvmlReturn == 0:
+                    return float(value.value.uiVal) / 1000.0
+            return nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
         except Exception:
             return None
+
+    def read() -> Reading:
+        try:
+            clock = float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+        except Exception:
+            clock = None
+        watts = power_w()
+        return Reading(clock, watts / limit_w if watts is not None and limit_w else None)
     return read
 
 

@@ -276,8 +276,7 @@ def _device_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
 
 
 #: The short loop measurement that sizes the burst time's K and spin (it is not recorded).
-_BURST_PROBE = {"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5,
-                "max_time_s": 0.05, "settle_max_s": 0.02}
+_BURST_PROBE = {"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5}
 
 
 def _burst_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,

@@ -49,46 +49,32 @@ GPU; tests inject a fake with the same methods.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from runner.timing.settle import Point
+from runner.timing.back_to_back import (
+    DEVICE_WARMUP_S,
+    LAUNCH_QUEUE_BUDGET,
+    MAX_RETAKES,
+    MAX_SPIN_GROWTHS,
+    SPIN_MAX_S,
+    SPIN_MIN_S,
+    HostBlocked,
+    steady_samples,
+)
+from runner.timing.settle import Reading
 from runner.timing.timer import Measurement, TimerPlan, sample, warm_up
 
 GRAPH, BLOCKED, UNAVAILABLE = "graph", "blocked", "unavailable"
-#: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
-#: 1024 launches on current drivers (benchmarks/device_time_check.py measures it: queueing
-#: launches behind a long spin, the host's time per launch jumps at the depth); a quarter of
-#: it leaves room for the events, the spin and the copies a call may also enqueue.
-LAUNCH_QUEUE_BUDGET = 256
 #: Share of the free device memory that K calls' allocations may take.
 MEMORY_SHARE = 0.5
-#: Shortest spin, seconds: covers enqueueing two events and a graph launch (~10-20 µs).
-SPIN_MIN_S = 50e-6
-#: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
-SPIN_MAX_S = 0.2
-#: Shortest warm-up (s) of the device time (and the whole warm-up of the burst time): it
-#: follows the loop time's settled samples.
-DEVICE_WARMUP_S = 0.05
-#: Seconds of samples per back-to-back chunk (one sync per chunk) and the most samples in one.
-CHUNK_S, MAX_CHUNK_SAMPLES = 0.01, 64
-#: Rejected samples in a row after which a method is abandoned.
-MAX_RETAKES = 3
-#: Times the warm-up may grow the spin. A host that still outlasts it is waiting on the device
-#: (a sync or a pageable copy inside the call), and no spin will ever cover it.
-MAX_SPIN_GROWTHS = 4
 #: A graph replay may read at most this much slower per call than the loop. The loop's time
 #: is the device's plus the host's gaps, so a slower graph runs different work (on an H200 a
 #: device-to-device copy of 512 MiB or more captured as a memcpy node ran at 2.75 TB/s,
 #: against 4.2 TB/s on a stream), or the clocks dropped between the two measurements. The
 #: blocked method then runs the work as the stream does.
 GRAPH_SLOWER_TOL = 1.05
-
-
-class HostBlocked(RuntimeError):
-    """The host's enqueue outlasted the spin kernel: the GPU may have waited on the host."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +147,7 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                         before_sample: Callable[[], None] | None = None,
                         flush: Callable[[], None] | None = None,
                         wall: Callable[[], float] = time.perf_counter, steady: bool = True,
-                        read_clock: Callable[[], float | None] | None = None) -> DeviceTime:
+                        read_clock: Callable[[], Reading | None] | None = None) -> DeviceTime:
     """The device time of ``fn``: ``graph``, else ``blocked``, else ``unavailable``.
 
     ``loop`` is the trial's loop-time measurement: its ``calls_per_sample`` is K, its median
@@ -170,15 +156,17 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     graphs of its own); the graph method is then skipped with that reason. With ``flush``
     (cold L2) K is 1 and every sample is flushed, synchronised, then spun (nvbench's cold
     protocol). ``steady=False``: the burst time (module docstring). ``read_clock`` reads the
-    SM clock (MHz) for the settle rule and the samples' clock.
+    SM clock and power (``runner.timing.settle.Reading``) for the settle rule and the
+    samples' clock.
     """
     steady = steady and flush is None
 
     def take(work: Callable[[], Any], calls: int, spin_s: float, launches: int,
              before: Callable[[], None] | None) -> Measurement:
         if steady:
-            return _steady(work, calls, spin_s, plan, device, before, wall, notes, read_clock,
-                           sample_s=loop.stats.median * calls, launches_per_sample=launches)
+            return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
+                                  read_clock, sample_s=loop.stats.median * calls,
+                                  launches_per_sample=launches)
         return _sample(work, calls, spin_s, plan, device, before, flush, wall, notes,
                        settling=flush is not None, read_clock=read_clock)
 
@@ -244,7 +232,7 @@ def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
             device: Device, before_sample: Callable[[], None] | None,
             flush: Callable[[], None] | None, wall: Callable[[], float],
             notes: list[str], *, settling: bool = False,
-            read_clock: Callable[[], float | None] | None = None) -> Measurement:
+            read_clock: Callable[[], Reading | None] | None = None) -> Measurement:
     """The gapped protocol (burst and cold): warm ``work`` up (growing the spin until it
     covers the host's enqueue), then sample it with :func:`runner.timing.timer.sample`; each
     sample is valid or retaken. ``settling``: warm up until settled, else for at most
@@ -294,86 +282,6 @@ def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
                        stop_reason=stop_reason, target_rel=plan.target_rel,
                        settled=verdict.settled if settling else None,
                        settle_reason=verdict.reason if settling else None)
-
-
-def _steady(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
-            device: Device, before_sample: Callable[[], None] | None,
-            wall: Callable[[], float], notes: list[str],
-            read_clock: Callable[[], float | None] | None, *, sample_s: float,
-            launches_per_sample: int) -> Measurement:
-    """Back-to-back samples (module docstring): warm up until settled, then sample with
-    :func:`runner.timing.timer.sample`, all in one stream of chunks. ``launches_per_sample``:
-    0 for a graph replay, else the blocked method's kernels per sample."""
-    samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(CHUNK_S / max(sample_s, 1e-9))))
-    blocked = launches_per_sample > 0  # 0: one graph replay per sample
-    if blocked:  # two chunks in flight stay within the launch-queue budget
-        samples_per_chunk = max(1, min(samples_per_chunk,
-                                       LAUNCH_QUEUE_BUDGET // launches_per_sample))
-    spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
-    inflight: deque[tuple[Any, bool]] = deque()
-    counts = {"retaken": 0, "growths": 0}
-
-    def enqueue() -> None:
-        # The blocked method holds every chunk behind a spin (its eager enqueue may be slower
-        # than the device); a graph chunk only needs one when nothing is queued ahead of it.
-        hold = spin[0] if blocked or not inflight else 0.0
-        chunk = device.enqueue(work, samples_per_chunk, hold, before_sample)
-        # Valid when the device had not reached the chunk's first event once the host had
-        # queued all of it: the GPU cannot have waited on the host inside the chunk.
-        inflight.append((chunk, not device.reached(chunk)))
-
-    def next_chunk(warming: bool) -> list[float]:
-        for _ in range(MAX_RETAKES + 1):
-            while len(inflight) < 2:
-                enqueue()
-            chunk, valid = inflight.popleft()
-            times = device.wait(chunk)
-            if valid:
-                return [t / calls for t in times]
-            if warming:  # grow the spin until it covers the host (warm-up chunks only)
-                if counts["growths"] == MAX_SPIN_GROWTHS or spin[0] >= SPIN_MAX_S:
-                    raise HostBlocked(f"the host's enqueue still outlasted a "
-                                      f"{spin[0] * 1e6:.0f} µs spin after "
-                                      f"{counts['growths']} growths: the call waits on the "
-                                      "device (a sync or a pageable copy)")
-                counts["growths"] += 1
-                spin[0] = min(2 * spin[0], SPIN_MAX_S)
-            else:
-                counts["retaken"] += 1
-        raise HostBlocked(f"the host blocked: the device reached {MAX_RETAKES + 1} chunks in "
-                          "a row before the host had queued them")
-
-    clocks: list[float] = []
-    buffer: deque[float] = deque()
-    try:
-        warmup, verdict = warm_up(lambda: next_chunk(True), plan, wall, read_clock=read_clock,
-                                  min_s=min(plan.warmup_s, DEVICE_WARMUP_S))
-
-        def take() -> float:
-            if not buffer:
-                clock = read_clock() if read_clock is not None else None
-                if clock is not None:
-                    clocks.append(float(clock))
-                buffer.extend(next_chunk(False))
-            return buffer.popleft()
-
-        samples, stop_reason = sample(take, plan, wall)
-    finally:
-        while inflight:  # the chunks queued past the last sample are waited for, not used
-            device.wait(inflight.popleft()[0])
-    if counts["retaken"]:
-        notes.append(f"{counts['retaken']} chunk(s) retaken: the device reached them before "
-                     "the host had queued them")
-    return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
-                       warmup_calls=len(warmup), warmup_s=verdict.elapsed_s,
-                       stop_reason=stop_reason, target_rel=plan.target_rel,
-                       settled=verdict.settled, settle_reason=verdict.reason,
-                       settled_clock_mhz=_last_clock(warmup), clock_mhz=tuple(clocks))
-
-
-def _last_clock(points: list[Point]) -> float | None:
-    clocks = [p.clock_mhz for p in points if p.clock_mhz is not None]
-    return clocks[-1] if clocks else None
 
 
 def _join(notes: list[str]) -> str | None:

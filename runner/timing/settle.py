@@ -9,10 +9,14 @@ for the first or a waste for the second, so the warm-up runs until the series sa
 
 *settled* means the per-call time shows no trend and the SM clock (where it can be read) has
 stopped falling. Both are judged on two windows of the series: the last quarter of the
-elapsed time against the quarter before it. Comparing quarters of the *elapsed* time (not a
-fixed span) makes the test more sensitive the longer the fall lasts, so a slow tail is not
-mistaken for a plateau, while an op that is flat from the start settles as soon as the
-minimum warm-up is over. ``cap_s`` bounds it; hitting the cap is recorded, never hidden.
+elapsed time against the quarter before it. The power controller is slow: an op drawing near
+the board's limit still runs flat at the boost clock for its first few hundred milliseconds
+(an H200 bmm read 34 µs there, 39.6 µs sustained), so a series that has drawn
+:data:`POWER_NEAR_CAP` of the limit is not settled before :data:`CAPPED_MIN_S`.
+Comparing quarters of the *elapsed* time (not a fixed span) makes the test more sensitive
+the longer the fall lasts, so a slow tail is not mistaken for a plateau, while an op that is
+flat from the start, far below the power limit, settles as soon as the minimum warm-up is
+over. ``cap_s`` bounds it; hitting the cap is recorded, never hidden.
 
 Everything is injected (the work, the wall clock, the clock reader), so tests drive the rule
 with fake clocks.
@@ -32,6 +36,21 @@ TIME_TOL = 0.01
 CLOCK_TOL = 0.01
 #: Seconds between two reads of the SM clock (an NVML read costs tens of µs).
 CLOCK_READ_S = 0.005
+#: Board power, as a share of its limit, from which the power controller will pull the clock
+#: down (an H200 ran bmm, linear and matmuls at 671-705 W of 700 once capped; a 2048² sum at
+#: 274 W, a 1-element add at 124 W).
+POWER_NEAR_CAP = 0.9
+#: Shortest warm-up (s) of a series that drew :data:`POWER_NEAR_CAP`: the clock starts to fall
+#: only after some hundreds of milliseconds at the cap.
+CAPPED_MIN_S = 1.0
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The device's state at one moment: SM clock (MHz) and board power over its limit."""
+
+    clock_mhz: float | None = None
+    power_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +61,7 @@ class Point:
     t_s: float
     per_call_s: float
     clock_mhz: float | None = None
+    power_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +82,10 @@ def windows(points: Sequence[Point], elapsed_s: float) -> tuple[list[Point], lis
 
 def judge(points: Sequence[Point], elapsed_s: float) -> str | None:
     """None when the series is settled at ``elapsed_s``, else what is still moving."""
+    power = max((p.power_share for p in points if p.power_share is not None), default=None)
+    if power is not None and power >= POWER_NEAR_CAP and elapsed_s < CAPPED_MIN_S:
+        return (f"drawing {power:.0%} of the power limit: the clock may still be pulled down "
+                f"(at least {CAPPED_MIN_S:g} s)")
     earlier, recent = windows(points, elapsed_s)
     if not earlier or not recent:
         return "too few samples to compare two windows"
@@ -80,7 +104,7 @@ def judge(points: Sequence[Point], elapsed_s: float) -> str | None:
 
 def settle(step: Callable[[], Sequence[float]], *, min_s: float, cap_s: float,
            min_calls: int = 1, wall: Callable[[], float] = time.perf_counter,
-           read_clock: Callable[[], float | None] | None = None
+           read_clock: Callable[[], Reading | None] | None = None
            ) -> tuple[list[Point], Settled]:
     """Run ``step`` (one call, or one chunk of back-to-back samples; it returns their times
     per call in seconds) until the series has settled, at least ``min_s`` and ``min_calls``
@@ -88,14 +112,14 @@ def settle(step: Callable[[], Sequence[float]], *, min_s: float, cap_s: float,
     for no warm-up to speak of (``timer=smoke``): ``min_calls`` samples, not judged."""
     start = wall()
     points: list[Point] = []
-    clock, next_read = None, start
+    reading, next_read = Reading(), start
     while True:
         now = wall()
         if read_clock is not None and now >= next_read:
-            clock, next_read = read_clock(), now + CLOCK_READ_S
+            reading, next_read = read_clock() or Reading(), now + CLOCK_READ_S
         times = step()
         elapsed = wall() - start
-        points.extend(Point(elapsed, s, clock) for s in times)
+        points.extend(Point(elapsed, s, reading.clock_mhz, reading.power_share) for s in times)
         if len(points) >= min_calls and elapsed >= min_s:
             moving = judge(points, elapsed) if min_s > 0 else None
             if moving is None:
@@ -104,3 +128,9 @@ def settle(step: Callable[[], Sequence[float]], *, min_s: float, cap_s: float,
             moving = "minimum warm-up not reached"
         if elapsed >= cap_s:
             return points, Settled(False, elapsed, f"hit the {cap_s:g} s cap: {moving}")
+
+
+def last_clock(points: Sequence[Point]) -> float | None:
+    """The last SM clock read in the series (the settled clock, after a warm-up)."""
+    clocks = [p.clock_mhz for p in points if p.clock_mhz is not None]
+    return clocks[-1] if clocks else None

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
 
-from runner.timing.settle import Point, Settled, settle
+from runner.timing.settle import Point, Reading, Settled, last_clock, settle
 from runner.timing.stats import SampleStats, median_ci_rel_halfwidth, summarize
 
 
@@ -236,14 +236,15 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             wall: Callable[[], float] = time.perf_counter,
             before_sample: Callable[[], None] | None = None,
             flush: Callable[[], None] | None = None,
-            read_clock: Callable[[], float | None] | None = None) -> Measurement:
+            read_clock: Callable[[], Reading | None] | None = None) -> Measurement:
     """Warm ``fn`` up until settled, then sample it until the median is stable or a cap is
     reached.
 
     ``before_sample`` runs before every timed region, outside it (backward mode resets grads
     there, as ``triton.testing.do_bench`` does with ``grad_to_none``). ``flush`` too (L2).
     ``wall`` is the clock that enforces ``warmup_s`` and ``max_time_s``; tests inject a fake.
-    ``read_clock`` reads the SM clock (MHz) for the settle rule (None: time alone).
+    ``read_clock`` reads the SM clock and power (a ``Reading``) for the settle rule (None:
+    time alone).
     """
     def one_call() -> float:
         if before_sample:
@@ -273,12 +274,12 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
                        warmup_calls=len(warmup_times), warmup_s=verdict.elapsed_s,
                        stop_reason=stop_reason, target_rel=plan.target_rel,
                        settled=verdict.settled, settle_reason=verdict.reason,
-                       settled_clock_mhz=_last_clock(warmup))
+                       settled_clock_mhz=last_clock(warmup))
 
 
 def warm_up(step: Callable[[], list[float]], plan: TimerPlan,
             wall: Callable[[], float] = time.perf_counter, *,
-            read_clock: Callable[[], float | None] | None = None,
+            read_clock: Callable[[], Reading | None] | None = None,
             min_s: float | None = None) -> tuple[list[Point], Settled]:
     """Hazard 2: run ``step`` (which times itself and returns seconds per call, one per
     sample) until ``warmup_calls`` samples and ``warmup_s`` (or ``min_s``) have passed AND the
@@ -287,11 +288,6 @@ def warm_up(step: Callable[[], list[float]], plan: TimerPlan,
     return settle(step, min_s=plan.warmup_s if min_s is None else min_s,
                   cap_s=max(plan.settle_max_s, min(plan.warmup_s, plan.max_time_s)),
                   min_calls=plan.warmup_calls, wall=wall, read_clock=read_clock)
-
-
-def _last_clock(points: list[Point]) -> float | None:
-    clocks = [p.clock_mhz for p in points if p.clock_mhz is not None]
-    return clocks[-1] if clocks else None
 
 
 def sample(take: Callable[[], float], plan: TimerPlan,
