@@ -51,8 +51,10 @@ def run_runner(out: Path, name: str, args: list[str]) -> tuple[pd.DataFrame, flo
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
                  + (proc.stdout + proc.stderr)[-3000:])
-    return pd.read_parquet(glob.glob(str(results / "**" / "results.parquet"),
-                                     recursive=True)[0]), wall
+    frame = pd.read_parquet(glob.glob(str(results / "**" / "results.parquet"),
+                                      recursive=True)[0])
+    frame.to_parquet(out / f"{name}.parquet")
+    return frame, wall
 
 
 def workloads() -> dict[str, Callable[[], Any]]:
@@ -275,7 +277,7 @@ def main() -> None:
         print(f"- {key(row)}: {row['avg_power_W']:.0f} W (limit {row['power_limit_w']}), "
               f"window {row['energy_time_per_call_us']:.2f} µs vs gpu_time "
               f"{row['gpu_time_median_us']:.2f} µs, {row['energy_per_call_mJ']:.3f} mJ, busy "
-              f"{row['energy_busy_fraction']:.3f}, {row['energy_method']}; "
+              f"{row['energy_busy_fraction']:.3f}, instant {row['power_instant_median_W']} W; "
               f"flag: {row['consistency_flag']}")
     checks.append((f"energy=true rows pass the power and time checks ({len(energy)} rows)",
                    len(energy) > 0 and flagged.empty,

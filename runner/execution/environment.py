@@ -149,7 +149,8 @@ def sm_clock_reader(device: str) -> Any:
         limit_w = nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
     except Exception:
         return None
-    instant = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+    # NVML's field id for instantaneous power (nvml.h), for bindings that do not name it.
+    instant = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", 186)
 
     def power_w() -> float | None:
         try:

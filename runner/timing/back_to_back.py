@@ -26,9 +26,9 @@ LAUNCH_QUEUE_BUDGET = 256
 SPIN_MIN_S = 50e-6
 #: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
 SPIN_MAX_S = 0.2
-#: Shortest warm-up (s) of the device time (and the whole warm-up of the burst time): it
-#: follows the loop time's settled samples.
-DEVICE_WARMUP_S = 0.05
+#: Shortest warm-up (s) of the device time (and the whole warm-up of the burst time): long
+#: enough for NVML's instantaneous power to see the load (``runner.timing.settle``).
+DEVICE_WARMUP_S = 0.1
 #: Seconds of samples per back-to-back chunk (one sync per chunk) and the most samples in one.
 CHUNK_S, MAX_CHUNK_SAMPLES = 0.01, 64
 #: Rejected samples in a row after which a method is abandoned.
