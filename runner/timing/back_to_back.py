@@ -94,7 +94,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     buffer: deque[float] = deque()
     try:
         warmup, verdict = warm_up(lambda: next_chunk(True), plan, wall, read_clock=read_clock,
-                                  min_s=min(plan.warmup_s, DEVICE_WARMUP_S))
+                                  min_s=DEVICE_WARMUP_S if plan.warmup_s > 0 else 0.0)
 
         def take() -> float:
             if not buffer:
