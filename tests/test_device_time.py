@@ -353,12 +353,26 @@ def test_a_chunk_the_device_reached_early_is_retaken_never_used() -> None:
     assert "1 chunk(s) retaken" in result.reason
 
 
-def test_steady_blocked_holds_every_chunk_behind_a_spin_within_the_launch_budget() -> None:
-    device = FakeDevice(per_call_s=5 * US, capture_error=RuntimeError("no"), kernels=100)
+def test_steady_blocked_runs_back_to_back_within_the_launch_budget() -> None:
+    device = FakeDevice(per_call_s=50 * US, capture_error=RuntimeError("no"), kernels=100)
     result = run(device, 10, steady=True)
     assert result.method == "blocked" and result.measurement.calls_per_sample == 2
-    # 2 calls × 100 kernels per sample: one sample per chunk fits the 256-launch budget.
-    assert all(samples == 1 and spin > 0 for samples, spin in device.chunks)
+    # 2 calls × 100 kernels per sample: one sample per chunk fits the 256-launch budget, and
+    # only the first chunk waits behind a spin (no idle gap for the power cap to recover in).
+    assert all(samples == 1 for samples, _ in device.chunks)
+    assert device.chunks[0][1] > 0 and all(spin == 0 for _, spin in device.chunks[1:])
+
+
+def test_a_host_slower_than_the_device_holds_every_blocked_chunk_behind_a_spin() -> None:
+    # The host's enqueue of a chunk (400 µs) outlasts its 320 µs of work: behind the chunk
+    # still running, the device would catch up. Every chunk then waits behind a spin, grown
+    # until it covers the host (60 → 120 → 240 → 480 µs).
+    device = FakeDevice(per_call_s=5 * US, capture_error=RuntimeError("no"), host_s=400 * US)
+    result = run(device, 1, steady=True)
+    assert result.method == "blocked"
+    assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
+    assert device.chunks[-1][1] == pytest.approx(480 * US)
+    assert all(spin > 0 for _, spin in device.chunks[3:])
 
 
 def test_a_host_that_waits_on_the_device_makes_steady_blocked_unavailable() -> None:

@@ -4,8 +4,10 @@ Chunks of samples, each ``event → work → event → ... → event``, two chun
 host and one sync per chunk: the GPU never idles between samples, so it runs at the clock a job
 running the op back to back sustains, and the warm-up (the same stream) runs until the series
 has settled (``runner.timing.settle``). A chunk is used only if the device had not reached its
-first event once the host had queued all of it; the blocked method (eager calls) holds every
-chunk behind a spin kernel, grown in the warm-up until it covers the host's enqueue.
+first event once the host had queued all of it. Only a chunk with nothing queued ahead of it
+waits behind a spin kernel; the blocked method (eager calls), when the host cannot keep
+ahead of the device, holds every chunk behind one, grown in the warm-up until it covers the
+host's enqueue.
 """
 
 from __future__ import annotations
@@ -52,32 +54,39 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     :func:`runner.timing.timer.sample`, all in one stream of chunks. ``launches_per_sample``:
     0 for a graph replay, else the blocked method's kernels per sample."""
     samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(CHUNK_S / max(sample_s, 1e-9))))
-    blocked = launches_per_sample > 0  # 0: one graph replay per sample
-    if blocked:  # two chunks in flight stay within the launch-queue budget
+    if launches_per_sample > 0:  # blocked: two chunks in flight stay within the queue budget
         samples_per_chunk = max(1, min(samples_per_chunk,
                                        LAUNCH_QUEUE_BUDGET // launches_per_sample))
     spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
     inflight: deque[tuple[Any, bool]] = deque()
-    counts = {"retaken": 0, "growths": 0}
+    # hold_every: whether every chunk waits behind a spin. Off at first: a chunk queued behind
+    # one still running needs none, and a spin between chunks is an idle gap in which a
+    # power-capped GPU recovers its clock. An eager (blocked) call the host enqueues slower
+    # than the device runs it falls behind; the warm-up then turns it on (that op is
+    # launch-bound, far from the power cap, so the gap costs it nothing).
+    counts = {"retaken": 0, "growths": 0, "hold_every": 0}
 
     def enqueue() -> None:
-        # The blocked method holds every chunk behind a spin (its eager enqueue may be slower
-        # than the device); a graph chunk only needs one when nothing is queued ahead of it.
-        hold = spin[0] if blocked or not inflight else 0.0
+        hold = spin[0] if counts["hold_every"] or not inflight else 0.0
         chunk = device.enqueue(work, samples_per_chunk, hold, before_sample)
         # Valid when the device had not reached the chunk's first event once the host had
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
         inflight.append((chunk, not device.reached(chunk)))
 
     def next_chunk(warming: bool) -> list[float]:
-        for _ in range(MAX_RETAKES + 1):
+        # The warm-up retries until the spin has grown MAX_SPIN_GROWTHS times; the sampling
+        # retakes at most MAX_RETAKES chunks in a row.
+        attempts = MAX_RETAKES + 1 + (MAX_SPIN_GROWTHS + 2 if warming else 0)
+        for _ in range(attempts):
             while len(inflight) < 2:
                 enqueue()
             chunk, valid = inflight.popleft()
             times = device.wait(chunk)
             if valid:
                 return [t / calls for t in times]
-            if warming:  # grow the spin until it covers the host (warm-up chunks only)
+            if warming and launches_per_sample > 0 and not counts["hold_every"]:
+                counts["hold_every"] = 1  # the host falls behind: hold every chunk
+            elif warming:  # grow the spin until it covers the host (warm-up chunks only)
                 if counts["growths"] == MAX_SPIN_GROWTHS or spin[0] >= SPIN_MAX_S:
                     raise HostBlocked(f"the host's enqueue still outlasted a "
                                       f"{spin[0] * 1e6:.0f} µs spin after "

@@ -69,12 +69,14 @@ from runner.timing.timer import Measurement, TimerPlan, sample, warm_up
 GRAPH, BLOCKED, UNAVAILABLE = "graph", "blocked", "unavailable"
 #: Share of the free device memory that K calls' allocations may take.
 MEMORY_SHARE = 0.5
-#: A graph replay may read at most this much slower per call than the loop. The loop's time
-#: is the device's plus the host's gaps, so a slower graph runs different work (on an H200 a
-#: device-to-device copy of 512 MiB or more captured as a memcpy node ran at 2.75 TB/s,
-#: against 4.2 TB/s on a stream), or the clocks dropped between the two measurements. The
-#: blocked method then runs the work as the stream does.
-GRAPH_SLOWER_TOL = 1.05
+#: A graph replay may read at most this much slower per call than the loop. A slower graph
+#: runs different work: on an H200 a device-to-device copy of 512 MiB or more captured as a
+#: memcpy node ran at 2.75 TB/s, against 4.2 TB/s on a stream (1.5× slower); the blocked
+#: method then runs the work as the stream does. The margin is wide because the two times
+#: are taken differently: the graph's samples run back to back at the sustained, power-capped
+#: clock, the loop's have a sync between them, and a compute-bound op near the power cap read
+#: 6-15% slower in the graph than in the loop on an H200 (bf16 8192³, tf32 4096³, fp16 bmm).
+GRAPH_SLOWER_TOL = 1.3
 
 
 @dataclass(frozen=True)
