@@ -366,12 +366,12 @@ def test_steady_blocked_runs_back_to_back_within_the_launch_budget() -> None:
 def test_a_host_slower_than_the_device_holds_every_blocked_chunk_behind_a_spin() -> None:
     # The host's enqueue of a chunk (400 µs) outlasts its 320 µs of work: behind the chunk
     # still running, the device would catch up. Every chunk then waits behind a spin, grown
-    # until it covers the host (60 → 120 → 240 → 480 µs).
+    # until the spin and the chunk ahead cover the host (60 → 120 → 240 µs).
     device = FakeDevice(per_call_s=5 * US, capture_error=RuntimeError("no"), host_s=400 * US)
     result = run(device, 1, steady=True)
     assert result.method == "blocked"
     assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
-    assert device.chunks[-1][1] == pytest.approx(480 * US)
+    assert device.chunks[-1][1] == pytest.approx(240 * US)
     assert all(spin > 0 for _, spin in device.chunks[3:])
 
 
