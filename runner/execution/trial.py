@@ -25,7 +25,6 @@ Order of a trial (each step's placement is deliberate):
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import json
 import traceback
@@ -63,20 +62,9 @@ from runner.execution.measured import (
     throughput_columns,
     timing_columns,
 )
+from runner.execution.timed import burst_time, clock_for, device_time_of, flusher
 from runner.storage.columns import Status
-from runner.timing.cuda_device import CudaDevice
-from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
-from runner.timing.timer import (
-    Clock,
-    CudaEventClock,
-    HostClock,
-    L2Flusher,
-    Measurement,
-    TimerPlan,
-    measure,
-)
-
-_FLUSHERS: dict[str, L2Flusher] = {}
+from runner.timing.timer import TimerPlan, measure
 
 
 def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
@@ -91,6 +79,7 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     row.update(git_provenance())
     row.update({f"{k}_start": v for k, v in gpu_state(spec.device).items()})
     row["consistency_flag"] = None
+    held_bytes = _allocated(spec.device)
     try:
         with _on_device(spec.device), trial_settings(spec.dtype, spec.num_threads), \
                 modes.compile_isolation(spec):
@@ -105,7 +94,7 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
         row["status"], row["reason"] = _classify_error(exc)
         row["error_traceback"] = traceback.format_exc()
     finally:
-        _release(spec.device)
+        _release(spec.device, held_bytes)
     row.update({f"{k}_end": v for k, v in gpu_state(spec.device).items()})
     return row
 
@@ -152,16 +141,16 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
 
     timer_plan = TimerPlan.from_settings(timer)
     read_clock = sm_clock_reader(spec.device)
-    clock = _clock(timer, device)
+    clock = clock_for(timer, device)
     # The burst time goes first: the loop time's settling warm-up would heat the GPU.
-    burst = _burst_time(spec, timer, timer_plan, prepared, device, clock, held_bytes)
+    burst = burst_time(spec, timer, timer_plan, prepared, device, clock, held_bytes)
     measurement = measure(prepared.fn, timer_plan, clock,
                           before_sample=prepared.before_sample,
-                          flush=_flusher(timer, device), read_clock=read_clock)
+                          flush=flusher(timer, device), read_clock=read_clock)
     # Read before anything else runs on the GPU: the state the loop-time samples ended in.
     out.update(clock_columns(spec.device))
     out.update(_memory(device))
-    device_time = _device_time(spec, timer, timer_plan, prepared, measurement, device,
+    device_time = device_time_of(spec, timer, timer_plan, prepared, measurement, device,
                                out.get("peak_allocated_bytes"), held_bytes,
                                read_clock=read_clock)
     prepared.finish()
@@ -258,65 +247,11 @@ def _accuracy(spec: TrialSpec, workloads: list[Workload],
     return {"rel_error": worst, "rel_error_tol": tolerance, "accuracy_ok": worst <= tolerance}
 
 
-def _device_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
-                 prepared: modes.Prepared, loop: Measurement, device: torch.device,
-                 peak_bytes: int | None, held_bytes: int, *, steady: bool = True,
-                 read_clock: Any = None) -> DeviceTime:
-    """The device time of the trial's work (``runner.timing.device_time``): for
-    ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph."""
-    if device.type != "cuda":
-        return DeviceTime(UNAVAILABLE, "cpu")
-    if not timer.device_time:
-        return DeviceTime(UNAVAILABLE, "timer.device_time=false")
-    return measure_device_time(
-        prepared.uncaptured or prepared.fn, plan, loop, CudaDevice(device),
-        bytes_per_call=None if peak_bytes is None else peak_bytes - held_bytes,
-        capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
-        flush=_flusher(timer, device), steady=steady, read_clock=read_clock)
-
-
-#: The short loop measurement that sizes the burst time's K and spin (it is not recorded).
-_BURST_PROBE = {"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5}
-
-
-def _burst_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
-                prepared: modes.Prepared, device: torch.device, clock: Clock,
-                held_bytes: int) -> Measurement | None:
-    """``timer.burst``: the gapped device time (spin and sync around every sample) after a
-    short warm-up, from the device as the previous work left it: the boost-clock number."""
-    if not (timer.burst and timer.device_time and device.type == "cuda"):
-        return None
-    probe = measure(prepared.fn, dataclasses.replace(plan, **_BURST_PROBE), clock,
-                    before_sample=prepared.before_sample)
-    peak = torch.cuda.max_memory_allocated(device)
-    burst = _device_time(spec, timer, plan, prepared, probe, device, peak, held_bytes,
-                         steady=False)
-    return burst.measurement
-
-
 def _memory(device: torch.device) -> dict[str, Any]:
     if device.type != "cuda":
         return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
     return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
             "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
-
-
-def _clock(timer: TimerSettings, device: torch.device) -> Clock:
-    if device.type != "cuda":
-        return HostClock()
-    if timer.clock == "host":  # validated up front: "event" or "host"
-        return HostClock(sync=lambda: torch.cuda.synchronize(device))
-    return CudaEventClock(device)
-
-
-def _flusher(timer: TimerSettings, device: torch.device) -> L2Flusher | None:
-    """One L2 flush buffer per device and job, made on first use."""
-    if not timer.flush_l2 or device.type != "cuda":
-        return None
-    key = str(device)
-    if key not in _FLUSHERS:
-        _FLUSHERS[key] = L2Flusher(device)
-    return _FLUSHERS[key]
 
 
 def _on_device(device: str) -> Any:
@@ -325,15 +260,26 @@ def _on_device(device: str) -> Any:
     return contextlib.nullcontext()
 
 
+def _allocated(device: str) -> int:
+    return torch.cuda.memory_allocated(torch.device(device)) if device.startswith("cuda") else 0
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def _release(device: str) -> None:
+def _release(device: str, held_bytes: int) -> None:
     """Free the trial's memory so the next trial starts clean (and its peaks are its own).
-    Runs after every trial, whatever its outcome (``run_trial``'s ``finally``)."""
-    gc.collect()
+    Runs after every trial, whatever its outcome (``run_trial``'s ``finally``).
+
+    A trial's objects are young: collecting the young generations frees its reference cycles.
+    A full collection walks every object of the process (torch's included), ~100 ms per trial,
+    the largest per-trial cost of a sweep of small trials; it runs only when the device still
+    holds more than before the trial."""
+    gc.collect(1)
+    if _allocated(device) > held_bytes:
+        gc.collect()
     if device.startswith("cuda"):
         torch.cuda.synchronize(torch.device(device))
         torch.cuda.empty_cache()

@@ -24,18 +24,21 @@ with fake clocks.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: Medians of the two windows may differ by this share and still be "no trend".
 TIME_TOL = 0.01
 #: The SM clock may fall by this share between the two windows and still be "stopped
 #: falling" (NVML reports it in ~15 MHz bins: 1% of 1980 MHz is 20 MHz).
 CLOCK_TOL = 0.01
-#: Seconds between two reads of the SM clock (an NVML read costs tens of µs).
-CLOCK_READ_S = 0.005
+#: Seconds between two reads of the SM clock (an NVML read costs tens of µs), and between two
+#: judgements of the series.
+CLOCK_READ_S = JUDGE_EVERY_S = 0.005
 #: Board power, as a share of its limit, from which the power controller will pull the clock
 #: down (an H200 ran bmm, linear and matmuls at 671-705 W of 700 once capped; a 2048² sum at
 #: 274 W, a 1-element add at 124 W).
@@ -74,11 +77,28 @@ class Settled:
     reason: str | None = None
 
 
-def windows(points: Sequence[Point], elapsed_s: float) -> tuple[list[Point], list[Point]]:
-    """The quarter of ``elapsed_s`` before the last, and the last quarter."""
-    earlier = [p for p in points if 0.5 * elapsed_s < p.t_s <= 0.75 * elapsed_s]
-    recent = [p for p in points if p.t_s > 0.75 * elapsed_s]
-    return earlier, recent
+def windows(points: Sequence[Point], elapsed_s: float) -> tuple[Sequence[Point],
+                                                               Sequence[Point]]:
+    """The quarter of ``elapsed_s`` before the last, and the last quarter (``points`` are in
+    time order, so the windows are found by bisection: the warm-up of a 1 µs op has tens of
+    thousands of points)."""
+    times = _TimeView(points)
+    half = bisect.bisect_right(times, 0.5 * elapsed_s)
+    three_quarters = bisect.bisect_right(times, 0.75 * elapsed_s)
+    return points[half:three_quarters], points[three_quarters:]
+
+
+class _TimeView(Sequence[float]):
+    """``points``' times as a sequence, without copying them."""
+
+    def __init__(self, points: Sequence[Point]) -> None:
+        self._points = points
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._points[index].t_s
 
 
 def judge(points: Sequence[Point], elapsed_s: float) -> str | None:
@@ -113,7 +133,8 @@ def settle(step: Callable[[], Sequence[float]], *, min_s: float, cap_s: float,
     for no warm-up to speak of (``timer=smoke``): ``min_calls`` samples, not judged."""
     start = wall()
     points: list[Point] = []
-    reading, next_read = Reading(), start
+    reading, next_read, next_judge = Reading(), start, 0.0
+    moving = "minimum warm-up not reached"
     while True:
         now = wall()
         if read_clock is not None and now >= next_read:
@@ -121,12 +142,13 @@ def settle(step: Callable[[], Sequence[float]], *, min_s: float, cap_s: float,
         times = step()
         elapsed = wall() - start
         points.extend(Point(elapsed, s, reading.clock_mhz, reading.power_share) for s in times)
-        if len(points) >= min_calls and elapsed >= min_s:
+        # Judged at most every JUDGE_EVERY_S (a judgement costs a pass over two windows).
+        if len(points) >= min_calls and elapsed >= min_s and (
+                elapsed >= next_judge or elapsed >= cap_s):
             moving = judge(points, elapsed) if min_s > 0 else None
+            next_judge = elapsed + JUDGE_EVERY_S
             if moving is None:
                 return points, Settled(True, elapsed)
-        else:
-            moving = "minimum warm-up not reached"
         if elapsed >= cap_s:
             return points, Settled(False, elapsed, f"hit the {cap_s:g} s cap: {moving}")
 
