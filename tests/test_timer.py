@@ -398,7 +398,7 @@ def test_an_op_near_the_power_limit_warms_up_at_least_capped_min_s() -> None:
     series = Series(lambda t: MS, lambda t: Reading(clock_mhz=1980, power_share=0.99))
     _, verdict = settle(series.step, min_s=0.05, cap_s=3.0, wall=series.wall,
                         read_clock=series.read)
-    assert verdict.settled and verdict.elapsed_s == pytest.approx(CAPPED_MIN_S, abs=6 * MS)
+    assert verdict.settled and CAPPED_MIN_S <= verdict.elapsed_s < 1.06 * CAPPED_MIN_S
     cool = Series(lambda t: MS, lambda t: Reading(clock_mhz=1980, power_share=0.2))
     _, verdict = settle(cool.step, min_s=0.05, cap_s=3.0, wall=cool.wall,
                         read_clock=cool.read)

@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runner.timing.stats import median_ci_rel_halfwidth
+
 #: Medians of the two windows may differ by this share and still be "no trend".
 TIME_TOL = 0.01
 #: The SM clock may fall by this share between the two windows and still be "stopped
@@ -101,18 +103,30 @@ class _TimeView(Sequence[float]):
         return self._points[index].t_s
 
 
-def judge(points: Sequence[Point], elapsed_s: float) -> str | None:
-    """None when the series is settled at ``elapsed_s``, else what is still moving."""
-    power = max((p.power_share for p in points if p.power_share is not None), default=None)
-    if power is not None and power >= POWER_NEAR_CAP and elapsed_s < CAPPED_MIN_S:
-        return (f"drawing {power:.0%} of the power limit: the clock may still be pulled down "
-                f"(at least {CAPPED_MIN_S:g} s)")
+def judge(points: Sequence[Point], elapsed_s: float,
+          power_share: float | None = None) -> str | None:
+    """None when the series is settled at ``elapsed_s``, else what is still moving.
+    ``power_share``: the most power the series drew, over the limit (default: from
+    ``points``)."""
+    if power_share is None:
+        power_share = max((p.power_share for p in points if p.power_share is not None),
+                          default=None)
+    if power_share is not None and power_share >= POWER_NEAR_CAP and elapsed_s < CAPPED_MIN_S:
+        return (f"drawing {power_share:.0%} of the power limit: the clock may still be pulled "
+                f"down (at least {CAPPED_MIN_S:g} s)")
     earlier, recent = windows(points, elapsed_s)
     if not earlier or not recent:
         return "too few samples to compare two windows"
-    before = statistics.median(p.per_call_s for p in earlier)
-    now = statistics.median(p.per_call_s for p in recent)
-    if before > 0 and abs(now / before - 1) > TIME_TOL:
+    before_sorted = sorted(p.per_call_s for p in earlier)
+    now_sorted = sorted(p.per_call_s for p in recent)
+    before, now = statistics.median(before_sorted), statistics.median(now_sorted)
+    # A noisy series (a 1 µs op on a busy host) moves its window medians by chance: a move
+    # within the two medians' CIs is noise, not a trend.
+    tol = TIME_TOL
+    if len(before_sorted) >= 6 and len(now_sorted) >= 6:
+        tol = max(tol, median_ci_rel_halfwidth(before_sorted)
+                  + median_ci_rel_halfwidth(now_sorted))
+    if before > 0 and abs(now / before - 1) > tol:
         return f"time per call moved {100 * (now / before - 1):+.1f}% between the last windows"
     clocks_before = [p.clock_mhz for p in earlier if p.clock_mhz is not None]
     clocks_now = [p.clock_mhz for p in recent if p.clock_mhz is not None]
@@ -133,20 +147,23 @@ def settle(step: Callable[[], Sequence[float]], *, min_s: float, cap_s: float,
     for no warm-up to speak of (``timer=smoke``): ``min_calls`` samples, not judged."""
     start = wall()
     points: list[Point] = []
-    reading, next_read, next_judge = Reading(), start, 0.0
+    reading, next_read, next_judge, power = Reading(), start, 0.0, None
     moving = "minimum warm-up not reached"
     while True:
         now = wall()
         if read_clock is not None and now >= next_read:
             reading, next_read = read_clock() or Reading(), now + CLOCK_READ_S
+            if reading.power_share is not None:
+                power = max(power or 0.0, reading.power_share)
         times = step()
         elapsed = wall() - start
         points.extend(Point(elapsed, s, reading.clock_mhz, reading.power_share) for s in times)
-        # Judged at most every JUDGE_EVERY_S (a judgement costs a pass over two windows).
+        # Judged every JUDGE_EVERY_S or 5% of the elapsed time, whichever is longer: a
+        # judgement sorts two windows, which hold tens of thousands of calls of a 1 µs op.
         if len(points) >= min_calls and elapsed >= min_s and (
                 elapsed >= next_judge or elapsed >= cap_s):
-            moving = judge(points, elapsed) if min_s > 0 else None
-            next_judge = elapsed + JUDGE_EVERY_S
+            moving = judge(points, elapsed, power) if min_s > 0 else None
+            next_judge = elapsed + max(JUDGE_EVERY_S, elapsed / 20)
             if moving is None:
                 return points, Settled(True, elapsed)
         if elapsed >= cap_s:
