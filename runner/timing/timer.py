@@ -184,9 +184,6 @@ class TimerPlan:
                              f"timer.max_samples ({self.max_samples})")
         if self.target_rel <= 0 or self.max_time_s <= 0:
             raise ValueError("timer.target_rel and timer.max_time_s must be positive")
-        if self.settle_max_s <= 0:
-            raise ValueError(f"timer.settle_max_s must be > 0 (seconds the warm-up may run "
-                             f"to settle), got {self.settle_max_s}")
 
 
 @dataclass(frozen=True)
