@@ -7,6 +7,9 @@ result directory is created.
 
 from __future__ import annotations
 
+from runner.execution import timeline  # noqa: F401  (first: its import time is the "main" mark)
+
+# isort: split
 import sys
 
 import hydra
@@ -35,11 +38,7 @@ def main() -> None:
     except ConfigError as exc:
         fail(exc)
     if _runs_trials(sys.argv[1:]):
-        # Start the trial worker now: its torch import runs on another core while Hydra
-        # composes the config and the driver plans the job (runner.execution.worker).
-        from runner.execution.worker import supervisor
-
-        supervisor().prestart()
+        _prestart(sys.argv[1:])
     _hydra_main()
     from runner.execution.callbacks import MERGE_FAILED
 
@@ -53,10 +52,23 @@ _NO_TRIALS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--
 
 
 def _runs_trials(args: list[str]) -> bool:
-    """Whether to prestart the one trial worker (``workers=N`` starts its own pool)."""
+    """Whether to prestart trial workers."""
     return not any(a.partition("=")[0] in _NO_TRIALS for a in args) \
-        and "isolation=none" not in args \
-        and not any(a.startswith("workers=") and a != "workers=1" for a in args)
+        and "isolation=none" not in args
+
+
+def _prestart(args: list[str]) -> None:
+    """Start the trial workers now: their torch import runs on other cores while Hydra
+    composes the config and the driver plans the job (runner.execution.worker, .pool)."""
+    workers = [a.partition("=")[2] for a in args if a.startswith("workers=")]
+    if workers and workers[-1] != "1":
+        from runner.execution.pool import prestart_from_command_line
+
+        prestart_from_command_line(workers[-1])  # N > 1 workers, or none when unsure
+        return
+    from runner.execution.worker import supervisor
+
+    supervisor().prestart()
 
 
 if __name__ == "__main__":

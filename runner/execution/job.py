@@ -24,7 +24,7 @@ from runner.cli import fail
 from runner.config.errors import ConfigError
 from runner.config.guards import check_job
 from runner.config.planner import plan_job
-from runner.execution import pool, worker
+from runner.execution import pool, timeline, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import EXIT_INTERRUPTED, GracefulStop
 from runner.storage import journal
@@ -44,6 +44,7 @@ def run_job(cfg: DictConfig) -> Path | None:
     # Everything imported so far (torch, inductor) lives for the whole process: move it out of
     # the garbage collector's generations so the per-trial gc.collect() in execute._release
     # scans only what trials allocate (~0.3 s per collection otherwise).
+    timeline.job_started()
     gc.freeze()
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
@@ -54,6 +55,7 @@ def run_job(cfg: DictConfig) -> Path | None:
         insight = InsightOptions.from_config(cfg, job_dir)
         workers = pool.plan_workers(cfg.workers, cfg.isolation, planned,
                                     pool.explicit_gpus(OmegaConf.to_container(cfg)))
+        timeline.mark("planned")
     except (ConfigError, ValueError) as exc:
         _discard_empty_job_dir(job_dir)
         fail(exc)
@@ -87,7 +89,8 @@ def run_job(cfg: DictConfig) -> Path | None:
     if resuming:
         console.stderr.print(f"job {job_num}: resuming {len(todo)} of {len(planned)} trials")
     if todo and isinstance(runner_, (worker.Supervisor, pool.Pool)):
-        runner_.prestart()  # its torch import overlaps what the driver does until trial 0
+        # started early by __main__; now each worker warms the job's devices (its GPU)
+        runner_.prestart(pool.warm_devices(t for _, t in todo))
 
     timer = smoke_timer() if cfg.smoke else cfg.timer
     timeout_s = cfg.get("trial_timeout_s") or None
@@ -124,6 +127,7 @@ def run_job(cfg: DictConfig) -> Path | None:
     metadata["driver_cuda_initialized"] = bool(torch is not None and torch.cuda.is_initialized())
     metadata["isolation"] = cfg.isolation
     metadata["workers"] = len(workers.slots)
+    metadata["startup"] = timeline.startup()  # command → first trial, in parts (job 0 only)
     path = _write_job_file(job_dir, metadata, cfg.results_dir)
     if stop.requested:
         _stopped(sweep_dir, job_dir)

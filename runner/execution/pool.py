@@ -19,6 +19,13 @@ of them. Design, on top of the crash-isolation worker (``runner.execution.worker
   ``num_threads`` still wins), so N CPU workers split the cores and CI tests this path.
 * **Reuse.** One pool per driver process (:func:`pool`), reused by every Hydra job of a
   multirun with the same placement: worker start (importing torch) is paid once per worker.
+* **Start.** ``python -m runner ... workers=N|per_gpu`` starts the pool before Hydra composes
+  anything (:func:`prestart_from_command_line`: GPUs counted without torch),
+  so every worker imports torch while the driver composes and plans; then each warms its own
+  GPU (``runner.execution.warmup``), all at once. A job placed otherwise replaces the pool.
+* **Driver round trip.** A worker's row is journaled while it already runs its next trial
+  (at most one finished row per worker not yet on disk), and the workers' journal writes
+  do not wait on each other (each trial has its own journal file).
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from runner.config.errors import ConfigError
@@ -67,11 +76,7 @@ def visible_gpus() -> list[str]:
     made in the driver."""
     from runner.config.axes import cuda_device_count
 
-    count = cuda_device_count()
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is None:
-        return [str(i) for i in range(count)]
-    return [entry.strip() for entry in listed.split(",") if entry.strip()][:count]
+    return _listed(cuda_device_count())
 
 
 def explicit_gpus(values: dict[str, Any]) -> set[str]:
@@ -109,11 +114,7 @@ def plan_workers(workers: Any, isolation: str, planned: list, explicit: set[str]
         raise ConfigError(f"invalid value for 'workers': {workers!r}. This machine has "
                           f"{len(gpus)} visible CUDA device(s) and each worker owns one; use "
                           f"workers={max(len(gpus), 1)} or workers=per_gpu.")
-    pin = uses_cuda or n <= len(gpus)
-    threads = max(1, cpu_count // n) if n > 1 else None
-    slots = tuple(Slot(i, i if pin else None,
-                       (("CUDA_VISIBLE_DEVICES", gpus[i]),) if pin else (), threads)
-                  for i in range(n))
+    slots = make_slots(n, gpus, uses_cuda or n <= len(gpus), cpu_count)
     pinned = {}
     for trial in planned:
         if n > 1 and trial.spec.device in explicit:
@@ -125,6 +126,72 @@ def plan_workers(workers: Any, isolation: str, planned: list, explicit: set[str]
                                   "device=cuda (any worker's GPU).")
             pinned[trial.index] = gpu
     return WorkerPlan(slots, pinned)
+
+
+def make_slots(n: int, gpus: list[str], pin: bool, cpu_count: int) -> tuple[Slot, ...]:
+    """N workers: worker *i* owns visible GPU *i* when ``pin``; N > 1 split the cores."""
+    threads = max(1, cpu_count // n) if n > 1 else None
+    return tuple(Slot(i, i if pin else None,
+                      (("CUDA_VISIBLE_DEVICES", gpus[i]),) if pin else (), threads)
+                 for i in range(n))
+
+
+def gpus_without_torch() -> list[str] | None:
+    """:func:`visible_gpus` without importing torch: the NVIDIA driver's GPU count (NVML, else
+    ``/proc/driver/nvidia/gpus``; no driver: none), then ``CUDA_VISIBLE_DEVICES``. None where
+    only CUDA knows (entries that are UUIDs or MIG devices, no ``/proc``)."""
+    driver = Path("/proc/driver/nvidia/gpus")
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+    except Exception:
+        if driver.is_dir():
+            count = len(list(driver.iterdir()))
+        elif Path("/proc/self").is_dir():
+            count = 0  # Linux without the NVIDIA driver: torch sees no GPU either
+        else:
+            return None
+    entries = _listed(count)
+    return None if any(not entry.isdigit() for entry in entries) else entries
+
+
+def _listed(count: int) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` entries of the ``count`` GPUs CUDA shows."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return [str(i) for i in range(count)]
+    return [entry.strip() for entry in listed.split(",") if entry.strip()][:count]
+
+
+def predicted_slots(workers: str, gpus: list[str], cpu_count: int) -> tuple[Slot, ...] | None:
+    """The slots :func:`plan_workers` gives ``workers=<value>`` when the job's trials use
+    the GPUs (or, with no GPU, the CPU); None when that is not a pool of 2 or more."""
+    try:
+        n = len(gpus) if workers == PER_GPU else int(workers)
+    except ValueError:
+        return None  # the job's own check says what is wrong with it
+    if n < 2 or n > len(gpus) > 0:
+        return None
+    return make_slots(n, gpus, bool(gpus), cpu_count)
+
+
+def prestart_from_command_line(workers: str) -> tuple[Slot, ...] | None:
+    """Start the workers ``workers=<value>`` on the command line will most likely get,
+    before Hydra composes the job; returns their slots (None: nothing started, the job
+    starts its workers after planning). A job placed otherwise (CPU trials on a GPU
+    machine, an experiment's own ``workers``) replaces them (:func:`pool`)."""
+    gpus = gpus_without_torch()
+    slots = None if gpus is None else predicted_slots(workers, gpus, os.cpu_count() or 1)
+    if slots is not None:
+        pool(slots).prestart()
+    return slots
+
+
+def warm_devices(trials: Iterable[Any]) -> tuple[str, ...]:
+    """The devices a job's trials run on, each once, in plan order."""
+    return tuple(dict.fromkeys(trial.spec.device for trial in trials))
 
 
 def cost(spec: Any) -> float:
@@ -168,9 +235,15 @@ class Pool:
         self.supervisors = [Supervisor(dict(s.env), s.threads, f"opsweep-worker-{s.index}")
                             for s in slots]
 
-    def prestart(self) -> None:
-        for supervisor in self.supervisors:
-            supervisor.prestart()
+    def prestart(self, warm: tuple[str, ...] | None = None) -> None:
+        """Start every worker (all at once: each imports torch on its own core). ``warm``:
+        the job's devices; each worker warms its own GPU (``cuda:0`` inside it)."""
+        for slot, supervisor in zip(self.slots, self.supervisors):
+            local = None
+            if warm is not None:
+                cuda = any(device.startswith("cuda") for device in warm)
+                local = ("cuda:0",) if cuda and slot.gpu is not None else ("cpu",)
+            supervisor.prestart(local)
 
     def stop(self) -> None:
         for supervisor in self.supervisors:
@@ -178,20 +251,35 @@ class Pool:
 
     def run(self, trials: list, pinned: dict[int, int], args: tuple, *, stop: Any,
             record: Callable[[dict[str, Any], Any], None], heat_s: float = 0.0) -> None:
-        """Run ``trials`` on every worker at once; ``record(row, trial)`` is called under one
-        lock as each finishes. ``args``: (timer, check_accuracy, timeout_s, insight).
+        """Run ``trials`` on every worker at once; ``record(row, trial)`` is called as each
+        finishes. ``args``: (timer, check_accuracy, timeout_s, insight).
+
+        The driver's round trip stays off the workers' time: a worker's thread hands its row
+        to its own writer thread and sends the worker its next trial at once, so the row is
+        journaled while that trial runs. Before handing over the next row it waits for the
+        previous one to be on disk: per worker, at most one finished row is not yet journaled.
+        ``record`` runs in those writer threads, one per worker, concurrently: it must be
+        thread-safe (the journal is: each trial has its own file; the progress bar locks).
 
         Stops handing out trials once ``stop.requested`` (first Ctrl-C): the trials in flight
         finish and are recorded. A ``KeyboardInterrupt`` (second Ctrl-C) kills the workers;
-        what they were running is not recorded."""
-        queue = TrialQueue(trials, pinned)
-        lock, abort, errors = threading.Lock(), threading.Event(), []
+        what they were running is not recorded. A failing ``record`` (a full disk) stops
+        handing out trials; it is raised once the workers are idle."""
+        from omegaconf import DictConfig, OmegaConf
+
+        timer = args[0]
+        if isinstance(timer, DictConfig):  # once, not once per trial in every thread
+            args = (OmegaConf.to_container(timer), *args[1:])
+        trial_queue = TrialQueue(trials, pinned)
+        abort, errors = threading.Event(), []
         barrier = threading.Barrier(len(self.slots))
         heat = heat_s > 0 and any(t.spec.device.startswith("cuda") for t in trials)
 
         def serve(slot: Slot, supervisor: Supervisor) -> None:
+            writer = ThreadPoolExecutor(1, thread_name_prefix=f"opsweep-journal-{slot.index}")
+            writing: Future | None = None
             try:
-                supervisor.wait_ready()
+                supervisor.wait_ready()  # imports done, own GPU warmed (prestart's request)
                 if heat and slot.gpu is not None:
                     supervisor.heat("cuda:0", heat_s)
                 try:  # all start together, so the longest trials go to different workers
@@ -199,17 +287,23 @@ class Pool:
                 except threading.BrokenBarrierError:
                     pass
                 while not stop.requested and not abort.is_set():
-                    trial = queue.take(slot)
+                    trial = trial_queue.take(slot)
                     if trial is None:
-                        return
+                        break
                     row = run_on(supervisor, slot, trial, args)
-                    with lock:
-                        if not abort.is_set():
-                            record(row, trial)
+                    if writing is not None:
+                        writing.result()  # the previous row is on disk (or its error raised)
+                    if abort.is_set():
+                        break
+                    writing = writer.submit(record, row, trial)
+                if writing is not None:
+                    writing.result()
             except BaseException as exc:  # noqa: BLE001 (SystemExit of a failed journal write)
                 errors.append(exc)
                 abort.set()
                 barrier.abort()
+            finally:
+                writer.shutdown(wait=True)
 
         threads = [threading.Thread(target=serve, args=(slot, sup), daemon=True,
                                     name=f"opsweep-worker-{slot.index}")

@@ -33,11 +33,13 @@ import multiprocessing.util  # noqa: F401  (registers its exit handler before ou
 import os
 import signal
 import sys
+import time
 import traceback
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from runner.execution import timeline
 from runner.storage.columns import Status
 
 #: Error text that means the CUDA context of the process is unusable from now on.
@@ -85,7 +87,8 @@ def failed_row(spec: Any, timer: Any, status: Status, reason: str) -> dict[str, 
     from runner.execution.trial import spec_columns
 
     row = spec_columns(spec)
-    row.update(timestamp=datetime.now(timezone.utc), timer_preset=timer.preset,
+    preset = timer["preset"] if isinstance(timer, dict) else timer.preset
+    row.update(timestamp=datetime.now(timezone.utc), timer_preset=preset,
                status=status.value, reason=reason)
     return row
 
@@ -96,7 +99,11 @@ class InProcess:
 
     def run(self, trial: Any, timer: Any, check_accuracy: bool,
             timeout_s: float | None, insight: Any = None) -> dict[str, Any]:
-        return run_trial_safely(trial.spec, trial.op, timer, check_accuracy, insight)
+        start = time.perf_counter()
+        row = run_trial_safely(trial.spec, trial.op, timer, check_accuracy, insight)
+        row["worker_trial_wall_s"] = time.perf_counter() - start
+        timeline.trial_started(row.get("timestamp"))
+        return row
 
     def heat(self, device: str, seconds: float) -> None:
         from runner.timing.timer import heat_device
@@ -114,40 +121,59 @@ def _serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = N
     ``env`` is applied first thing: the CUDA driver reads ``CUDA_VISIBLE_DEVICES`` when it
     initialises (the first CUDA call, in a trial), so a pinned worker sees only its GPU.
     ``threads``: torch intra-op threads of this worker (a trial's ``num_threads`` still wins
-    for that trial; ``context.trial_settings`` restores this value after it)."""
+    for that trial; ``context.trial_settings`` restores this value after it).
+
+    The "ready" answer carries the worker's start-up steps (``runner.execution.timeline``)."""
+    main_at = time.time()
     os.environ.update(env or {})
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     import gc
 
+    started = time.perf_counter()
+    import torch  # noqa: F401  (paid once, before "ready"; timed on its own)
+
+    torch_import_s = time.perf_counter() - started
     from omegaconf import OmegaConf
 
-    import runner.execution.trial  # noqa: F401  (torch: paid once, before "ready")
+    import runner.execution.trial  # noqa: F401  (the trial code, ops base, pandas-free)
     from runner.config.ops import resolve_target
 
-    if threads:
-        import torch
+    imports_s = time.perf_counter() - started - torch_import_s
 
+    if threads:
         torch.set_num_threads(threads)
     gc.collect()
     gc.freeze()  # imports live for the process: keep per-trial gc.collect() short
-    conn.send(("ready", os.getpid()))
+    conn.send(("ready", {"pid": os.getpid(), "main_at": main_at, "torch_import_s":
+                         torch_import_s, "imports_s": imports_s, "ready_at": time.time()},
+               False))
     builders: dict[str, Any] = {}
+    timers: dict[str, Any] = {}
     while True:
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError):
             return
         if kind == "trial":
+            received = time.perf_counter()  # busy from here until the row is sent
             spec, plan, timer, check_accuracy, insight = payload
             if plan.target not in builders:
                 builders[plan.target] = resolve_target(plan.target)
             plan = replace(plan, builder=builders[plan.target])
-            row = run_trial_safely(spec, plan, OmegaConf.create(timer), check_accuracy, insight)
+            key = repr(timer)  # one OmegaConf node per timer setting, not one per trial
+            if key not in timers:
+                timers[key] = OmegaConf.create(timer)
+            row = run_trial_safely(spec, plan, timers[key], check_accuracy, insight)
             retire = row["status"] == Status.crashed.value
+            row["worker_trial_wall_s"] = time.perf_counter() - received
             conn.send(("row", row, retire))
             if retire:
                 return
+        elif kind == "warm":
+            from runner.execution.warmup import warm
+
+            conn.send(("warmed", warm(payload), False))
         elif kind == "heat":
             from runner.timing.timer import heat_device
 
@@ -181,17 +207,38 @@ class Worker:
 
     def __init__(self, env: dict[str, str] | None = None, threads: int | None = None,
                  name: str = "opsweep-worker") -> None:
+        self.name = name
+        self.info: dict[str, Any] = {"spawned_at": time.time()}
         self.conn, child = _CTX.Pipe()
         self.process = _CTX.Process(target=_serve, args=(child, env, threads), name=name)
         self.process.start()
         child.close()
         self.ready = False
+        self.pending = 0  # answers to posted requests (warm-up) not read yet
+        self.warmed: tuple[str, ...] = ()
+
+    def post(self, message: tuple) -> None:
+        """Send a request without waiting: the worker answers it when it gets to it (after
+        its imports), and :meth:`wait_ready` reads the answer."""
+        try:
+            self.conn.send(message)
+            self.pending += 1
+        except (BrokenPipeError, OSError):
+            pass  # the next request reports the dead worker
 
     def wait_ready(self) -> None:
-        """Wait until the worker has imported torch; raise :class:`WorkerLost`."""
+        """Wait until the worker has imported torch and answered what was posted; raise
+        :class:`WorkerLost`."""
         if not self.ready:
-            self._wait(START_TIMEOUT_S, "starting (importing torch)")
+            _, info, _ = self._wait(START_TIMEOUT_S, "starting (importing torch)")
+            self.info.update(info)
             self.ready = True
+            timeline.worker_report(self.name, self.info)
+        while self.pending:
+            _, info, _ = self._wait(START_TIMEOUT_S, "warming up (CUDA context)")
+            self.pending -= 1
+            self.info.update(info)
+            timeline.worker_report(self.name, self.info)
 
     def request(self, message: tuple, timeout_s: float | None) -> Any:
         """Send one request and wait for its answer; raise :class:`WorkerLost`."""
@@ -206,8 +253,6 @@ class Worker:
         return value
 
     def _wait(self, timeout_s: float | None, doing: str) -> Any:
-        import time
-
         deadline = None if not timeout_s else time.monotonic() + timeout_s
         while True:
             # short polls: a Ctrl-C handler gets to run, and a dead worker is seen at once
@@ -261,12 +306,20 @@ class Supervisor:
         self.worker: Worker | None = None
         self.starts = 0
         self.env, self.threads, self.name = env, threads, name
+        self.warm_devices: tuple[str, ...] = ()
 
-    def prestart(self) -> None:
-        """Start the worker now, so its torch import overlaps the driver's planning."""
+    def prestart(self, warm: tuple[str, ...] | None = None) -> None:
+        """Start the worker now, so its torch import overlaps the driver's planning.
+        ``warm``: devices whose one-off costs (``runner.execution.warmup``) the worker pays
+        right after its imports, before any trial; a replacement worker is warmed alike."""
+        if warm is not None:
+            self.warm_devices = tuple(warm)
         if self.worker is None or not self.worker.alive():
             self.worker = Worker(self.env, self.threads, self.name)
             self.starts += 1
+        if self.warm_devices and self.worker.warmed != self.warm_devices:
+            self.worker.post(("warm", self.warm_devices))
+            self.worker.warmed = self.warm_devices
 
     def wait_ready(self) -> None:
         """Start the worker if needed and wait for it; a worker that fails to start is
@@ -284,11 +337,15 @@ class Supervisor:
 
         plan = replace(trial.op, builder=None, params={})  # the worker imports the builder
         settings = OmegaConf.to_container(timer) if isinstance(timer, DictConfig) else timer
+        sent = time.perf_counter()
         try:
-            return self._request(
+            row = self._request(
                 ("trial", (trial.spec, plan, settings, check_accuracy, insight)), timeout_s)
         except WorkerLost as lost:
-            return failed_row(trial.spec, timer, lost.status, str(lost))
+            row = failed_row(trial.spec, timer, lost.status, str(lost))
+            row["worker_trial_wall_s"] = time.perf_counter() - sent  # the driver's view
+        timeline.trial_started(row.get("timestamp"))
+        return row
 
     def heat(self, device: str, seconds: float) -> None:
         try:
