@@ -200,7 +200,7 @@ def test_every_row_has_its_busy_time_and_job_0_its_startup(cli_runs: dict[str, A
     assert (df["worker_trial_wall_s"] > 0).all()
     (sweep,) = (run.cwd / "results").iterdir()
     startups = [json.loads(pq.read_schema(sweep / "jobs" / str(n) / JOB_FILE)
-                           .metadata[METADATA_KEY.encode()])["startup"] for n in (0, 1)]
+                           .metadata[METADATA_KEY])["startup"] for n in (0, 1)]
     parts, later = startups
     assert later is None, "a later job of the multirun reuses the workers: no start-up"
     for key in ("python_s", "hydra_s", "driver_torch_import_s", "planning_s", "workers",

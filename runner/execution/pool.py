@@ -179,11 +179,19 @@ def predicted_slots(workers: str, gpus: list[str], cpu_count: int) -> tuple[Slot
 
 def prestart_from_command_line(workers: str) -> tuple[Slot, ...] | None:
     """Start the workers ``workers=<value>`` on the command line will most likely get,
-    before Hydra composes the job; returns their slots (None: nothing started, the job
-    starts its workers after planning). A job placed otherwise (CPU trials on a GPU
+    before Hydra composes the job: a pool (its slots are returned), or the one supervised
+    worker (``per_gpu`` on a one-GPU machine); None and nothing started when unsure (the
+    job starts its workers after planning). A job placed otherwise (CPU trials on a GPU
     machine, an experiment's own ``workers``) replaces them (:func:`pool`)."""
     gpus = gpus_without_torch()
-    slots = None if gpus is None else predicted_slots(workers, gpus, os.cpu_count() or 1)
+    if gpus is None:
+        return None
+    if workers == PER_GPU and len(gpus) == 1:
+        from runner.execution.worker import supervisor
+
+        supervisor().prestart()
+        return None
+    slots = predicted_slots(workers, gpus, os.cpu_count() or 1)
     if slots is not None:
         pool(slots).prestart()
     return slots

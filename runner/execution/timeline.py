@@ -160,12 +160,14 @@ def busy(rows: Iterable[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
         start = stamp.timestamp()
         span = jobs.setdefault(row.get("job_num"), [start, start + wall])
         span[0], span[1] = min(span[0], start), max(span[1], start + wall)
-        worker = workers.setdefault(row.get("worker"), {"busy_s": 0.0, "trials": 0,
-                                                        "gpus": set()})
+        number = row.get("worker")
+        number = None if number is None or number != number else int(number)
+        worker = workers.setdefault(number, {"busy_s": 0.0, "trials": 0, "gpus": set()})
         worker["busy_s"] += wall
         worker["trials"] += 1
-        if row.get("gpu_index") is not None:
-            worker["gpus"].add(row["gpu_index"])
+        gpu = row.get("gpu_index")
+        if gpu is not None and gpu == gpu:  # NaN: a CPU row read through pandas
+            worker["gpus"].add(int(gpu))
     total = sum(end - start for start, end in jobs.values())
     for worker in workers.values():
         worker["span_s"] = total
