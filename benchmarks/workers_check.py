@@ -89,7 +89,8 @@ def describe(r: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
     lines = [f"{r['name']} ({' '.join(a for a in r['args'] if a.startswith('workers'))}): "
              f"{len(df)} trials {dict(Counter(df['status']))}",
              f"  wall {r['wall_s']:.1f} s = start-up {r['first_trial_s']:.2f} + trials "
-             f"{r['span_s']:.1f} + end {r['end_s']:.2f}"]
+             f"{r['span_s']:.1f} + end {r['end_s']:.2f}; {int(df['n_samples'].sum())} timed "
+             "samples (an adaptive timer takes more on a noisy GPU: compare like with like)"]
     if base is not None and not base["rows"].empty:
         lines.append(f"  speed-up over workers=1: wall {base['wall_s'] / r['wall_s']:.2f}x, "
                      f"trial span {base['span_s'] / r['span_s']:.2f}x; same trial set: "
@@ -119,17 +120,20 @@ def main() -> int:
     dtypes = "dtype=[fp32,fp64]" if device == "cpu" else "dtype=[bf16,fp16,fp32,tf32]"
     sweep = [f"device={device}", f"timer={timer}", dtypes, "seed=[0,1]", f"cases=[{mm},{add}]"]
     counts = ["1", "2"] if n_gpus == 0 else ["1"] + (["2"] if n_gpus > 2 else []) + ["per_gpu"]
+    lines = [f"machine: {n_gpus} GPU(s); mixed sweep, timer={timer}, gpu_warmup_s=0"]
+    spread, p = None, pd.DataFrame()
+    if n_gpus:
+        # first: it also brings every GPU out of idle, so the first mixed run is not the one
+        # that meets cold GPUs (a one-H200 run took 2.6x the samples in its first sweep)
+        pinned = [f"device=[{','.join(f'cuda:{i}' for i in range(n_gpus))}]", "timer=default",
+                  "op=matmul", "shape=[8192,8192,8192]", "dtype=bf16", "workers=per_gpu",
+                  "gpu_warmup_s=5"]
+        p = run(a.out, "pinned", pinned)["rows"]
     runs = {w: run(a.out, f"workers_{w}", sweep + [f"workers={w}"]) for w in counts}
     base = runs["1"]
-    lines = [f"machine: {n_gpus} GPU(s); mixed sweep, timer={timer}, gpu_warmup_s=0"]
     for w, r in runs.items():
         lines += describe(r, None if w == "1" else base)
-
-    spread = None
-    if n_gpus:
-        pinned = [f"device=[{','.join(f'cuda:{i}' for i in range(n_gpus))}]", "timer=default",
-                  "op=matmul", "shape=[8192,8192,8192]", "dtype=bf16", "workers=per_gpu"]
-        p = run(a.out, "pinned", pinned)["rows"]
+    if not p.empty:
         lines.append("same op pinned to each GPU at once (bf16 matmul 8192^3, timer=default):")
         for _, r in p.sort_values("device").iterrows():
             lines.append(

@@ -32,13 +32,19 @@ def _hydra_main(cfg: DictConfig) -> object:
 
 
 def main() -> None:
+    if _runs_trials(sys.argv[1:]):
+        # Start the trial workers first: their torch import and CUDA context run on other
+        # cores while the driver checks the command line (which may import torch to count
+        # GPUs), Hydra composes and the job is planned (runner.execution.pool). A bad
+        # command line stops them again (exit 2).
+        from runner.execution.pool import prestart_from_command_line
+
+        prestart_from_command_line(sys.argv[1:])
     try:
         check_args(sys.argv[1:])
         check_command_line(sys.argv[1:])
     except ConfigError as exc:
         fail(exc)
-    if _runs_trials(sys.argv[1:]):
-        _prestart(sys.argv[1:])
     _hydra_main()
     from runner.execution.callbacks import MERGE_FAILED
 
@@ -55,20 +61,6 @@ def _runs_trials(args: list[str]) -> bool:
     """Whether to prestart trial workers."""
     return not any(a.partition("=")[0] in _NO_TRIALS for a in args) \
         and "isolation=none" not in args
-
-
-def _prestart(args: list[str]) -> None:
-    """Start the trial workers now: their torch import runs on other cores while Hydra
-    composes the config and the driver plans the job (runner.execution.worker, .pool)."""
-    workers = [a.partition("=")[2] for a in args if a.startswith("workers=")]
-    if workers and workers[-1] != "1":
-        from runner.execution.pool import prestart_from_command_line
-
-        prestart_from_command_line(workers[-1])  # N > 1 workers, or none when unsure
-        return
-    from runner.execution.worker import supervisor
-
-    supervisor().prestart()
 
 
 if __name__ == "__main__":

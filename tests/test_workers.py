@@ -309,6 +309,15 @@ def test_predicted_slots_for_cpu_workers_and_what_is_not_predicted(planned: list
     assert pool.predicted_slots("two", ["0", "1"], 6) is None
 
 
+def test_devices_to_warm_are_guessed_from_the_command_line() -> None:
+    assert pool.guess_devices(["op=matmul"], ["0", "1"]) == ("cuda:0",)  # auto, with GPUs
+    assert pool.guess_devices(["op=matmul"], []) == ("cpu",)  # auto, without
+    assert pool.guess_devices(["device=cuda"], ["0"]) == ("cuda:0",)
+    assert pool.guess_devices(["device=cpu", "device=[cuda:1,cpu,cuda:1]"], ["0", "1"]) == \
+        ("cuda:1", "cpu")  # the last device= wins, as on Hydra's command line
+    assert pool.guess_devices(["device=cpu,auto", "-m"], ["0"]) == ("cpu", "cuda:0")
+
+
 def test_warm_devices_are_the_job_s_devices_once(planned: list) -> None:
     trials = on_gpu(planned[:2], "cuda:1") + on_gpu(planned[2:], "cpu") + \
         on_gpu(planned[:1], "cuda:1")

@@ -141,18 +141,18 @@ def gpus_without_torch() -> list[str] | None:
     ``/proc/driver/nvidia/gpus``; no driver: none), then ``CUDA_VISIBLE_DEVICES``. None where
     only CUDA knows (entries that are UUIDs or MIG devices, no ``/proc``)."""
     driver = Path("/proc/driver/nvidia/gpus")
-    try:
-        import pynvml
+    if driver.is_dir():  # microseconds, where NVML takes a tenth of a second to start
+        count = len(list(driver.iterdir()))
+    else:
+        try:
+            import pynvml
 
-        pynvml.nvmlInit()
-        count = pynvml.nvmlDeviceGetCount()
-    except Exception:
-        if driver.is_dir():
-            count = len(list(driver.iterdir()))
-        elif Path("/proc/self").is_dir():
+            pynvml.nvmlInit()
+            count = pynvml.nvmlDeviceGetCount()
+        except Exception:
+            if not Path("/proc/self").is_dir():
+                return None
             count = 0  # Linux without the NVIDIA driver: torch sees no GPU either
-        else:
-            return None
     entries = _listed(count)
     return None if any(not entry.isdigit() for entry in entries) else entries
 
@@ -177,24 +177,38 @@ def predicted_slots(workers: str, gpus: list[str], cpu_count: int) -> tuple[Slot
     return make_slots(n, gpus, bool(gpus), cpu_count)
 
 
-def prestart_from_command_line(workers: str) -> tuple[Slot, ...] | None:
-    """Start the workers ``workers=<value>`` on the command line will most likely get,
-    before Hydra composes the job: a pool (its slots are returned), or the one supervised
-    worker (``per_gpu`` on a one-GPU machine); None and nothing started when unsure (the
-    job starts its workers after planning). A job placed otherwise (CPU trials on a GPU
-    machine, an experiment's own ``workers``) replaces them (:func:`pool`)."""
+def prestart_from_command_line(args: list[str]) -> None:
+    """Start the workers the command line will most likely get, before Hydra composes the
+    job, and have each warm the device it will most likely use (:func:`guess_devices`): a
+    pool for ``workers=N|per_gpu``, else the one supervised worker. Nothing is started when
+    unsure (the job starts its workers after planning). A job placed otherwise (CPU trials on
+    a GPU machine, an experiment's own ``workers`` or ``device``) replaces or re-warms them."""
+    from runner.execution.worker import supervisor
+
+    values = [a.partition("=")[2] for a in args if a.startswith("workers=")]
+    workers = values[-1] if values else "1"
     gpus = gpus_without_torch()
     if gpus is None:
-        return None
-    if workers == PER_GPU and len(gpus) == 1:
-        from runner.execution.worker import supervisor
-
-        supervisor().prestart()
-        return None
+        if workers == "1":
+            supervisor().prestart()
+        return
+    devices = guess_devices(args, gpus)
+    if workers == "1" or (workers == PER_GPU and len(gpus) == 1):
+        supervisor().prestart(devices)
+        return
     slots = predicted_slots(workers, gpus, os.cpu_count() or 1)
     if slots is not None:
-        pool(slots).prestart()
-    return slots
+        pool(slots).prestart(devices)
+
+
+def guess_devices(args: list[str], gpus: list[str]) -> tuple[str, ...]:
+    """The devices ``device=`` on the command line names (``auto`` and ``cuda`` as the job
+    resolves them; unset is ``auto``), to warm before the job is planned."""
+    values = [a.partition("=")[2] for a in args if a.startswith("device=")]
+    names = re.findall(r"auto|cpu|cuda(?::\d+)?", values[-1]) if values else ["auto"]
+    resolved = [("cuda:0" if gpus else "cpu") if name == "auto" else
+                "cuda:0" if name == "cuda" else name for name in names]
+    return tuple(dict.fromkeys(resolved))
 
 
 def warm_devices(trials: Iterable[Any]) -> tuple[str, ...]:

@@ -27,6 +27,8 @@ def warm(devices: tuple[str, ...]) -> dict[str, Any]:
             if device.startswith("cuda"):
                 import torch
 
+                if not torch.cuda.is_available():
+                    continue  # a guess made before the job was planned; the job will say
                 begin = time.perf_counter()
                 probe = torch.ones(64, 64, device=device)  # creates the CUDA context
                 torch.cuda.synchronize(device)
