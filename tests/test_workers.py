@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from runner.config.errors import ConfigError
-from runner.execution import pool, timeline
+from runner.execution import placement, pool, timeline
 from runner.storage.files import JOB_FILE, METADATA_KEY, SWEEP_FILE
 
 SWEEP = ["op=vector_add", "timer=smoke", "shape=[[8],[16],[32],[64]]", "dtype=[fp32,fp64]"]
@@ -135,16 +135,16 @@ def test_longest_first_orders_by_shape_product_and_dtype_bytes(planned: list) ->
 
 
 def test_cpu_workers_split_the_cores(planned: list) -> None:
-    plan = pool.plan_workers(2, "process", planned, set(), gpus=[], cpu_count=8)
+    plan = placement.plan_workers(2, "process", planned, set(), gpus=[], cpu_count=8)
     assert [(s.index, s.gpu, s.env, s.threads) for s in plan.slots] == \
         [(0, None, (), 4), (1, None, (), 4)]
     assert plan.pinned == {}
-    assert pool.plan_workers(1, "none", planned, set(), gpus=[]).slots[0].threads is None
+    assert placement.plan_workers(1, "none", planned, set(), gpus=[]).slots[0].threads is None
 
 
 def test_workers_own_the_visible_gpus_in_order(planned: list) -> None:
     trials = on_gpu(planned, "cuda:0")
-    plan = pool.plan_workers("per_gpu", "process", trials, set(), gpus=["4", "5"], cpu_count=8)
+    plan = placement.plan_workers("per_gpu", "process", trials, set(), gpus=["4", "5"], cpu_count=8)
     assert [(s.gpu, dict(s.env)) for s in plan.slots] == \
         [(0, {"CUDA_VISIBLE_DEVICES": "4"}), (1, {"CUDA_VISIBLE_DEVICES": "5"})]
     assert plan.pinned == {}  # device=cuda / auto: any worker's GPU
@@ -152,7 +152,7 @@ def test_workers_own_the_visible_gpus_in_order(planned: list) -> None:
 
 def test_cuda_n_pins_a_trial_to_its_worker(planned: list) -> None:
     trials = on_gpu(planned[:2], "cuda:1") + on_gpu(planned[2:], "cuda:0")
-    plan = pool.plan_workers(2, "process", trials, {"cuda:1"}, gpus=["0", "1"])
+    plan = placement.plan_workers(2, "process", trials, {"cuda:1"}, gpus=["0", "1"])
     assert plan.pinned == {trials[0].index: 1, trials[1].index: 1}
     queue = pool.TrialQueue(trials, plan.pinned)
     first = plan.slots[0]
@@ -166,23 +166,23 @@ def test_cuda_n_pins_a_trial_to_its_worker(planned: list) -> None:
 
 def test_bad_placements_are_config_errors(planned: list) -> None:
     with pytest.raises(ConfigError, match="'workers'.*no CUDA device"):
-        pool.plan_workers("per_gpu", "process", planned, set(), gpus=[])
+        placement.plan_workers("per_gpu", "process", planned, set(), gpus=[])
     with pytest.raises(ConfigError, match="'workers'.*isolation=none"):
-        pool.plan_workers(2, "none", planned, set(), gpus=[])
+        placement.plan_workers(2, "none", planned, set(), gpus=[])
     with pytest.raises(ConfigError, match="'workers': 3.*2 visible CUDA"):
-        pool.plan_workers(3, "process", on_gpu(planned, "cuda:0"), set(), gpus=["0", "1"])
+        placement.plan_workers(3, "process", on_gpu(planned, "cuda:0"), set(), gpus=["0", "1"])
     with pytest.raises(ConfigError, match="'cuda:2'.*workers=2 runs on visible GPUs 0..1"):
-        pool.plan_workers(2, "process", on_gpu(planned, "cuda:2"), {"cuda:2"},
+        placement.plan_workers(2, "process", on_gpu(planned, "cuda:2"), {"cuda:2"},
                           gpus=["0", "1", "2"])
 
 
 def test_only_cuda_n_as_written_pins() -> None:
     values = {"device": ["cuda", "cuda:1", "auto"], "cases": [{"device": "cuda:3"}, {"op": "x"}]}
-    assert pool.explicit_gpus(values) == {"cuda:1", "cuda:3"}
+    assert placement.explicit_gpus(values) == {"cuda:1", "cuda:3"}
 
 
 def test_the_pool_is_reused_for_the_same_placement() -> None:
-    slots = (pool.Slot(0, None, (), 1), pool.Slot(1, None, (), 1))
+    slots = (placement.Slot(0, None, (), 1), placement.Slot(1, None, (), 1))
     first = pool.pool(slots)
     assert pool.pool(slots) is first
     other = pool.pool(slots[:1])
@@ -289,33 +289,34 @@ def test_process_start_is_before_now() -> None:
 def test_n_gpus_n_workers_each_owning_one(planned: list, count: int) -> None:
     gpus = [str(10 + i) for i in range(count)]
     trials = on_gpu(planned, "cuda:0")
-    plan = pool.plan_workers("per_gpu", "process", trials, set(), gpus=gpus, cpu_count=64)
+    plan = placement.plan_workers("per_gpu", "process", trials, set(), gpus=gpus, cpu_count=64)
     assert [(s.index, s.gpu, dict(s.env), s.threads) for s in plan.slots] == \
         [(i, i, {"CUDA_VISIBLE_DEVICES": gpus[i]}, 64 // count) for i in range(count)]
     # what __main__ starts before Hydra composes the job is what the job then asks for, so
     # the job reuses those workers (pool() compares slots)
-    assert pool.predicted_slots("per_gpu", gpus, 64) == plan.slots
-    half = pool.plan_workers(count // 2 or 1, "process", trials, set(), gpus=gpus, cpu_count=64)
-    assert pool.predicted_slots(str(count // 2), gpus, 64) == \
+    assert placement.predicted_slots("per_gpu", gpus, 64) == plan.slots
+    half = placement.plan_workers(count // 2 or 1, "process", trials, set(), gpus=gpus,
+                                  cpu_count=64)
+    assert placement.predicted_slots(str(count // 2), gpus, 64) == \
         (half.slots if count // 2 > 1 else None)
 
 
 def test_predicted_slots_for_cpu_workers_and_what_is_not_predicted(planned: list) -> None:
-    assert pool.predicted_slots("3", [], 6) == \
-        pool.plan_workers(3, "process", planned, set(), gpus=[], cpu_count=6).slots
-    assert pool.predicted_slots("1", ["0"], 6) is None  # one worker: the supervisor
-    assert pool.predicted_slots("per_gpu", ["0"], 6) is None
-    assert pool.predicted_slots("4", ["0", "1"], 6) is None  # refused by the job's check
-    assert pool.predicted_slots("two", ["0", "1"], 6) is None
+    assert placement.predicted_slots("3", [], 6) == \
+        placement.plan_workers(3, "process", planned, set(), gpus=[], cpu_count=6).slots
+    assert placement.predicted_slots("1", ["0"], 6) is None  # one worker: the supervisor
+    assert placement.predicted_slots("per_gpu", ["0"], 6) is None
+    assert placement.predicted_slots("4", ["0", "1"], 6) is None  # refused by the job's check
+    assert placement.predicted_slots("two", ["0", "1"], 6) is None
 
 
 def test_devices_to_warm_are_guessed_from_the_command_line() -> None:
-    assert pool.guess_devices(["op=matmul"], ["0", "1"]) == ("cuda:0",)  # auto, with GPUs
-    assert pool.guess_devices(["op=matmul"], []) == ("cpu",)  # auto, without
-    assert pool.guess_devices(["device=cuda"], ["0"]) == ("cuda:0",)
-    assert pool.guess_devices(["device=cpu", "device=[cuda:1,cpu,cuda:1]"], ["0", "1"]) == \
+    assert placement.guess_devices(["op=matmul"], ["0", "1"]) == ("cuda:0",)  # auto, with GPUs
+    assert placement.guess_devices(["op=matmul"], []) == ("cpu",)  # auto, without
+    assert placement.guess_devices(["device=cuda"], ["0"]) == ("cuda:0",)
+    assert placement.guess_devices(["device=cpu", "device=[cuda:1,cpu,cuda:1]"], ["0", "1"]) == \
         ("cuda:1", "cpu")  # the last device= wins, as on Hydra's command line
-    assert pool.guess_devices(["device=cpu,auto", "-m"], ["0"]) == ("cpu", "cuda:0")
+    assert placement.guess_devices(["device=cpu,auto", "-m"], ["0"]) == ("cpu", "cuda:0")
 
 
 def test_warm_devices_are_the_job_s_devices_once(planned: list) -> None:
@@ -352,7 +353,7 @@ class NoStop:
 
 def fake_pool(count: int, on_run: Any) -> pool.Pool:
     workers = pool.Pool.__new__(pool.Pool)
-    workers.slots = tuple(pool.Slot(i, None, (), 1) for i in range(count))
+    workers.slots = tuple(placement.Slot(i, None, (), 1) for i in range(count))
     workers.supervisors = [FakeSupervisor(on_run) for _ in range(count)]
     return workers
 
