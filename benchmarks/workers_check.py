@@ -75,8 +75,10 @@ def run(out: Path, name: str, args: list[str]) -> dict[str, Any]:
     ends = starts + df["worker_trial_wall_s"].fillna(0)
     job0 = files[0].parent / "jobs" / "0" / "trials.parquet"
     meta = json.loads(pq.read_schema(job0).metadata[METADATA_KEY]) if job0.exists() else {}
+    merged_at = files[0].stat().st_mtime  # the sweep's results.parquet is written
     result.update(rows=df, span_s=ends.max() - starts.min(),
                   first_trial_s=starts.min() - command_at, end_s=ended_at - ends.max(),
+                  merge_s=merged_at - ends.max(), exit_s=ended_at - merged_at,
                   startup=meta.get("startup") or {},
                   busy=timeline.busy(df.to_dict("records")))
     return result
@@ -89,7 +91,9 @@ def describe(r: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
     lines = [f"{r['name']} ({' '.join(a for a in r['args'] if a.startswith('workers'))}): "
              f"{len(df)} trials {dict(Counter(df['status']))}",
              f"  wall {r['wall_s']:.1f} s = start-up {r['first_trial_s']:.2f} + trials "
-             f"{r['span_s']:.1f} + end {r['end_s']:.2f}; {int(df['n_samples'].sum())} timed "
+             f"{r['span_s']:.1f} + end {r['end_s']:.2f} (job file and merge "
+             f"{r['merge_s']:.2f}, summary and exit {r['exit_s']:.2f})",
+             f"  {int(df['n_samples'].sum())} timed "
              "samples (an adaptive timer takes more on a noisy GPU: compare like with like)"]
     if base is not None and not base["rows"].empty:
         lines.append(f"  speed-up over workers=1: wall {base['wall_s'] / r['wall_s']:.2f}x, "

@@ -129,6 +129,11 @@ class Pool:
             supervisor.prestart(local)
 
     def stop(self) -> None:
+        """Kill every worker first, then wait for each: N GPU contexts are torn down at once,
+        not one after another."""
+        for supervisor in self.supervisors:
+            if supervisor.worker is not None and supervisor.worker.alive():
+                supervisor.worker.process.kill()
         for supervisor in self.supervisors:
             supervisor.stop()
 
