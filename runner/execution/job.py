@@ -41,10 +41,10 @@ def run_job(cfg: DictConfig) -> Path | None:
     Bad configuration exits with status 2 before any trial runs. A failing trial never stops
     the job: it becomes a row.
     """
+    timeline.job_started()  # start-up accounting: Hydra is done; torch imported, timed
     # Everything imported so far (torch, inductor) lives for the whole process: move it out of
     # the garbage collector's generations so the per-trial gc.collect() in execute._release
     # scans only what trials allocate (~0.3 s per collection otherwise).
-    timeline.job_started()
     gc.freeze()
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
@@ -89,7 +89,8 @@ def run_job(cfg: DictConfig) -> Path | None:
     if resuming:
         console.stderr.print(f"job {job_num}: resuming {len(todo)} of {len(planned)} trials")
     if todo and isinstance(runner_, (worker.Supervisor, pool.Pool)):
-        # started early by __main__; now each worker warms the job's devices (its GPU)
+        # usually started by __main__ already; each worker warms the job's devices (a pool's
+        # worker: its own GPU) unless it was already asked to warm exactly those
         runner_.prestart(pool.warm_devices(t for _, t in todo))
 
     timer = smoke_timer() if cfg.smoke else cfg.timer
