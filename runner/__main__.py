@@ -1,8 +1,9 @@
 """``python -m runner [key=value ...] [-m]``: run a sweep.
 
-The command line is checked before Hydra composes anything (``runner.config.overrides``), so a
-typo in any job of a multirun fails with exit status 2 before the first trial runs and before any
-result directory is created.
+The command line is parsed once and checked before Hydra runs anything
+(``runner.config.overrides``): each override by its key's declared rule, then every job of a
+multirun composed and planned. So a typo in any job fails with exit status 2 before the first
+trial runs and before any result directory is created.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from omegaconf import DictConfig
 
 from runner.cli import fail
 from runner.config import schema
+from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.errors import ConfigError
-from runner.config.guards import check_args
-from runner.config.overrides import check_command_line
+from runner.config.overrides import check_overrides
+from runner.config.preflight import preflight
 
 schema.register()
 
@@ -32,17 +34,15 @@ def _hydra_main(cfg: DictConfig) -> object:
 
 
 def main() -> None:
-    if _runs_trials(sys.argv[1:]):
-        # Start the trial workers first: their torch import and CUDA context run on other
-        # cores while the driver checks the command line (which may import torch to count
-        # GPUs), Hydra composes and the job is planned (runner.execution.pool). A bad
-        # command line stops them again (exit 2).
-        from runner.execution.pool import prestart_from_command_line
-
-        prestart_from_command_line(sys.argv[1:])
     try:
-        check_args(sys.argv[1:])
-        check_command_line(sys.argv[1:])
+        cmd = parse_command_line(sys.argv[1:])
+        sys.argv[1:] = cmd.argv  # flags first: Hydra's parser wants overrides last
+        if cmd.runs_trials:
+            _prestart(cmd)
+        if not (cmd.flags.help or cmd.flags.hydra_help or cmd.flags.shell_completion):
+            check_overrides(cmd)
+        if cmd.runs_trials:
+            preflight(cmd)
     except ConfigError as exc:
         fail(exc)
     _hydra_main()
@@ -52,15 +52,16 @@ def main() -> None:
         raise SystemExit(1)
 
 
-#: Hydra flags after which no trial runs (help, config printing, completion).
-_NO_TRIALS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--version",
-              "--shell-completion", "-sc")
+def _prestart(cmd: CommandLine) -> None:
+    """Start the trial workers first, before the overrides are checked (a device check
+    imports torch), every job is composed and planned, and Hydra runs: their torch import and
+    CUDA context run on other cores meanwhile (runner.execution.pool). ``workers=N`` starts
+    a pool. A bad command line stops them again (exit 2)."""
+    if any(a == "isolation=none" for a in cmd.texts):
+        return
+    from runner.execution.pool import prestart_from_command_line
 
-
-def _runs_trials(args: list[str]) -> bool:
-    """Whether to prestart trial workers."""
-    return not any(a.partition("=")[0] in _NO_TRIALS for a in args) \
-        and "isolation=none" not in args
+    prestart_from_command_line(list(cmd.texts))
 
 
 if __name__ == "__main__":
