@@ -40,16 +40,30 @@ def mark(name: str) -> None:
     _MARKS.setdefault(name, time.time())
 
 
-def job_started() -> None:
-    """Hydra has composed the first job's config: mark it, and import torch *timed*. The
-    planner imports it a moment later anyway (every op module and the GPU count need it);
-    importing it here keeps its cost apart from the planning's."""
-    mark("job")
-    if "torch" not in sys.modules and "driver_torch_import_s" not in _MARKS:
-        start = time.perf_counter()
-        import torch  # noqa: F401
+#: The driver's steps in order, each with the name of the part that ends there.
+DRIVER_STEPS = (("spawned", "worker_spawn_s"), ("torch", "driver_torch_import_s"),
+                ("checked", "checks_s"), ("preflight", "preflight_s"), ("job", "hydra_s"),
+                ("planned", "planning_s"))
+#: How :func:`startup_line` names them.
+DRIVER_LABELS = {"python_s": "Python", "worker_spawn_s": "starting workers",
+                 "driver_torch_import_s": "torch import", "checks_s": "checks",
+                 "preflight_s": "composing and planning every job", "hydra_s": "Hydra",
+                 "planning_s": "planning"}
 
-        _MARKS["driver_torch_import_s"] = time.perf_counter() - start
+
+def import_torch() -> None:
+    """Import torch in the driver *timed*, as the "torch" step. The checks and the planning
+    right after need it anyway (a device check counts GPUs, every op module imports it);
+    importing it here keeps its cost apart from theirs."""
+    if "torch" not in sys.modules:
+        import torch  # noqa: F401
+    mark("torch")
+
+
+def job_started() -> None:
+    """Hydra has composed the first job's config (torch imported, timed, if not yet)."""
+    import_torch()
+    mark("job")
 
 
 def worker_report(name: str, info: Mapping[str, Any]) -> None:
@@ -86,16 +100,15 @@ def startup(command_at: float | None = None) -> dict[str, Any] | None:
         return None
     start = command_at or process_start() or _MARKS["main"]
     marks = _MARKS
-    torch_s = marks.get("driver_torch_import_s", 0.0)
     parts: dict[str, Any] = {
         "first_trial_at_s": _FIRST_TRIAL[0] - start,
         "python_s": marks["main"] - start,
     }
-    if "job" in marks:
-        parts["hydra_s"] = marks["job"] - marks["main"]
-        parts["driver_torch_import_s"] = torch_s
-    if "planned" in marks and "job" in marks:
-        parts["planning_s"] = marks["planned"] - marks["job"] - torch_s
+    previous = marks["main"]
+    for step, part in DRIVER_STEPS:  # each part: from the step before (that happened) to it
+        if step in marks:
+            parts[part], previous = marks[step] - previous, marks[step]
+    if "planned" in marks:
         parts["planned_at_s"] = marks["planned"] - start
     reports = [w for w in _WORKERS.values() if "ready_at" in w]
     if reports:
@@ -128,9 +141,8 @@ def startup_line(parts: Mapping[str, Any] | None) -> str | None:
     if not parts:
         return None
     text = f"start-up: first trial {parts['first_trial_at_s']:.2f} s after the command."
-    driver = [("Python", "python_s"), ("Hydra", "hydra_s"), ("torch import",
-              "driver_torch_import_s"), ("planning", "planning_s")]
-    shown = ", ".join(f"{label} {parts[key]:.2f}" for label, key in driver if key in parts)
+    shown = ", ".join(f"{label} {parts[key]:.2f}" for key, label in DRIVER_LABELS.items()
+                      if key in parts)
     text += f" Driver: {shown}"
     if "planned_at_s" in parts:
         text += f" (planned at {parts['planned_at_s']:.2f} s)"
