@@ -23,9 +23,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from runner.config.errors import ConfigError
+from runner.core.errors import ConfigError
 from runner.execution import placement, pool, timeline
-from runner.storage.files import JOB_FILE, METADATA_KEY, SWEEP_FILE
+from runner.storage.files import METADATA_KEY
+from runner.storage.layout import JOB_FILE, SWEEP_FILE
 
 SWEEP = ["op=vector_add", "timer=smoke", "shape=[[8],[16],[32],[64]]", "dtype=[fp32,fp64]"]
 FINE = "ops.examples:gelu_mul"

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from runner import console
 from runner.execution import timeline
-from runner.storage.files import merge_sweep
+from runner.storage.journal import merge_sweep
 
 #: Set when the end-of-sweep merge failed: ``python -m runner`` then exits 1 (Hydra turns a
 #: callback's exception into a warning, which would have been exit 0 with no merged file).

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.config.errors import ConfigError
+from runner.core.errors import ConfigError
 
 PER_GPU = "per_gpu"
 _PINNED = re.compile(r"cuda:(\d+)")
@@ -46,7 +46,7 @@ def visible_gpus() -> list[str]:
 
     Counted by ``torch.cuda.device_count()`` (NVML / cudaGetDeviceCount): no CUDA context is
     made in the driver."""
-    from runner.config.axes import cuda_device_count
+    from runner.core.axes import cuda_device_count
 
     return _listed(cuda_device_count())
 
