@@ -104,6 +104,10 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "num_shards": (_I, "how many shards the job's trials were split into (1: not sharded)"),
     "worker": (_I, "which of the job's worker processes ran the trial (0..workers-1; null: "
                    "isolation=none, in the driver)"),
+    "worker_trial_wall_s": (_F, "seconds the worker spent on this trial, from receiving it to "
+                                "sending its row (build, checks, timing, clean-up; the "
+                                "driver's wait for a crashed or hung one): a worker's busy "
+                                "time is the sum over its rows"),
     "trial_id": (_S, "stable hash of the trial spec (op, axes, params); equal on every machine"),
     "timestamp": (_TS, "UTC time the trial started"),
     "status": (_S, " | ".join(status.value for status in Status)),
