@@ -40,7 +40,6 @@ def main() -> None:
         if cmd.runs_trials:
             _prestart(cmd)
             timeline.mark("spawned")
-            timeline.import_torch()  # what the checks and the planning need, timed apart
         if not (cmd.flags.help or cmd.flags.hydra_help or cmd.flags.shell_completion):
             check_overrides(cmd)
         if cmd.runs_trials:

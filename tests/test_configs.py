@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from runner.config.ops import builder_params, resolve_target, target_params
 from runner.config.schema import RunConfig
 from runner.storage.columns import COLUMNS
 from runner.storage.files import rows_to_table
@@ -63,6 +64,16 @@ def shape_arg(shape: list[int]) -> str:
 
 def test_there_are_configs_to_test() -> None:
     assert "matmul" in OPS and "smoke" in TIMERS and "quickstart" in EXPERIMENTS
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_op_parameters_read_from_source_match_the_imported_builder(name: str) -> None:
+    """The driver reads a shipped op's parameters from its source (no torch import): they must
+    be exactly what importing the builder gives, so its checks are as strict."""
+    target = op_yaml(name)["_target_"]
+    builder, static = target_params(target)
+    assert builder is None, f"{target}: its parameters should be readable without importing it"
+    assert static == builder_params(resolve_target(target))
 
 
 @pytest.mark.parametrize("name", OPS)

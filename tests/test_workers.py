@@ -204,12 +204,14 @@ def test_every_row_has_its_busy_time_and_job_0_its_startup(cli_runs: dict[str, A
                            .metadata[METADATA_KEY])["startup"] for n in (0, 1)]
     parts, later = startups
     assert later is None, "a later job of the multirun reuses the workers: no start-up"
-    driver = ("python_s", "worker_spawn_s", "driver_torch_import_s", "checks_s", "preflight_s",
-              "hydra_s", "planning_s")
+    driver = ("python_s", "worker_spawn_s", "checks_s", "preflight_s", "hydra_s", "planning_s")
     for key in (*driver, "workers", "worker_process_s", "worker_torch_import_s",
                 "worker_imports_s", "worker_warm_s"):
         assert parts[key] >= 0, key
     assert parts["workers"] == 2
+    # only the workers run trials: the driver must not have paid torch's import before the
+    # first trial went out (it checks, plans and places without it)
+    assert parts["driver_torch_imported"] is False
     # the driver's steps add up to its planning; the workers start before the driver imports
     # torch (workers=2 on the command line, no GPU here); the first trial starts once they
     # are ready and the job is planned
@@ -249,7 +251,7 @@ def test_busy_time_is_the_sum_of_a_worker_s_trials_over_the_trial_spans() -> Non
 def test_startup_parts_are_measured_from_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
     t0 = 1_000_000.0
     monkeypatch.setattr(timeline, "_MARKS", {"main": t0 + 0.05, "spawned": t0 + 0.1,
-                                             "torch": t0 + 1.6, "checked": t0 + 1.7,
+                                             "checked": t0 + 1.7,
                                              "preflight": t0 + 2.2, "job": t0 + 2.6,
                                              "planned": t0 + 2.75})
     workers = {f"opsweep-worker-{i}": {"spawned_at": t0 + 0.2 + i / 100, "main_at": t0 + 0.5,
@@ -260,13 +262,14 @@ def test_startup_parts_are_measured_from_the_command(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(timeline, "_WORKERS", workers)
     monkeypatch.setattr(timeline, "_STARTUP", [])
     monkeypatch.setattr(timeline, "_FIRST_TRIAL", [])
+    monkeypatch.setattr(timeline, "_SENT", {})
     timeline.trial_started(stamp(4.0))
     timeline.trial_started(stamp(3.5))  # rows come back in any order: the earliest counts
     timeline.trial_started(None)  # a row without a timestamp changes nothing
     parts = timeline.startup(command_at=t0)
     assert parts == {
         "first_trial_at_s": 3.5, "python_s": 0.05, "worker_spawn_s": 0.05,
-        "driver_torch_import_s": 1.5, "checks_s": 0.1, "preflight_s": 0.5, "hydra_s": 0.4,
+        "checks_s": 1.6, "preflight_s": 0.5, "hydra_s": 0.4,
         "planning_s": 0.15, "planned_at_s": 2.75,
         "workers": 3, "workers_started_at_s": 0.2, "worker_process_s": 0.3,
         "worker_torch_import_s": 3.6, "worker_imports_s": 0.3, "worker_cuda_context_s": 0.4,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from runner.config.signature import static_params
 from runner.config.trials import as_choices
 from runner.core.axes import INT64_MAX
 from runner.core.errors import ConfigError, bad_value, choices_text
@@ -46,6 +47,11 @@ def resolve_target(target: str, key: str = "op._target_") -> Callable[..., Any]:
     """Import ``pkg.module.func`` or ``pkg.module:func`` (Hydra's rules:
     :mod:`runner.core.targets`)."""
     return locate(target, key)
+
+
+def op_builder(plan: OpPlan) -> Callable[..., Any]:
+    """The plan's builder, imported here if the planning read it from source."""
+    return plan.builder if plan.builder is not None else resolve_target(plan.target)
 
 
 @dataclass(frozen=True)
@@ -103,21 +109,35 @@ def builder_params(builder: Callable[..., Any]) -> dict[str, OpParam]:
     for index, (name, parameter) in enumerate(inspect.signature(builder).parameters.items()):
         if index == 0 or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
-        annotation = hints.get(name, parameter.annotation)
-        choices = None
-        if typing.get_origin(annotation) is Literal:
-            choices = typing.get_args(annotation)
-        params[name] = OpParam(name, annotation, choices, parameter.default)
+        params[name] = _param(name, hints.get(name, parameter.annotation), parameter.default)
     return params
+
+
+def _param(name: str, annotation: Any, default: Any) -> OpParam:
+    choices = typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
+    return OpParam(name, annotation, choices, default)
+
+
+def target_params(target: Any) -> tuple[Callable[..., Any] | None, dict[str, OpParam]]:
+    """``(builder, parameters)`` of ``op._target_``. A shipped op's parameters are read from
+    its source (:mod:`runner.config.signature`; builder None): importing it would import
+    torch into the driver, which only the processes running trials need."""
+    static = static_params(target, "op._target_")
+    if static is None:
+        builder = resolve_target(target)
+        return builder, builder_params(builder)
+    return None, {name: _param(name, annotation, default)
+                  for name, annotation, default in static}
 
 
 @dataclass(frozen=True)
 class OpPlan:
-    """The op selected for a job: its name, builder and shape signature."""
+    """The op selected for a job: its name, builder and shape signature. ``builder`` is None
+    until the process that runs the trial imports it (:func:`op_builder`)."""
 
     name: str
     target: str
-    builder: Callable[..., Any]
+    builder: Callable[..., Any] | None
     shape_names: list[str] | None
     default_shape: tuple[int, ...] | None
     params: dict[str, OpParam]
@@ -129,9 +149,8 @@ def plan_op(op_cfg: Mapping[str, Any]) -> tuple[OpPlan, dict[str, list[Any]]]:
         raise ConfigError(f"no op selected. Choose one with op=NAME. Valid choices: "
                           f"{choices_text(group_options('op'))}.")
     target = op_cfg["_target_"]
-    builder = resolve_target(target)
+    builder, params = target_params(target)
     name = str(op_cfg.get("name") or target.rpartition(".")[2])
-    params = builder_params(builder)
     choices: dict[str, list[Any]] = {}
     for key, value in op_cfg.items():
         if key in OP_META_KEYS:

@@ -24,10 +24,9 @@ from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.ops import (
     CONF_DIR,
     OP_META_KEYS,
-    builder_params,
     group_options,
     no_trials,
-    resolve_target,
+    target_params,
 )
 from runner.config.planner import check_shape, check_shard
 from runner.config.schema import RunConfig, TimerSettings
@@ -168,7 +167,7 @@ def _check_op_override(full_key: str, values: list[Any], op_names: list[str],
     for name in op_names:
         node = _op_yaml(name, dirs) or {}
         try:
-            params = builder_params(resolve_target(node["_target_"])) if node else {}
+            params = target_params(node["_target_"])[1] if node else {}
         except (ConfigError, KeyError):
             continue  # the op itself is reported by the pre-flight composition
         if sub in params:

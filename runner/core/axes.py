@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from runner.core import gpus
 from runner.core.errors import ConfigError, bad_value
 
 
@@ -183,8 +184,11 @@ def yaml_text(value: Any) -> str:
 
 
 def cuda_device_count() -> int:
-    """GPUs visible to torch (0 without CUDA). Imports torch, so only called when a device
-    value needs resolving."""
+    """GPUs visible to torch (0 without CUDA): counted without torch where that is certain
+    (:mod:`runner.core.gpus`), else by torch (imported only then)."""
+    visible = gpus.visible_gpus()
+    if visible is not None:
+        return len(visible)
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from runner.core.errors import ConfigError
+from runner.core.gpus import visible_gpus as gpus_without_torch
 
 PER_GPU = "per_gpu"
 _PINNED = re.compile(r"cuda:(\d+)")
@@ -44,11 +44,19 @@ class WorkerPlan:
 def visible_gpus() -> list[str]:
     """The ``CUDA_VISIBLE_DEVICES`` entry of each GPU the driver sees, in CUDA's order.
 
-    Counted by ``torch.cuda.device_count()`` (NVML / cudaGetDeviceCount): no CUDA context is
-    made in the driver."""
+    Counted without torch where that is certain (:func:`runner.core.gpus.visible_gpus`), else
+    by ``torch.cuda.device_count()`` (NVML / cudaGetDeviceCount): no CUDA context is made in
+    the driver."""
+    visible = gpus_without_torch()
+    if visible is not None:
+        return visible
     from runner.core.axes import cuda_device_count
 
-    return _listed(cuda_device_count())
+    count = cuda_device_count()
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return [str(i) for i in range(count)]
+    return [entry.strip() for entry in listed.split(",") if entry.strip()][:count]
 
 
 def explicit_gpus(values: dict[str, Any]) -> set[str]:
@@ -106,35 +114,6 @@ def make_slots(n: int, gpus: list[str], pin: bool, cpu_count: int) -> tuple[Slot
     return tuple(Slot(i, i if pin else None,
                       (("CUDA_VISIBLE_DEVICES", gpus[i]),) if pin else (), threads)
                  for i in range(n))
-
-
-def gpus_without_torch() -> list[str] | None:
-    """:func:`visible_gpus` without importing torch: the NVIDIA driver's GPU count (NVML, else
-    ``/proc/driver/nvidia/gpus``; no driver: none), then ``CUDA_VISIBLE_DEVICES``. None where
-    only CUDA knows (entries that are UUIDs or MIG devices, no ``/proc``)."""
-    driver = Path("/proc/driver/nvidia/gpus")
-    if driver.is_dir():  # microseconds, where NVML takes a tenth of a second to start
-        count = len(list(driver.iterdir()))
-    else:
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            count = pynvml.nvmlDeviceGetCount()
-        except Exception:
-            if not Path("/proc/self").is_dir():
-                return None
-            count = 0  # Linux without the NVIDIA driver: torch sees no GPU either
-    entries = _listed(count)
-    return None if any(not entry.isdigit() for entry in entries) else entries
-
-
-def _listed(count: int) -> list[str]:
-    """The ``CUDA_VISIBLE_DEVICES`` entries of the ``count`` GPUs CUDA shows."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is None:
-        return [str(i) for i in range(count)]
-    return [entry.strip() for entry in listed.split(",") if entry.strip()][:count]
 
 
 def predicted_slots(workers: str, gpus: list[str], cpu_count: int) -> tuple[Slot, ...] | None:

@@ -31,6 +31,8 @@ _MARKS: dict[str, float] = {"main": time.time()}
 #: imports_s, ready_at, cuda_context_s, warm_s, warmed_at.
 _WORKERS: dict[str, dict[str, Any]] = {}
 _FIRST_TRIAL: list[float] = []
+#: What the driver was like when it sent its first trial to a worker (:func:`trial_sent`).
+_SENT: dict[str, bool] = {}
 #: What :func:`startup` returned (at most once per process).
 _STARTUP: list[dict[str, Any]] = []
 
@@ -41,29 +43,24 @@ def mark(name: str) -> None:
 
 
 #: The driver's steps in order, each with the name of the part that ends there.
-DRIVER_STEPS = (("spawned", "worker_spawn_s"), ("torch", "driver_torch_import_s"),
-                ("checked", "checks_s"), ("preflight", "preflight_s"), ("job", "hydra_s"),
-                ("planned", "planning_s"))
+DRIVER_STEPS = (("spawned", "worker_spawn_s"), ("checked", "checks_s"),
+                ("preflight", "preflight_s"), ("job", "hydra_s"), ("planned", "planning_s"))
 #: How :func:`startup_line` names them.
 DRIVER_LABELS = {"python_s": "Python", "worker_spawn_s": "starting workers",
-                 "driver_torch_import_s": "torch import", "checks_s": "checks",
-                 "preflight_s": "composing and planning every job", "hydra_s": "Hydra",
-                 "planning_s": "planning"}
-
-
-def import_torch() -> None:
-    """Import torch in the driver *timed*, as the "torch" step. The checks and the planning
-    right after need it anyway (a device check counts GPUs, every op module imports it);
-    importing it here keeps its cost apart from theirs."""
-    if "torch" not in sys.modules:
-        import torch  # noqa: F401
-    mark("torch")
+                 "checks_s": "checks", "preflight_s": "composing and planning every job",
+                 "hydra_s": "Hydra", "planning_s": "planning"}
 
 
 def job_started() -> None:
-    """Hydra has composed the first job's config (torch imported, timed, if not yet)."""
-    import_torch()
+    """Hydra has composed the first job's config."""
     mark("job")
+
+
+def trial_sent() -> None:
+    """A trial goes to a worker: the first records whether the driver had imported torch by
+    then (``driver_torch_imported``). Under ``isolation=process`` it must not have: its import
+    would sit on the path from the command to the first trial, while only the workers use it."""
+    _SENT.setdefault("driver_torch_imported", "torch" in sys.modules)
 
 
 def worker_report(name: str, info: Mapping[str, Any]) -> None:
@@ -110,6 +107,7 @@ def startup(command_at: float | None = None) -> dict[str, Any] | None:
             parts[part], previous = marks[step] - previous, marks[step]
     if "planned" in marks:
         parts["planned_at_s"] = marks["planned"] - start
+    parts.update(_SENT)
     reports = [w for w in _WORKERS.values() if "ready_at" in w]
     if reports:
         parts["workers"] = len(reports)

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from ops.base import OpContext, TrialSkipped, Workload, relative_error
-from runner.config.ops import OpPlan
+from runner.config.ops import OpPlan, op_builder
 from runner.config.schema import TimerSettings
 from runner.config.trials import TrialSpec
 from runner.core.axes import AXES, CompileMode, DType, GraphMode
@@ -193,13 +193,15 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
 def _build_workloads(spec: TrialSpec, plan: OpPlan, device: torch.device) -> list[Workload]:
     """One workload, or ``streams`` independent ones (seeds seed, seed+1, ...) for an op
     without parts."""
+    builder = op_builder(plan)
+
     def build(offset: int) -> Workload:
         generator = torch.Generator(device=device)
         generator.manual_seed(spec.seed + offset)
         ctx = OpContext(shape=spec.shape, dtype=TORCH_DTYPES[spec.dtype], device=device,
                         generator=generator, seed=spec.seed + offset,
                         dtype_name=spec.dtype.value)
-        workload = plan.builder(ctx, **spec.params_dict)
+        workload = builder(ctx, **spec.params_dict)
         if not isinstance(workload, Workload):
             raise TypeError(f"op '{spec.op}' ({spec.target}) returned "
                             f"{type(workload).__name__}; an op must return ops.base.Workload")

@@ -215,6 +215,7 @@ class Supervisor:
         plan = replace(trial.op, builder=None, params={})  # the worker imports the builder
         settings = OmegaConf.to_container(timer) if isinstance(timer, DictConfig) else timer
         sent, sent_at = time.perf_counter(), datetime.now(timezone.utc)
+        timeline.trial_sent()
         try:
             row = self._request(
                 ("trial", (trial.spec, plan, settings, check_accuracy, insight)), timeout_s)
