@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from runner.core.axes import DTYPE_BYTES
 from runner.core.errors import ConfigError
 from runner.execution import placement, pool, timeline
 from runner.storage.files import METADATA_KEY
@@ -133,6 +134,10 @@ def test_longest_first_orders_by_shape_product_and_dtype_bytes(planned: list) ->
                      ((16, 16, 16), "bf16"), ((8, 8, 8), "fp32"), ((8, 8, 8), "bf16")]
     backward = replace(planned[0], spec=replace(planned[0].spec, backward=True))
     assert pool.cost(backward.spec) == 3 * pool.cost(planned[0].spec)
+    # the driver's bytes per element (no torch) are the workers' torch dtypes' sizes
+    from runner.execution.context import TORCH_DTYPES
+
+    assert {d: t.itemsize for d, t in TORCH_DTYPES.items()} == DTYPE_BYTES
 
 
 def test_cpu_workers_split_the_cores(planned: list) -> None:

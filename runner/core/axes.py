@@ -51,6 +51,12 @@ class DType(str, Enum):
     bf16 = "bf16"
 
 
+#: Bytes per stored element of each format (its torch dtype's ``itemsize``; a test checks),
+#: for the driver's cost estimates, which must not import torch.
+DTYPE_BYTES: dict[DType, int] = {DType.fp64: 8, DType.fp32: 4, DType.tf32: 4, DType.fp16: 2,
+                                 DType.bf16: 2}
+
+
 class GraphMode(str, Enum):
     """How the op's callable is launched: eagerly, replayed from a captured CUDA graph, or via
     ``torch.cuda.make_graphed_callables`` (which also graphs the backward pass)."""

@@ -29,7 +29,8 @@ def environment(device: str) -> dict[str, Any]:
     info: dict[str, Any] = {
         "device_name": None, "compute_capability": None, "sm_count": None,
         "l2_cache_bytes": None, "total_memory_bytes": None, "driver_version": None,
-        "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+        # a plain str: torch's TorchVersion would make the driver import torch to unpickle a row
+        "torch_version": str(torch.__version__), "cuda_version": torch.version.cuda,
         "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
         "hostname": socket.gethostname(), "python_version": platform.python_version(),
         "platform": platform.platform(),

@@ -33,6 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from runner.core.axes import DTYPE_BYTES
 from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_gpus: job.py's)
     PER_GPU,
     Slot,
@@ -81,10 +82,8 @@ def cost(spec: Any) -> float:
     """Estimated cost of a trial, for ordering only: the product of its shape's sizes times
     the bytes per element of its dtype, times 3 for fwd+bwd. Crude (it ignores the op), but
     within one op the big shapes are the slow trials, and those must not start last."""
-    from runner.execution.context import TORCH_DTYPES
-
     factor = BACKWARD_FACTOR if getattr(spec, "backward", False) else 1
-    return math.prod(spec.shape) * TORCH_DTYPES[spec.dtype].itemsize * factor
+    return math.prod(spec.shape) * DTYPE_BYTES[spec.dtype] * factor
 
 
 def longest_first(trials: Iterable[Any]) -> list[Any]:
