@@ -283,10 +283,13 @@ def test_startup_parts_are_measured_from_the_command(monkeypatch: pytest.MonkeyP
     assert timeline.reported_startup() is parts
     line = timeline.startup_line(parts)
     assert line.startswith("start-up: first trial 3.50 s after the command. Driver: Python "
-                           "0.05, starting workers 0.05, torch import 1.50, checks 0.10, "
+                           "0.05, starting workers 0.05, checks 1.60, "
                            "composing and planning every job 0.50, Hydra 0.40, planning "
                            "0.15 (planned at 2.75 s)"), line
     assert "3 worker(s) started at 0.20 s" in line and "CUDA context 0.40" in line
+    assert "imported torch" not in line
+    assert "(imported torch before the first trial)" in timeline.startup_line(
+        {**parts, "driver_torch_imported": True})
 
 
 def test_process_start_is_before_now() -> None:

@@ -144,6 +144,8 @@ def startup_line(parts: Mapping[str, Any] | None) -> str | None:
     text += f" Driver: {shown}"
     if "planned_at_s" in parts:
         text += f" (planned at {parts['planned_at_s']:.2f} s)"
+    if parts.get("driver_torch_imported"):
+        text += " (imported torch before the first trial)"
     if "workers" in parts:
         worker = [("process start", "worker_process_s"), ("torch import",
                   "worker_torch_import_s"), ("other imports", "worker_imports_s"),
