@@ -126,7 +126,10 @@ def test_markdown_report_links_existing_pngs(tmp_path):
     text = report.read_text()
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert len(links) == 3 and all((tmp_path / "md" / link).is_file() for link in links)
-    assert "| op | params | dtype | shape | mode | status |" in text
+    # what varies is a column; what does not is one line above
+    assert "| op | dtype | shape | status | loop time median (µs) | ±CI (%) |" in text
+    assert "| matmul | fp32 | 8192x8192x8192 | ok | 27,488 |" in text
+    assert "- **same in every trial**: device=cuda:0  mode=eager" in text
 
 
 def test_cli(tmp_path, capsys):

@@ -26,12 +26,13 @@ from matplotlib.ticker import (
 )
 
 from runner.analysis.selection import (
-    MODE_AXES,
-    mode_label,
-    param_columns,
+    display_columns,
+    label_columns,
+    shown_columns,
     spec_keys,
     spec_label,
     varying_columns,
+    with_modes,
 )
 from runner.storage.load import CATEGORY_ORDER
 
@@ -61,17 +62,6 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     mask = (df["status"].astype(str) == "ok") & (pd.to_numeric(
         df["time_median_us"], errors="coerce") > 0)
     return df[mask.to_numpy()]
-
-
-def with_modes(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` plus a ``mode`` column (eager, cuda_graph, compile:default, streams=2...)."""
-    cols = [c for c in MODE_AXES if c in df.columns]
-    if df.empty:
-        return df.assign(mode=pd.Series(dtype=object))
-    modes = [mode_label(dict(zip(cols, values, strict=True)))
-             for values in zip(*(df[c].astype(object).tolist() for c in cols), strict=True)] \
-        if cols else ["eager"] * len(df)
-    return df.assign(mode=modes)
 
 
 def time_column(df: pd.DataFrame) -> str:
@@ -142,8 +132,7 @@ def plot_scaling(df: pd.DataFrame) -> list[Plot]:
 
 
 def _scaling_figure(op: str, group: pd.DataFrame, tcol: str) -> Plot:
-    series_cols = [c for c in ("sweep_id", "dtype", "mode", *param_columns(group))
-                   if c in group.columns and varying_columns(group, [c])]
+    series_cols = [c for c in shown_columns(group)[0] if c not in ("op", "shape_str")]
     # FLOP/s for ops that do real arithmetic per byte; GB/s for copies and elementwise ops
     intensity = pd.to_numeric(group.get("arithmetic_intensity"), errors="coerce")
     use_flops = pd.to_numeric(group.get("flops"), errors="coerce").fillna(0).gt(0).all() \
@@ -262,8 +251,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
         return Plot(name, title, None, f"every trial ran in one mode ({rows['mode'].iloc[0]});"
                     " sweep graph=, compile= or streams= to compare modes")
     tcol = time_column(rows)
-    group_cols = [c for c in ("op", "dtype", "shape_str", *param_columns(rows))
-                  if c in rows.columns]
+    group_cols = [c for c in display_columns(rows) if c not in ("mode", "sweep_id")]
     keys = spec_keys(rows, group_cols)
     groups = [(k, g) for k, g in rows.groupby(keys, sort=False) if g["mode"].nunique() > 1]
     if not groups:
@@ -322,8 +310,7 @@ def plot_samples(df: pd.DataFrame) -> Plot:
         return Plot(name, title, None, "no raw samples (samples_us) in these results")
     data, labels = [], []
     rows = with_modes(rows)
-    label_cols = varying_columns(rows, ["sweep_id", "op", "dtype", "shape_str", "mode",
-                                        *param_columns(rows)]) or ["op"]
+    label_cols = label_columns(rows)
     for _, row in rows.iterrows():
         samples = row["samples_us"]
         if samples is None or not hasattr(samples, "__len__") or len(samples) < 2:
