@@ -155,3 +155,16 @@ def test_report_from_a_real_tiny_cpu_sweep(tmp_path_factory, tmp_path):
     assert "skipped" in page and "cuda_graph" in page
     assert "no CPU calibration" not in page or "roofline" in page
     assert np.isfinite(df.loc[df["status"] == "ok", "time_median_us"]).all()
+
+
+def test_trials_csv_is_numbers_with_units_in_the_headers(tmp_path):
+    import pandas as pd
+
+    sweep = write_sweep(tmp_path, make_trials(gpu_sweep()[:4], sweep_id="gpu"))
+    build_report(sweep, tmp_path / "r", results_root=tmp_path)
+    table = pd.read_csv(tmp_path / "r" / "trials.csv")
+    for column in ("loop time median (µs)", "±CI (%)", "TFLOP/s", "GB/s", "% of peak"):
+        assert pd.api.types.is_float_dtype(table[column]), column
+    assert table["loop time median (µs)"].gt(0).all()
+    text = (tmp_path / "r" / "trials.csv").read_text()
+    assert " µs" not in text.split("\n", 1)[1] and "%," not in text

@@ -41,7 +41,12 @@ from runner.execution.context import (
     TORCH_DTYPES,
     trial_settings,
 )
-from runner.execution.environment import environment, git_provenance, gpu_state
+from runner.execution.environment import (
+    environment,
+    git_provenance,
+    gpu_state,
+    user_code_provenance,
+)
 from runner.execution.insight import InsightOptions, insight_columns
 from runner.execution.measured import (
     clock_columns,
@@ -75,6 +80,9 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     row["timer_preset"] = timer.preset
     row.update(environment(spec.device))
     row.update(git_provenance())
+    row.update(user_code_provenance(str(spec.params_dict.get("target") or ""), spec.target))
+    # the threads torch will use in this trial: the axis, else the worker's share (workers=N)
+    row["num_threads_used"] = spec.num_threads or torch.get_num_threads()
     row.update({f"{k}_start": v for k, v in gpu_state(spec.device).items()})
     try:
         with _on_device(spec.device), trial_settings(spec.dtype, spec.num_threads), \
