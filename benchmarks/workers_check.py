@@ -1,4 +1,4 @@
-"""GPU check of in-job workers (issue 12, part 1): one script, one device run.
+"""GPU check of in-job workers : one script, one device run.
 
     python benchmarks/workers_check.py OUT_DIR [--device cuda] [--timer quick] [--dry]
 

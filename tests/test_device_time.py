@@ -291,7 +291,7 @@ def test_a_host_that_waits_on_the_device_is_given_up_in_the_warm_up() -> None:
 
 
 def test_clock_note_flags_samples_at_the_power_cap_after_a_short_warmup(monkeypatch) -> None:
-    """Issue 9, item 5: the row says when its samples' clock was set by the power cap."""
+    """The row says when its samples' clock was set by the power cap."""
     from runner.execution import measured as trial
     from runner.timing.timer import SETTLED_WARMUP_S, TimerPlan
 

@@ -1,4 +1,4 @@
-"""Never lose a result (issue 11): crash isolation, timeouts, the journal, SIGKILL and resume,
+"""Never lose a result: crash isolation, timeouts, the journal, SIGKILL and resume,
 Ctrl-C, concurrent sweeps, damaged files.
 
 The runs that need a whole ``python -m runner`` are declared in ``CLI_RUNS`` (started by

@@ -1,4 +1,4 @@
-"""``workers=N`` / ``workers=per_gpu`` (issue 12, docs/scale-out.md): the trials of one job run
+"""``workers=N`` / ``workers=per_gpu`` (docs/scale-out.md): the trials of one job run
 in N supervised worker processes at once, fed from one longest-first queue.
 
 The CPU path is the same machinery as the GPU one (placement aside), so these runs prove the

@@ -34,7 +34,8 @@ def _shape(row: pd.Series) -> tuple[int, ...]:
 
 
 def streams_help_underused_kernels(rows: pd.DataFrame, claim: Claim) -> Verdict:
-    """Seed 000's "streams only help kernels that under-use the GPU" is two facts at once: the
+    """The CUDA-operations tutorial's "streams only help kernels that under-use the GPU" is two
+    facts at once: the
     256³ matmul gains at least ``claim.at_least`` with 2 or 4 streams (the better of the two)
     AND the 4096³ one gains less than that with 2."""
     ok = select(ok_rows(rows), claim.where)

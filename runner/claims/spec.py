@@ -10,8 +10,8 @@ A claim reads **rows** (``where``, plus ``numerator``/``denominator`` for a rati
 sets), reduces each row set to one number (``metric`` over the rows, by ``aggregate``), and
 compares it with **one** criterion::
 
-    - claim: fp32 matmul is 15.6× faster than fp64 (seed 001, T4, 2048³)
-      source: seed 001, lesson 2
+    - claim: fp32 matmul is 15.6× faster than fp64 (the CUDA 101 tutorial, T4, 2048³)
+      source: the CUDA 101 tutorial, lesson 2
       where: {device: cuda, op: matmul, shape: [2048, 2048, 2048]}
       numerator: {dtype: fp64}          # time(fp64) / time(fp32): the speedup of fp32
       denominator: {dtype: fp32}

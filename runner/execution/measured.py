@@ -20,7 +20,7 @@ def clock_columns(device: str, plan: TimerPlan) -> dict[str, Any]:
     """The GPU's state right after the last loop-time sample, and a note when the samples'
     clock was set by the power cap.
 
-    Why (issue 9, ``docs/insight.md``): a compute-bound op at the power cap (an H200 bf16
+    Why (``docs/insight.md``): a compute-bound op at the power cap (an H200 bf16
     8192³ matmul) runs at whatever clock the power controller has reached, 1980 MHz in the
     first tenths of a second and ~1500 MHz once capped. With a short warm-up the samples land
     on either side of the drop, and two processes read 1.41 or 1.60 ms. The row says so;

@@ -232,7 +232,8 @@ def _with_backward(forward: Callable[[], Any]) -> Callable[[], Any]:
 
 def _graphed(workload: Workload, backward: bool) -> Callable[[], Any]:
     """``make_graphed_callables`` over the op's module (or its function), with the workload's
-    own inputs as the static sample args: seed 002's pattern, warm-up included."""
+    own inputs as the static sample args: the graphed-callables tutorial's pattern, warm-up
+    included."""
     args = tuple(workload.inputs)
     if workload.module is not None:
         target: Any = workload.module
@@ -267,7 +268,8 @@ def _fork_join(calls: Sequence[Callable[[], Any]], device: torch.device) -> Call
 
 def _spread_parts(parts: Sequence[Callable[[], Any]], n_streams: int,
                   device: torch.device) -> Callable[[], Any]:
-    """A composite op's parts, round-robin over ``n_streams`` streams (seed 000's overlap of
+    """A composite op's parts, round-robin over ``n_streams`` streams (the CUDA-operations
+    tutorial's overlap of
     compute with host-to-device copies); results come back in part order."""
     groups = [list(range(k, len(parts), n_streams)) for k in range(min(n_streams, len(parts)))]
     calls = [lambda idx=idx: [parts[i]() for i in idx] for idx in groups]
