@@ -1,7 +1,7 @@
 """The lesson experiments (``conf/experiment/*.yaml``), their claims and their report
 (``runner.claims.report``).
 
-* Every experiment file opens with its description (question, expectation, seed).
+* Every experiment file opens with its description (question, expectation, source tutorial).
 * Every experiment runs at smoke size on a CPU with ``smoke=true``: all of them in two
   ``-m experiment=a,b,...`` multiruns that conftest starts when collection ends (``CLI_RUNS``,
   so they overlap with the in-process tests), each experiment checked on its own job's rows,
@@ -33,7 +33,7 @@ from runner.storage.files import read_metadata
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT_DIR = REPO_ROOT / "conf" / "experiment"
 EXPERIMENTS = sorted(p.stem for p in EXPERIMENT_DIR.glob("*.yaml"))
-#: The lesson experiments (the others predate them and make no seed claim to check).
+#: The lesson experiments (the others predate them and make no tutorial claim to check).
 LESSONS = [name for name in report.LESSON_ORDER if name in EXPERIMENTS]
 
 #: Experiments split into multiruns that run side by side; the compile-heavy ones apart.
@@ -78,12 +78,12 @@ def test_experiment_opens_with_its_description(name: str) -> None:
     assert len(block) >= 4, f"{name}: the file should open with a comment block"
     assert re.search(r"^# Question:", comment, re.M), f"{name}: no 'Question:' line"
     assert re.search(r"^# Expect\b", comment, re.M), f"{name}: no 'Expect' line"
-    assert re.search(r"\bseeds? \d{3}", comment), f"{name}: the block names no seed"
+    assert re.search(r"\btutorials?\b", comment), f"{name}: the block names no source tutorial"
     if name in LESSONS:
         desc = report.parse_description(EXPERIMENT_DIR / f"{name}.yaml")
         assert desc.title and {"Question", "Expect", "Why", "Source"} <= set(desc.fields), (
             f"{name}: needs a title line and Question/Expect/Why/Source fields")
-        assert re.search(r"\bseeds? \d{3}", desc.fields["Source"]), f"{name}: no seed in Source"
+        assert re.search(r"\btutorials?\b", desc.fields["Source"]), f"{name}: no tutorial in Source"
 
 
 # ---------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def test_dtype_cliff_criterion() -> None:
     assert "(1.6 ms / 100 µs)" in held[0].measured
 
 
-def test_caching_allocator_reads_the_seed_numbers() -> None:
+def test_caching_allocator_reads_the_tutorial_numbers() -> None:
     mib = 1 << 20
     df = _fake_frame("caching_allocator", [{
         "op": "alloc", "shape_str": "4096x3072", "time_median_us": 5.0,
