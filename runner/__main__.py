@@ -34,6 +34,7 @@ def main() -> None:
         check_command_line(sys.argv[1:])
     except ConfigError as exc:
         fail(exc)
+    _help_for_op(sys.argv[1:])
     if _runs_trials(sys.argv[1:]):
         # Start the trial worker now: its torch import runs on another core while Hydra
         # composes the config and the driver plans the job (runner.execution.worker).
@@ -50,6 +51,16 @@ def main() -> None:
 #: Hydra flags after which no trial runs (help, config printing, completion).
 _NO_TRIALS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--version",
               "--shell-completion", "-sc")
+
+
+def _help_for_op(args: list[str]) -> None:
+    """``op=NAME --help``: put that op's parameters on the help page."""
+    ops = [a.partition("=")[2] for a in args if a.startswith("op=")]
+    if ops and any(a in ("-h", "--help") for a in args):
+        from runner.config import help
+        from runner.config.ops import CONF_DIR
+
+        help.register(CONF_DIR, op=ops[-1])
 
 
 def _runs_trials(args: list[str]) -> bool:
