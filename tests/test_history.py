@@ -46,7 +46,8 @@ def test_a_trial_that_got_20_percent_slower_is_flagged_and_fails(three_sweeps, t
     assert (out / "history_add.png").is_file()
     points = pd.read_csv(out / "history.csv", dtype={"commit": str})
     assert len(points) == 9 and set(points["time"]) == {"loop"}  # CPU: the loop time
-    assert list(points[points["trial"] == "add 4096"]["commit"]) == ["0000000", "1111111", "2222222"]
+    commits = points[points["trial"] == "add 4096"]["commit"]
+    assert list(commits) == ["0000000", "1111111", "2222222"]
 
 
 def test_steady_sweeps_pass_and_never_only_reports(three_sweeps, tmp_path) -> None:
