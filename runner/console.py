@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -152,7 +153,7 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         else [("median µs", "right")]
     measures += [("±CI", "right"), ("TFLOP/s", "right"), ("GB/s", "right")]
     measures += [("bound", "left")] if has_bound else []
-    has_note = any(r.get("reason") or r.get("noisy") or r.get("trace_path") for r in shown)
+    has_note = any(r.get("reason") or r.get("noisy") for r in shown)
     measures += [("n", "right"), ("acc", "center")] + ([("note", "left")] if has_note else [])
     table.add_column("op", no_wrap=True)
     for c in varying:
@@ -174,8 +175,6 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         note = escape((row.get("reason") or "")[:160])
         if ok and row.get("noisy"):
             note = "[yellow]noisy (CI > target_rel)[/]"
-        if ok and row.get("trace_path"):
-            note = (note + " " if note else "") + escape(f"trace: {row['trace_path']}")
         cells = [escape(str(row.get("op"))),
                  *(escape(display_value(c, frame[c].iloc[index])) for c in varying),
                  f"[{styles.get(status, 'red')}]{status}[/]"]
@@ -193,6 +192,10 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         _blank_reason(shown, "gbps", "byte count")) if text]
     if len(rows) > MAX_SUMMARY_ROWS:
         captions.append(f"{len(rows) - MAX_SUMMARY_ROWS} more rows in the Parquet file")
+    traces = sorted({str(Path(r["trace_path"]).parent) for r in rows if r.get("trace_path")})
+    if traces:
+        captions.append(escape(f"profile traces (trace_path): {', '.join(traces)} under the "
+                               "sweep folder; open one in ui.perfetto.dev"))
     if has_device:
         captions.append("device µs: the GPU's own time per call (docs/timing.md); loop µs: "
                         "a back-to-back eager loop on this host")

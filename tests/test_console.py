@@ -90,6 +90,9 @@ def test_cpu_rows_have_one_time_and_say_why_tflops_is_blank() -> None:
     text = _render(console.summary_table(rows, "sweep s"))
     assert "device µs" not in text and "median µs" in text
     assert "TFLOP/s: the op declares no FLOP count" in text
+    traced = [_row(device="cpu", trace_path="jobs/0/traces/matmul.json")]
+    assert "profile traces (trace_path): jobs/0/traces" in \
+        _render(console.summary_table(traced, "sweep s"))
 
 
 def test_long_skip_reasons_wrap_at_words() -> None:

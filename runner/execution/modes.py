@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,6 +183,10 @@ def compile_isolation(spec: TrialSpec) -> Iterator[None]:
         compiler_config = getattr(torch.compiler, "config", None)
         if hasattr(compiler_config, "force_disable_caches"):
             stack.enter_context(compiler_config.patch(force_disable_caches=True))
+            # dynamo warns that this disables its profile-guided cache, on every compiled
+            # trial: that is the point here, so the warning says nothing to the user
+            stack.enter_context(warnings.catch_warnings())
+            warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
         if hasattr(functorch_config, "enable_autograd_cache"):
             stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
         try:
