@@ -9,29 +9,33 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 # An extra package index for torch (the CUDA wheels); empty: pip's configured index only.
 TORCH_INDEX_URL ?=
-# The [gpu] extra (nvidia-ml-py: clocks, power, throttle reasons, energy) wherever
-# nvidia-smi runs; `make setup GPU_EXTRA=` leaves it out, `GPU_EXTRA=,gpu` forces it.
-GPU_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),$(comma)gpu,)
+# opsweep's extras: dev (tests, ruff, notebook) always, gpu (nvidia-ml-py: clocks, power,
+# throttle reasons, energy) wherever nvidia-smi runs; `GPU_EXTRA=` leaves it out.
+EXTRAS ?= dev
+GPU_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,)
 comma := ,
+empty :=
+space := $(empty) $(empty)
+ALL_EXTRAS := $(subst $(space),$(comma),$(strip $(EXTRAS) $(GPU_EXTRA)))
 # The stamp names what was installed: a different TORCH_SPEC, index or extra reinstalls.
 STAMP := $(VENV)/.installed-$(shell printf '%s|%s|%s' '$(TORCH_SPEC)' '$(TORCH_INDEX_URL)' \
-           '$(GPU_EXTRA)' | cksum | cut -d' ' -f1)
+           '$(ALL_EXTRAS)' | cksum | cut -d' ' -f1)
 
 .PHONY: help setup run test lint gpu-check clean-venv
 
 help:  ## list the targets
-	@echo "make TARGET [TORCH_SPEC=... TORCH_INDEX_URL=... GPU_EXTRA=...]"
+	@echo "make TARGET [TORCH_SPEC=... TORCH_INDEX_URL=... EXTRAS=... GPU_EXTRA=...]"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
 		awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
 	@echo "now: TORCH_SPEC=$(TORCH_SPEC) TORCH_INDEX_URL=$(TORCH_INDEX_URL)" \
-		"extras=dev$(GPU_EXTRA)"
+		"extras=$(ALL_EXTRAS)"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(if $(TORCH_INDEX_URL),--extra-index-url $(TORCH_INDEX_URL)) \
 		$(TORCH_SPEC)
-	$(PY) -m pip install -q -e ".[dev$(GPU_EXTRA)]"
+	$(PY) -m pip install -q -e ".$(if $(ALL_EXTRAS),[$(ALL_EXTRAS)])"
 	rm -f $(VENV)/.installed*
 	touch $@
 
