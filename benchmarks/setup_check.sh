@@ -11,6 +11,15 @@ WHEELS=$(cd "${1:?WHEELS_DIR}" && pwd)
 OUT=${OUT:-/tmp/opsweep-setup-check}
 mkdir -p "$OUT"
 python3 -m venv --system-site-packages .venv
+# python3 may itself be a virtual environment (then its packages are not "system" ones to a
+# venv made from it): a .pth file hands them to .venv, as a CUDA torch install would be there
+.venv/bin/python -c "import torch" 2>/dev/null || python3 - <<'PTH'
+import sys
+target = f".venv/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages/parent.pth"
+paths = [p for p in sys.path if p.endswith("-packages")]
+open(target, "w").write("\n".join(paths) + "\n")
+print("parent packages:", paths, "prefix", sys.prefix, "base", sys.base_prefix)
+PTH
 export PIP_NO_INDEX=1 PIP_FIND_LINKS="$WHEELS" PIP_DISABLE_PIP_VERSION_CHECK=1
 make help
 # the system's setuptools builds the editable install (no index to fetch one from)
