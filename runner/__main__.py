@@ -16,12 +16,15 @@ from runner.cli import fail
 from runner.config import schema
 from runner.config.errors import ConfigError
 from runner.config.guards import check_args
+from runner.config.ops import CONF_DIR
 from runner.config.overrides import check_command_line
 
 schema.register()
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+# An absolute path: Hydra reads a relative one against the calling module, which for the
+# installed `opsweep` script is a package (runner) and not this file's folder.
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> object:
     from runner.execution.job import run_job  # imports torch: keep `--help` fast
 

@@ -94,3 +94,16 @@ def test_the_product_speaks_to_users_not_to_its_history() -> None:
     found = [f"{path.relative_to(root)}: {m.group(0)}" for path in files
              for m in words.finditer(path.read_text(encoding="utf-8"))]
     assert not found, found
+
+
+def test_the_installed_opsweep_script_finds_its_config_from_any_folder(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(sys.executable).parent / "opsweep"
+    if not script.is_file():
+        pytest.skip("opsweep is not installed in this environment (pip install -e .)")
+    out = subprocess.run([str(script), "op=add", "--help"], cwd=tmp_path, text=True,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "== Op add" in out.stdout and "== Experiments" in out.stdout
