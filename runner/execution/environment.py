@@ -197,6 +197,8 @@ def _repository_provenance(module: str) -> dict[str, Any] | None:
     if spec is None or not spec.origin or not os.path.isfile(spec.origin):
         return None
     folder = Path(spec.origin).resolve().parent
+    if folder.is_relative_to(PROJECT_ROOT):  # opsweep's own ops, even in a copy without .git
+        return None
     top = _git(folder, "rev-parse", "--show-toplevel")
     if top is None or Path(top).resolve() == PROJECT_ROOT:
         return None
