@@ -61,7 +61,6 @@ def _help_for_op(args: list[str]) -> None:
     ops = [a.partition("=")[2] for a in args if a.startswith("op=")]
     if ops and any(a in ("-h", "--help") for a in args):
         from runner.config import help
-        from runner.config.ops import CONF_DIR
 
         help.register(CONF_DIR, op=ops[-1])
 
