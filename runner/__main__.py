@@ -16,10 +16,10 @@ from omegaconf import DictConfig
 from runner.cli import fail
 from runner.config import schema
 from runner.config.commandline import CommandLine, parse_command_line
-from runner.config.errors import ConfigError
 from runner.config.ops import CONF_DIR
 from runner.config.overrides import check_overrides
 from runner.config.preflight import preflight
+from runner.core.errors import ConfigError
 
 schema.register()
 
@@ -58,8 +58,9 @@ def _help_for_op(cmd: CommandLine) -> None:
     ops = [text.partition("=")[2] for text in cmd.texts if text.startswith("op=")]
     if ops:
         from runner.config import help
+        from runner.config.schema import RunConfig
 
-        help.register(CONF_DIR, op=ops[-1])
+        help.register(CONF_DIR, RunConfig, op=ops[-1])
 
 
 def _prestart(cmd: CommandLine) -> None:

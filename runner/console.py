@@ -24,6 +24,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from runner.core.axes import mode_label
+
 
 def _console(stderr: bool) -> Console:
     """A console that is at least 160 columns wide when output is not a terminal (CI, pipes,
@@ -134,10 +136,11 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     ``bound``; TFLOP/s and GB/s come from the device time there (``tflops``, ``gbps``)."""
     import pandas as pd
 
-    from runner.analysis.selection import display_name, display_value, shown_columns, with_modes
+    from runner.analysis.selection import display_name, display_value, shown_columns
 
     shown = list(rows[:MAX_SUMMARY_ROWS])
-    frame = with_modes(pd.DataFrame(shown)) if shown else pd.DataFrame()
+    frame = pd.DataFrame(shown).assign(mode=[mode_label(r) for r in shown]) if shown \
+        else pd.DataFrame()
     varying, fixed = shown_columns(frame) if shown else ([], {})
     varying = [c for c in varying if c not in ("op", "sweep_id")]
     fixed.pop("op", None)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ops.base import OpContext
-from runner.config.axes import CompileMode, GraphMode
+from runner.core.axes import CompileMode, GraphMode
 from runner.execution import modes
 from runner.execution.context import TORCH_DTYPES, trial_settings
 from runner.timing.timer import CudaEventClock, HostClock, L2Flusher, TimerPlan, measure

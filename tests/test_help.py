@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.config.axes import AXES
 from runner.config.help import first_comment, help_template
+from runner.config.schema import RunConfig
+from runner.core.axes import AXES
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
@@ -37,7 +38,7 @@ def test_descriptions_come_from_the_first_sentence_of_the_opening_comment(tmp_pa
 
 def test_help_text_has_no_interpolations() -> None:
     """Hydra runs the template through OmegaConf and string.Template: no ``${`` or ``$``."""
-    assert "$" not in help_template(CONF)
+    assert "$" not in help_template(CONF, RunConfig)
 
 
 def test_help_speaks_plainly_and_lists_every_command(start_cli, tmp_path) -> None:

@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from runner.analysis.plots import MAX_SERIES, _spans_decade, log_axis
-from runner.analysis.selection import label_columns, spec_label, with_modes
+from runner.analysis.figure import log_axis, spans_decade, with_modes
+from runner.analysis.plots import MAX_SERIES
+from runner.analysis.selection import label_columns, spec_label
 from runner.analysis.significance import compare_samples
 from runner.analysis.values import html_table, markdown_table
 from runner.cli import OneLineArgumentParser, fail
@@ -188,7 +189,7 @@ def plot_history(result: History) -> dict[str, Figure]:
                            else "green", linewidths=2, zorder=3)
         ax.set_xticks(list(sweeps["sweep_index"]), ticks, fontsize="small")
         ax.set_ylabel("median time per call (µs)")
-        if _spans_decade(group["median_us"]):
+        if spans_decade(group["median_us"]):
             ax.set_yscale("log")
             log_axis(ax.yaxis, group["median_us"])
         ax.grid(True, alpha=0.3)

@@ -124,35 +124,11 @@ def spec_label(row: pd.Series | dict, columns: Sequence[str]) -> str:
     return " ".join(bits) if bits else "(all)"
 
 
-def mode_label(row: pd.Series | dict) -> str:
-    """The execution mode of a trial: ``eager``, ``cuda_graph``, ``compile:default``,
-    ``streams=4``, joined with ``+`` when combined, with ``+bwd`` for backward."""
-    get = row.get
-    bits = []
-    graph = canonical(get("graph"))
-    if graph not in (None, "none"):
-        bits.append(str(graph))
-    comp = canonical(get("compile"))
-    if comp not in (None, "none"):
-        bits.append(f"compile:{comp}")
-    streams = canonical(get("streams"))
-    if isinstance(streams, int) and streams > 1:
-        bits.append(f"streams={streams}")
-    label = "+".join(bits) or "eager"
-    if canonical(get("backward")) is True:
-        label += "+bwd"
-    return label
-
-
-def with_modes(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` plus a ``mode`` column (eager, cuda_graph, compile:default, ...+bwd)."""
-    cols = [c for c in MODE_AXES if c in df.columns]
-    if df.empty:
-        return df.assign(mode=pd.Series(dtype=object))
-    modes = [mode_label(dict(zip(cols, values, strict=True)))
-             for values in zip(*(df[c].astype(object).tolist() for c in cols), strict=True)] \
-        if cols else ["eager"] * len(df)
-    return df.assign(mode=modes)
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose trial ran (``status == "ok"``): not skipped, not failed."""
+    if df.empty or "status" not in df.columns:
+        return df.iloc[0:0]
+    return df[(df["status"].astype(str) == "ok").to_numpy()]
 
 
 #: Derived from other axes (``dtype`` gives ``tf32`` and ``matmul_precision``) or naming
@@ -167,8 +143,8 @@ _QUIET_DEFAULTS = {axis.name: axis.column_value(axis.default) for axis in AXES
 
 def display_columns(df: pd.DataFrame) -> list[str]:
     """The columns a reader tells trials apart by, in label order: the sweep, the op, every
-    axis (the mode axes as one ``mode`` label, from :func:`with_modes`), then the op
-    parameters. Which of them to show is :func:`shown_columns`' job."""
+    axis (the mode axes as one ``mode`` label, from ``runner.analysis.figure.with_modes``),
+    then the op parameters. Which of them to show is :func:`shown_columns`' job."""
     axes = [c for c in ("sweep_id", *SPEC_AXES) if c not in _NOT_SHOWN]
     if "device" not in axes:
         axes.insert(axes.index("shape_str") + 1, "device")
@@ -180,8 +156,8 @@ def shown_columns(df: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     """What a table or a plot label of ``df``'s rows shows: the display columns whose value
     varies among the rows (each its own column), and the rest with their one value
     (``{"dtype": "fp32"}``, for a line above the table). ``df`` needs a ``mode`` column
-    (:func:`with_modes`). A constant null, or an axis at its default that says nothing
-    (``seed=0``, ``streams=1``, ``fullgraph=false``), is left out of both."""
+    (``runner.analysis.figure.with_modes``). A constant null, or an axis at its default that
+    says nothing (``seed=0``, ``streams=1``, ``fullgraph=false``), is left out of both."""
     varying, fixed = [], {}
     for c in display_columns(df):
         if varying_columns(df, [c]):

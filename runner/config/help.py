@@ -16,7 +16,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from runner.config.axes import AXES, yaml_text
+from runner.core.axes import AXES, yaml_text
 
 EXAMPLES = """\
   python -m runner                                        matmul 1024³ fp32 on the default device
@@ -77,12 +77,12 @@ def _listing(folder: Path, width: int = 24) -> str:
     return "\n".join(rows) if rows else "  (none)"
 
 
-def _settings() -> str:
-    from runner.config.schema import RunConfig
-
+def _settings(settings: type) -> str:
+    """One line per job setting: the fields of ``settings`` (the structured config) that are
+    neither axes nor config groups."""
     axis_names = {axis.name for axis in AXES}
     rows = []
-    for f in dataclasses.fields(RunConfig):
+    for f in dataclasses.fields(settings):
         if f.name in axis_names or f.name in ("op", "timer", "experiment"):
             continue
         default = f.default if f.default is not dataclasses.MISSING else None
@@ -100,8 +100,7 @@ def op_section(conf_dir: Path, name: str) -> str:
     type and choices read from its builder's signature (which imports the op's module)."""
     from omegaconf import OmegaConf
 
-    from runner.config.ops import builder_params, resolve_target
-    from runner.config.schema import OP_META_KEYS
+    from runner.config.ops import OP_META_KEYS, builder_params, resolve_target
 
     path = conf_dir / "op" / f"{name}.yaml"
     if not path.is_file():
@@ -130,8 +129,9 @@ def op_section(conf_dir: Path, name: str) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def help_template(conf_dir: Path, op: str | None = None) -> str:
-    """The whole ``--help`` text; with ``op``, that op's parameters come first."""
+def help_template(conf_dir: Path, settings: type, op: str | None = None) -> str:
+    """The whole ``--help`` text; ``settings`` is the structured config (``RunConfig``); with
+    ``op``, that op's parameters come first."""
     axes = "\n".join(f"  {axis.name:<16} {axis.describe()}\n  {'':<16} {axis.doc}"
                      for axis in AXES)
     return f"""\
@@ -160,7 +160,7 @@ python -m runner op=NAME --help lists that op's parameters.
 {axes}
 
 == Settings ==
-{_settings()}
+{_settings(settings)}
 
 == Other commands (installed scripts; each is also python -m runner.NAME) ==
 {_commands()}
@@ -169,11 +169,11 @@ Docs: README.md, docs/. Hydra's own flags: --hydra-help. This config: --cfg job.
 """
 
 
-def register(conf_dir: Path, op: str | None = None) -> None:
+def register(conf_dir: Path, settings: type, op: str | None = None) -> None:
     """Store the ``hydra/help=opsweep`` option (selected in ``conf/config.yaml``); with ``op``,
     the page starts with that op's parameters (``op=NAME --help``)."""
     from hydra.core.config_store import ConfigStore
 
     node = {"app_name": "opsweep", "header": "", "footer": "",
-            "template": help_template(conf_dir, op)}
+            "template": help_template(conf_dir, settings, op)}
     ConfigStore.instance().store(group="hydra/help", name="opsweep", node=node)

@@ -4,7 +4,7 @@ Hydra merges ``conf/config.yaml`` onto :class:`RunConfig`, so an unknown top-lev
 setting of the wrong type is rejected by OmegaConf before anything runs.
 
 The trial axes are not written here: their fields come from the axis registry
-(:mod:`runner.config.axes`), which declares each axis once. They are typed ``Any`` because an
+(:mod:`runner.core.axes`), which declares each axis once. They are typed ``Any`` because an
 axis takes a value *or a list of values*, a union OmegaConf 2.3 cannot express; the registry's
 checks enforce the element type before any trial runs.
 """
@@ -18,17 +18,19 @@ from typing import Any, ClassVar
 from hydra.core.config_store import ConfigStore
 
 from runner.claims.spec import Claim, Pivot
-from runner.config.axes import AXES, INT64_MAX
-from runner.config.errors import ConfigError
+from runner.config import help
 from runner.config.guards import MAX_NAME_BYTES
+from runner.config.ops import CONF_DIR
 from runner.config.settings import Constraint, setting
+from runner.core.axes import AXES, INT64_MAX
+from runner.core.errors import ConfigError
 from runner.timing.timer import TimerPlan
 
 #: The axes' fields, derived from the registry: every axis defaults to its declared default.
 AxisFields = dataclasses.make_dataclass(
     "AxisFields",
     [(axis.name, Any, field(default=axis.default)) for axis in AXES],
-    namespace={"__doc__": "Trial axes (runner.config.axes): a value, or a list of values."},
+    namespace={"__doc__": "Trial axes (runner.core.axes): a value, or a list of values."},
 )
 
 
@@ -203,16 +205,8 @@ class RunConfig(InsightSettings, AxisFields):
     )
 
 
-#: Keys of an op's YAML node that describe the op rather than parametrise it.
-OP_META_KEYS: frozenset[str] = frozenset(
-    {"_target_", "name", "shape_names", "default_shape", "description"})
-
-
 def register() -> None:
     """Register the schema so ``conf/config.yaml`` can list ``base_config`` in its defaults, and
     opsweep's ``--help`` (``hydra/help=opsweep``)."""
-    from runner.config import help
-    from runner.config.ops import CONF_DIR
-
     ConfigStore.instance().store(name="base_config", node=RunConfig)
-    help.register(CONF_DIR)
+    help.register(CONF_DIR, RunConfig)

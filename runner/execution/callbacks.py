@@ -11,7 +11,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from runner import console
-from runner.storage.files import merge_sweep
+from runner.storage.journal import merge_sweep
 
 #: Set when the end-of-sweep merge failed: ``python -m runner`` then exits 1 (Hydra turns a
 #: callback's exception into a warning, which would have been exit 0 with no merged file).

@@ -30,10 +30,10 @@ from typing import Any
 import torch
 
 from ops.base import OpContext, TrialSkipped, Workload, relative_error
-from runner.config.axes import AXES, CompileMode, DType, GraphMode
 from runner.config.ops import OpPlan
 from runner.config.schema import TimerSettings
 from runner.config.trials import TrialSpec
+from runner.core.axes import AXES, CompileMode, DType, GraphMode
 from runner.execution import modes
 from runner.execution.context import (
     DEFAULT_TOLERANCE,

@@ -1,11 +1,12 @@
 """Every result column: its Arrow type and what it means. The one source of truth.
 
-The axis columns are derived from the axis registry (:mod:`runner.config.axes`).
+The axis columns are derived from the axis registry (:mod:`runner.core.axes`).
 
-``results.rows_to_table`` writes known columns with these types (so an all-null column still
-has its real type and pandas reads proper dtypes), and ``results/README.md``'s column table is
-generated from here (``python -m runner.storage.columns``). Op parameters become ``param_<name>``
-columns and op-specific measurements ``extra_<name>``; their types are inferred.
+``runner.storage.files.rows_to_table`` writes known columns with these types (so an all-null
+column still has its real type and pandas reads proper dtypes), and ``results/README.md``'s
+column table is generated from here (``python -m runner.storage.columns``). Op parameters
+become ``param_<name>`` columns and op-specific measurements ``extra_<name>``; their types are
+inferred.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from enum import Enum
 
 import pyarrow as pa
 
-from runner.config.axes import AXES, MODE_AXES, Axis
+from runner.core.axes import AXES, MODE_AXES, Axis
 
 __all__ = ["AXES", "AXIS_COLUMNS", "COLUMNS", "MODE_COLUMNS", "Status", "axis_doc"]
 
@@ -106,7 +107,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "status": (_S, " | ".join(status.value for status in Status)),
     "reason": (_S, "why a trial is not ok (exception or unsupported combination)"),
     "error_traceback": (_S, "full traceback of an error row"),
-    # axes: op and target, then every registry axis (runner.config.axes), then derived values
+    # axes: op and target, then every registry axis (runner.core.axes), then derived values
     "op": (_S, "op name (conf/op/<name>.yaml)"),
     "target": (_S, "the op's builder, as a dotted path"),
     **{axis.name: (_ARROW_TYPES[axis.column_type], axis_doc(axis)) for axis in AXES},

@@ -29,6 +29,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from runner.storage.layout import RESUME_ENV
+
 #: Hydra overrides that describe where and how the original run went, not what it ran.
 _RUNTIME_HYDRA_KEYS = ("hydra.mode", "hydra.run.dir", "hydra.sweep.dir", "hydra.output_subdir")
 _PINNED_KEYS = ("sweep_id", "results_dir")
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"opsweep: error: {exc}", file=sys.stderr)
         return 2
     print(f"resuming {args.sweep_dir}: python -m runner {' '.join(command)}", file=sys.stderr)
-    env = {**os.environ, "OPSWEEP_RESUME": "1"}
+    env = {**os.environ, RESUME_ENV: "1"}
     # Ctrl-C reaches the child too (same process group): it stops gracefully and its exit
     # status (130) is ours
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
