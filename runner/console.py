@@ -24,8 +24,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from runner.core.axes import mode_label
-
 
 def _console(stderr: bool) -> Console:
     """A console that is at least 160 columns wide when output is not a terminal (CI, pipes,
@@ -126,31 +124,28 @@ def column_title(column: str) -> str:
     return {"tflops": "TFLOP/s", "gbps": "GB/s"}.get(column, column)
 
 
-def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
+#: What varies between the rows: headers, each row's cells for them, and one line of what
+#: does not (``runner.analysis.selection.spec_cells`` makes it; the console draws it).
+Spec = tuple[list[str], list[list[str]], str]
+
+
+def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None = None
+                  ) -> Table:
     """Compact per-trial table: what varies between the trials (every axis and op parameter
     that takes more than one value, each its own column; the ones that do not are one line
     under the title), how long, how fast, how sure, how accurate, and a note (why a trial is
     not ok, or that its median is noisy).
 
     On rows with a device time (CUDA) that time is the headline, next to the loop time, with
-    ``bound``; TFLOP/s and GB/s come from the device time there (``tflops``, ``gbps``)."""
-    import pandas as pd
-
-    from runner.analysis.selection import display_name, display_value, shown_columns
-
+    ``bound``; TFLOP/s and GB/s come from the device time there (``tflops``, ``gbps``).
+    ``spec``: what varies, for the first :data:`MAX_SUMMARY_ROWS` rows (None: the op only)."""
     shown = list(rows[:MAX_SUMMARY_ROWS])
-    frame = pd.DataFrame(shown).assign(mode=[mode_label(r) for r in shown]) if shown \
-        else pd.DataFrame()
-    varying, fixed = shown_columns(frame) if shown else ([], {})
-    varying = [c for c in varying if c not in ("op", "sweep_id")]
-    fixed.pop("op", None)
-    fixed.pop("sweep_id", None)
+    headers, spec_texts, fixed = spec if spec is not None else ([], [[] for _ in shown], "")
     has_device = any(_number(r, "gpu_time_median_us") is not None for r in shown)
     has_bound = any(r.get("bound") for r in shown)
     table = Table(title=title, title_justify="left", header_style="bold")
     if fixed:
-        table.title = f"{title}\n" + escape("  ".join(f"{display_name(k)}={v}"
-                                                      for k, v in fixed.items()))
+        table.title = f"{title}\n" + escape(fixed)
     measures = [("status", "left")]
     measures += [("device µs", "right"), ("loop µs", "right")] if has_device \
         else [("median µs", "right")]
@@ -159,14 +154,14 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     has_note = any(r.get("reason") or r.get("noisy") for r in shown)
     measures += [("n", "right"), ("acc", "center")] + ([("note", "left")] if has_note else [])
     table.add_column("op", no_wrap=True)
-    for c in varying:
-        table.add_column(display_name(c), overflow="fold")
+    for header in headers:
+        table.add_column(header, overflow="fold")
     for name, justify in measures:
         # the note wraps at words, never mid-word, and keeps room to be read
         table.add_column(name, justify=justify, no_wrap=name != "note",
                          min_width=30 if name == "note" else None)
     styles = {"ok": "green", "skipped": "yellow"}
-    for row, index in zip(shown, range(len(shown)), strict=True):
+    for index, row in enumerate(shown):
         status = row.get("status") or "?"
         ok = status == "ok"
         device = _number(row, "gpu_time_median_us")
@@ -179,7 +174,7 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         if ok and row.get("noisy"):
             note = "[yellow]noisy (CI > target_rel)[/]"
         cells = [escape(str(row.get("op"))),
-                 *(escape(display_value(c, frame[c].iloc[index])) for c in varying),
+                 *(escape(text) for text in spec_texts[index]),
                  f"[{styles.get(status, 'red')}]{status}[/]"]
         times = [_time_cell(device) if has_device else None,
                  _time_cell(_number(row, "time_median_us"))]

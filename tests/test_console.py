@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from runner import console
+from runner.analysis.selection import spec_cells
 
 
 def CLI_RUNS() -> dict[str, Any]:  # noqa: N802 (the name conftest looks for)
@@ -77,7 +78,7 @@ def test_cuda_rows_lead_with_device_time_and_bound() -> None:
     rows = [_row(gpu_time_median_us=12.5, gpu_time_ci_rel_halfwidth=0.02, bound="overhead"),
             _row(dtype="fp16", gpu_time_median_us=11.0, gpu_time_ci_rel_halfwidth=0.02,
                  bound="compute")]
-    text = _render(console.summary_table(rows, "sweep s"))
+    text = _render(console.summary_table(rows, "sweep s", spec_cells(rows)))
     header = next(line for line in text.splitlines() if "status" in line)
     assert header.index("device µs") < header.index("loop µs") < header.index("bound")
     assert "12.5" in text and "overhead" in text and "2.0%" in text
@@ -87,18 +88,18 @@ def test_cuda_rows_lead_with_device_time_and_bound() -> None:
 
 def test_cpu_rows_have_one_time_and_say_why_tflops_is_blank() -> None:
     rows = [_row(device="cpu", tflops=None), _row(device="cpu", dtype="fp32", tflops=None)]
-    text = _render(console.summary_table(rows, "sweep s"))
+    text = _render(console.summary_table(rows, "sweep s", spec_cells(rows)))
     assert "device µs" not in text and "median µs" in text
     assert "TFLOP/s: the op declares no FLOP count" in text
     traced = [_row(device="cpu", trace_path="jobs/0/traces/matmul.json")]
     assert "profile traces (trace_path): jobs/0/traces" in \
-        _render(console.summary_table(traced, "sweep s"))
+        _render(console.summary_table(traced, "sweep s", spec_cells(traced)))
 
 
 def test_long_skip_reasons_wrap_at_words() -> None:
     reason = "graph=cuda_graph needs a CUDA device; run with device=cuda or drop graph"
     rows = [_row(status="skipped", reason=reason), _row(dtype="fp16")]
-    text = _render(console.summary_table(rows, "sweep s"), width=120)
+    text = _render(console.summary_table(rows, "sweep s", spec_cells(rows)), width=120)
     words = set(reason.replace(";", " ").split())
     cells = " ".join(line.split("│")[-2] for line in text.splitlines() if line.count("│") > 3)
     assert set(cells.replace(";", " ").split()) >= words  # no word cut in two

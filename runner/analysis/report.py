@@ -87,9 +87,7 @@ def trial_table(df: pd.DataFrame) -> pd.DataFrame:
         return pd.to_numeric(df[name], errors="coerce") * scale
 
     def reason_text(value: object) -> str:
-        if is_missing(value) or not str(value).strip():
-            return ""
-        text = str(value).strip().splitlines()[0]
+        text = "" if is_missing(value) else (str(value).strip().splitlines() or [""])[0]
         return text if len(text) <= 120 else text[:117] + "..."
 
     spec = {display_name(c): [display_value(c, v) for v in df[c]]
@@ -99,7 +97,7 @@ def trial_table(df: pd.DataFrame) -> pd.DataFrame:
     out["reason"] = [reason_text(v) for v in df.get("reason", pd.Series(index=df.index))]
     device = number("gpu_time_median_us")
     has_device = bool(device.notna().any())
-    if has_device:
+    if has_device:  # the headline on CUDA rows
         out["device time median (µs)"] = device
     out["loop time median (µs)"] = number("time_median_us")
     ci = number("gpu_time_ci_rel_halfwidth", 100.0).where(device.notna(),
@@ -110,8 +108,7 @@ def trial_table(df: pd.DataFrame) -> pd.DataFrame:
     out["bound"] = df["bound"].astype(object) if "bound" in df.columns else None
     out["% of peak"] = number("pct_of_peak")
     out["noisy"] = [v is True for v in df.get("noisy", pd.Series(index=df.index)).astype(object)]
-    for name, column in insight.table_columns(df).items():  # kernels and energy, when measured
-        out[name] = column
+    out = out.assign(**insight.table_columns(df))  # kernels and energy, when measured
     if has_device:
         out["device time reason"] = [reason_text(v) for v in
                                      df.get("gpu_time_reason", pd.Series(index=df.index))]
@@ -143,9 +140,7 @@ def shown_table(table: pd.DataFrame, df: pd.DataFrame) -> tuple[pd.DataFrame, st
 
 def _number_text(value: object) -> str:
     """``3,440`` rather than ``3.44e+03``; three significant digits below 1000."""
-    if is_missing(value):
-        return "-"
-    return f"{value:,.0f}" if abs(float(value)) >= 1000 else fmt_num(value)
+    return fmt_num(value) if is_missing(value) or abs(float(value)) < 1000 else f"{value:,.0f}"
 
 
 def build_report(source: str | os.PathLike | Sequence[str | os.PathLike], out_dir:

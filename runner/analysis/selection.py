@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from runner.core.axes import mode_label
 from runner.storage.columns import AXES, AXIS_COLUMNS, MODE_COLUMNS
 
 #: How an axis column is joined: ``shape`` (a list) by its text ``shape_str``; ``device``
@@ -131,8 +132,7 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["status"].astype(str) == "ok").to_numpy()]
 
 
-#: Derived from other axes (``dtype`` gives ``tf32`` and ``matmul_precision``) or naming
-#: the same thing twice (``target`` is the op's builder): never shown as their own columns.
+#: Derived (``dtype`` gives ``tf32``) or said twice (``target``): never columns of their own.
 _NOT_SHOWN = ("target", "tf32", "matmul_precision", "device_requested", *MODE_AXES)
 
 
@@ -171,8 +171,7 @@ def shown_columns(df: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
 
 
 def display_name(column: str) -> str:
-    """A column's header: ``param_impl`` -> ``impl``, ``shape_str`` -> ``shape``,
-    ``sweep_id`` -> ``sweep``."""
+    """A column's header: ``param_impl`` -> ``impl``, ``shape_str`` -> ``shape``..."""
     if column.startswith("param_"):
         return column[len("param_"):]
     return {"shape_str": "shape", "sweep_id": "sweep"}.get(column, column)
@@ -192,6 +191,18 @@ def display_value(column: str, value: object) -> str:
     if isinstance(value, tuple):
         return "[" + ",".join(map(str, value)) + "]"
     return str(value)
+
+
+def spec_cells(rows: Sequence[dict]) -> tuple[list[str], list[list[str]], str]:
+    """For a table of result rows (dicts): the headers of the display columns that vary
+    (besides the op), each row's texts for them, and one line of those that do not."""
+    frame = pd.DataFrame(list(rows)).assign(mode=[mode_label(r) for r in rows])
+    varying, fixed = shown_columns(frame) if len(frame) else ([], {})
+    varying = [c for c in varying if c not in ("op", "sweep_id")]
+    cells = [[display_value(c, frame[c].iloc[i]) for c in varying] for i in range(len(frame))]
+    line = "  ".join(f"{display_name(k)}={v}" for k, v in fixed.items()
+                     if k not in ("op", "sweep_id"))
+    return [display_name(c) for c in varying], cells, line
 
 
 def label_columns(df: pd.DataFrame) -> list[str]:

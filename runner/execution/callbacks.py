@@ -11,6 +11,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from runner import console
+from runner.analysis.selection import spec_cells
 from runner.storage.journal import merge_sweep
 
 #: Set when the end-of-sweep merge failed: ``python -m runner`` then exits 1 (Hydra turns a
@@ -69,7 +70,8 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
         console.stderr.print(f"no trial results under {sweep_dir}")
         return None
     rows = pq.read_table(merged).to_pylist()
-    console.stdout.print(console.summary_table(rows, title=f"sweep {sweep_dir.name}"))
+    spec = spec_cells(rows[:console.MAX_SUMMARY_ROWS])
+    console.stdout.print(console.summary_table(rows, f"sweep {sweep_dir.name}", spec))
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1

@@ -69,9 +69,8 @@ class NvmlReader:
 
         self._nvml = environment._nvml()
         if self._nvml is None:
-            raise EnergyUnavailable("nvidia-ml-py is not installed or NVML did not start; "
-                                    "install the gpu extra: `make setup` where nvidia-smi "
-                                    "runs, or pip install -e '.[gpu]' in the checkout")
+            raise EnergyUnavailable("nvidia-ml-py is not installed or NVML did not start; the "
+                                    "gpu extra: make setup, or pip install -e '.[gpu]'")
         self._device = device
         self._handle = environment._nvml_handle(device)
         try:
