@@ -160,7 +160,7 @@ def test_missing_nvml_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch):
     out = energy.measure_energy(lambda: None, "cuda:0", window_s=1.0, idle_s=0.0,
                                 per_call_s=1e-3, flops=None, bytes_moved=None, capture=True)
     assert out["energy_method"] == "unavailable"
-    assert "nvidia-ml-py" in out["energy_reason"] and ".[gpu]'" in out["energy_reason"]
+    assert "nvidia-ml-py" in out["energy_reason"] and ".[gpu]" in out["energy_reason"]
     assert out["energy_per_call_mJ"] is None
     cpu = energy.measure_energy(lambda: None, "cpu", window_s=1.0, idle_s=0.0,
                                 per_call_s=1e-3, flops=None, bytes_moved=None, capture=True)
@@ -265,8 +265,8 @@ def test_report_shows_kernel_and_energy_columns_and_the_energy_plot():
 
     df = _energy_sweep("s", [60.0, 30.0])
     table = trial_table(df)
-    assert list(table["kernels/call"]) == [1.0, 1.0]
-    assert list(table["mJ/call"]) == [60.0, 30.0]
+    assert list(table["kernels/call"]) == ["1", "1"]
+    assert list(table["mJ/call"]) == ["60", "30"]
     assert table["top kernel"].iloc[0] == "sm90_xmma_gemm_f32"
     plot = insight.plot_energy(df)
     assert plot.figure is not None

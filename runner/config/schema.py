@@ -98,6 +98,11 @@ class TimerSettings:
                                      "a batched sample lasts about this long", minimum=0)
     max_calls_per_sample: int = setting(TimerPlan.max_calls_per_sample,
                                         "most calls in one batched sample", minimum=1)
+    # Warm-up continues past warmup_s until the samples are settled (no trend in the time per
+    # call, the SM clock no longer falling), for at most settle_max_s (runner/timing/settle.py).
+    # warmup_s=0 turns settling off (the smoke preset).
+    settle_max_s: float = setting(TimerPlan.settle_max_s,
+                                  "most seconds a warm-up may run to settle", above=0)
     # Flush L2 before every sample (outside the timed region) to measure cold-cache time;
     # forces one call per sample.
     flush_l2: bool = setting(False, "flush L2 before every sample (cold cache)")
@@ -107,6 +112,9 @@ class TimerSettings:
     # cuda only: also take the device time (gpu_time_* columns; runner/timing/device_time.py).
     # false: loop time only, as before device time existed.
     device_time: bool = setting(True, "cuda: also take the device time (gpu_time_* columns)")
+    # cuda only: also take the burst time (gpu_burst_time_* columns): gapped samples at the
+    # boost clock, before the loop time heats the GPU; not what a sustained job sees.
+    burst: bool = setting(False, "cuda: also take the burst (boost-clock) device time")
 
     CONSTRAINTS: ClassVar[tuple[Constraint, ...]] = (
         Constraint(("min_samples", "max_samples"), lambda low, high: low <= high,
