@@ -172,7 +172,8 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None 
         acc = "–" if accurate is None else ("[green]✓[/]" if accurate else "[red]✗[/]")
         note = escape((row.get("reason") or "")[:160])
         if ok and row.get("noisy"):
-            note = "[yellow]noisy (CI > target_rel)[/]"
+            note = escape(f"noisy ({row.get('noisy_reason') or 'CI > target_rel'})")
+            note = f"[yellow]{note}[/]"
         cells = [escape(str(row.get("op"))),
                  *(escape(text) for text in spec_texts[index]),
                  f"[{styles.get(status, 'red')}]{status}[/]"]

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from runner import console
 from runner.analysis.selection import spec_cells
+from runner.execution import timeline
 from runner.storage.journal import merge_sweep
 
 #: Set when the end-of-sweep merge failed: ``python -m runner`` then exits 1 (Hydra turns a
@@ -77,4 +78,7 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     console.stderr.print(f"{len(rows)} trials ({tally}) → {merged}", highlight=False)
+    for line in (timeline.busy_line(rows), timeline.startup_line(timeline.reported_startup())):
+        if line:
+            console.stderr.print(line, highlight=False)
     return merged
