@@ -122,6 +122,9 @@ class RunConfig(AxisFields):
     results_dir: str = field(default="results", metadata={"doc": "where sweeps are written"})
     sweep_id: str = field(default="${now:%Y-%m-%d_%H-%M-%S.%f}", metadata={"doc": (
         "the sweep's folder name under results_dir")})
+    # One writer per sweep (runner.storage.lock): run, resume and collect lock its folder.
+    lock_wait_s: float = field(default=0.0, metadata={"doc": (
+        "seconds to wait while another process writes the same sweep (0: exit 2 at once)")})
     notes: str = field(default="", metadata={"doc": "free text stored with the results"})
 
 

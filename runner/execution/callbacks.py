@@ -1,8 +1,10 @@
-"""Hydra callback: when a run or multirun ends, merge its job files and print the summary;
+"""Hydra callback: before a run or multirun plans anything, take the sweep's lock (one writer
+per sweep, ``runner.storage.lock``); when it ends, merge its job files and print the summary;
 with ``check=true``, judge the experiment's claims and exit 1 when one failed."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from runner import console
-from runner.storage.files import merge_sweep
+from runner.cli import fail
+from runner.storage import lock
+from runner.storage.files import JOB_FILE, FormatError, merge_sweep
+from runner.storage.journal import JOURNAL_DIR, check_formats
 
 #: Set when the end-of-sweep merge failed: ``python -m runner`` then exits 1 (Hydra turns a
 #: callback's exception into a warning, which would have been exit 0 with no merged file).
@@ -24,6 +29,12 @@ class MergeResults(Callback):
     A sweep that crashed before this ran is merged later by ``python -m runner.collect DIR``.
     """
 
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        take_lock(config, Path(config.hydra.run.dir).parent.parent)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        take_lock(config, Path(config.hydra.sweep.dir))
+
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         job_dir = Path(config.hydra.runtime.output_dir)
         self._finish(config, job_dir.parent.parent)
@@ -34,7 +45,10 @@ class MergeResults(Callback):
     @staticmethod
     def _finish(config: DictConfig, sweep_dir: Path) -> None:
         try:
+            lock.hold(sweep_dir, float(config.get("lock_wait_s") or 0.0))  # held: a no-op
             merged = finish_sweep(sweep_dir)
+        except lock.SweepBusy as exc:
+            fail(exc)
         except (OSError, ValueError) as exc:  # a full disk, a newer format: never exit 0
             console.stderr.print(f"opsweep: error: merging {sweep_dir} failed: {exc}. Every "
                                  "finished trial is in jobs/*/journal; retry with: python -m "
@@ -60,6 +74,39 @@ class MergeResults(Callback):
             status = check_sweep(merged)  # after the merge: -m sweeps are judged as one
             if status:
                 raise SystemExit(status)
+
+
+def take_lock(config: DictConfig, sweep_dir: Path) -> None:
+    """Before Hydra writes anything into the sweep folder: be its one writer, or exit 2.
+
+    A run that is not a resume must find the folder without results even once it holds the
+    lock: two runs started together with one fixed ``sweep_id`` both passed the command
+    line's "folder exists" check, and the second must not run every trial again.
+    """
+    from runner.execution.job import RESUME_ENV
+
+    wait_s = float(config.get("lock_wait_s") or 0.0)
+    try:
+        lock.hold(sweep_dir, wait_s)
+    except lock.SweepBusy as exc:
+        fail(exc)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot lock the sweep folder {sweep_dir}: {exc}")
+    if os.environ.get(RESUME_ENV) == "1":
+        try:  # a journal entry from a newer opsweep: say so now, not as a traceback later
+            check_formats(sweep_dir)
+        except FormatError as exc:
+            fail(exc)
+    elif has_results(sweep_dir):
+        fail(f"invalid value for 'sweep_id': {sweep_dir.name!r}: {sweep_dir} already holds the "
+             "results of another run, and results are never overwritten. Choose another "
+             f"sweep_id, or continue that sweep with: python -m runner.resume {sweep_dir}")
+
+
+def has_results(sweep_dir: Path) -> bool:
+    jobs = sweep_dir / "jobs"
+    return jobs.is_dir() and any((job / JOB_FILE).exists() or (job / JOURNAL_DIR).is_dir()
+                                 for job in jobs.iterdir())
 
 
 def finish_sweep(sweep_dir: Path) -> Path | None:

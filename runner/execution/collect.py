@@ -5,7 +5,8 @@ its jobs' journals (``jobs/<n>/journal/``) but no ``results.parquet``. This buil
 ``trials.parquet`` and the merged file from them. An existing merged file is replaced only by
 a verified superset of its rows (so collecting a running sweep is safe), a damaged one is
 rebuilt from the job files, and a damaged job file is named and skipped. Exit status 1 when a
-write failed or nothing was found, 2 for a bad folder.
+write failed or nothing was found, 2 for a bad folder or one that another process is writing
+(collect takes the sweep's lock, ``runner.storage.lock``; ``--wait`` waits for it).
 
 To also run the trials that are missing or failed, use ``python -m runner.resume DIR``.
 """
@@ -13,17 +14,24 @@ To also run the trials that are missing or failed, use ``python -m runner.resume
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from runner.execution.callbacks import finish_sweep
+from runner.storage import lock
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runner.collect", description=__doc__)
     parser.add_argument("sweep_dirs", nargs="+", type=Path, metavar="DIR",
                         help="sweep folder(s), e.g. results/2026-11-21_10-00-00.000000")
+    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                        help="while another process writes a sweep, wait up to SECONDS for it "
+                             "(default 0: exit 2 at once)")
     args = parser.parse_args(argv)
+    if math.isnan(args.wait) or args.wait < 0:
+        parser.error(f"--wait {args.wait}: expected seconds >= 0")
     status = 0
     for sweep_dir in args.sweep_dirs:
         if not sweep_dir.is_dir():
@@ -32,8 +40,13 @@ def main(argv: list[str] | None = None) -> int:
             status = 2
             continue
         try:
+            lock.hold(sweep_dir, args.wait, what="--wait SECONDS")
             if finish_sweep(sweep_dir) is None:
                 status = 1
+        except lock.SweepBusy as exc:
+            print(f"opsweep: error: {exc}", file=sys.stderr)
+            status = 2
+            continue
         except (OSError, ValueError) as exc:  # a failed write is an error, never exit 0
             print(f"opsweep: error: could not merge {sweep_dir}: {exc}", file=sys.stderr)
             status = 1
