@@ -86,13 +86,15 @@ def take_lock(config: DictConfig, sweep_dir: Path) -> None:
     from runner.execution.job import RESUME_ENV
 
     wait_s = float(config.get("lock_wait_s") or 0.0)
+    resuming = os.environ.get(RESUME_ENV) == "1"
     try:
-        lock.hold(sweep_dir, wait_s)
+        lock.hold(sweep_dir, wait_s, what="python -m runner.resume --wait SECONDS" if resuming
+                  else "lock_wait_s=SECONDS")
     except lock.SweepBusy as exc:
         fail(exc)
     except (OSError, ValueError) as exc:
         fail(f"cannot lock the sweep folder {sweep_dir}: {exc}")
-    if os.environ.get(RESUME_ENV) == "1":
+    if resuming:
         try:  # a journal entry from a newer opsweep: say so now, not as a traceback later
             check_formats(sweep_dir)
         except FormatError as exc:

@@ -122,6 +122,10 @@ def release(sweep_dir: Path) -> None:
             except OSError:
                 break
         return
+    try:
+        os.ftruncate(fd, 0)  # a clean end names no holder: only a killed one is "stale"
+    except OSError:
+        pass
     os.close(fd)
 
 
