@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from runner import console
 from runner.cli import fail
+from runner.execution import interrupt
 from runner.storage import lock
 from runner.storage.files import JOB_FILE, FormatError, merge_sweep
 from runner.storage.journal import JOURNAL_DIR, check_formats
@@ -30,10 +31,25 @@ class MergeResults(Callback):
     """
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        interrupt.install()
         take_lock(config, Path(config.hydra.run.dir).parent.parent)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        interrupt.install()
         take_lock(config, Path(config.hydra.sweep.dir))
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if interrupt.requested():  # Ctrl-C between two jobs of a multirun: start no other
+            job_dir = Path(config.hydra.runtime.output_dir)
+            stopped(job_dir.parent.parent, job_dir)
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        """A job that could not write its file (a full disk, a file-size limit, a folder in
+        the file's place) ends the sweep with exit status 1 and one line, not a traceback."""
+        error = getattr(job_return, "_return_value", None)
+        if isinstance(error, OSError):
+            sweep_dir = Path(config.hydra.runtime.output_dir).parent.parent
+            write_failed(error, sweep_dir)
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         job_dir = Path(config.hydra.runtime.output_dir)
@@ -55,6 +71,8 @@ class MergeResults(Callback):
                                  f"runner.collect {sweep_dir}", highlight=False)
             MERGE_FAILED.append(str(sweep_dir))
             return
+        if interrupt.requested():  # Ctrl-C while merging: the merge completed; say so, 130
+            stopped(sweep_dir, None, merged=merged)
         if merged is not None and config.get("store_calibration") and config.get("smoke"):
             console.stderr.print("calibration not stored: smoke=true sizes and timer give "
                                  "meaningless ceilings")
@@ -74,6 +92,31 @@ class MergeResults(Callback):
             status = check_sweep(merged)  # after the merge: -m sweeps are judged as one
             if status:
                 raise SystemExit(status)
+
+
+def stopped(sweep_dir: Path, job_dir: Path | None, *, merged: Path | None = None) -> None:
+    """After Ctrl-C: merge what finished (unless ``merged`` already is), say where it is and
+    how to go on, exit 130. A merge that fails still leaves every trial in the journal."""
+    if merged is None:
+        try:
+            finish_sweep(sweep_dir)
+        except (OSError, ValueError) as exc:
+            console.stderr.print(f"opsweep: error: merging {sweep_dir} failed: {exc}",
+                                 highlight=False)
+    where = job_dir or sweep_dir
+    console.stderr.print(f"stopped by Ctrl-C in {where}; finished trials are kept. "
+                         f"Continue with: python -m runner.resume {sweep_dir}", highlight=False)
+    raise SystemExit(interrupt.EXIT_INTERRUPTED)
+
+
+def write_failed(error: OSError, sweep_dir: Path) -> None:
+    """Exit 1 naming the file that could not be written and the command that goes on."""
+    path = error.filename or sweep_dir
+    console.stderr.print(f"opsweep: error: could not write {path}: {error.strerror or error}. "
+                         "Every finished trial is in jobs/*/journal/; free space (or move what "
+                         "is in the file's place), then continue with: python -m runner.resume "
+                         f"{sweep_dir}", highlight=False)
+    raise SystemExit(1)
 
 
 def take_lock(config: DictConfig, sweep_dir: Path) -> None:

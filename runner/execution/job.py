@@ -26,7 +26,7 @@ from runner.config.guards import check_job
 from runner.config.planner import plan_job
 from runner.execution import pool, worker
 from runner.execution.insight import InsightOptions
-from runner.execution.interrupt import EXIT_INTERRUPTED, GracefulStop
+from runner.execution.interrupt import GracefulStop
 from runner.storage import journal
 from runner.storage.files import FORMAT_VERSION, JOB_FILE, replace_with_superset
 
@@ -153,12 +153,9 @@ def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str) 
 
 def _stopped(sweep_dir: Path, job_dir: Path) -> None:
     """After Ctrl-C: merge what finished, say where it is and how to go on, exit 130."""
-    from runner.execution.callbacks import finish_sweep
+    from runner.execution.callbacks import stopped
 
-    finish_sweep(sweep_dir)
-    console.stderr.print(f"stopped by Ctrl-C in {job_dir}; finished trials are kept. "
-                         f"Continue with: python -m runner.resume {sweep_dir}", highlight=False)
-    raise SystemExit(EXIT_INTERRUPTED)
+    stopped(sweep_dir, job_dir)
 
 
 def _heat_devices(runner_: Any, planned: list, seconds: float) -> None:
