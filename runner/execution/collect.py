@@ -3,7 +3,7 @@
 A sweep killed mid-way (Ctrl-C, the OOM killer, a lost machine) leaves every finished trial in
 its jobs' journals (``jobs/<n>/journal/``) but no ``results.parquet``. This builds each job's
 ``trials.parquet`` and the merged file from them. An existing merged file is replaced only by
-a verified superset of its rows (so collecting a running sweep is safe), a damaged one is
+a verified superset of its rows, a damaged one is
 rebuilt from the job files, and a damaged job file is named and skipped. Exit status 1 when a
 write failed or nothing was found, 2 for a bad folder or one that another process is writing
 (collect takes the sweep's lock, ``runner.storage.lock``; ``--wait`` waits for it).
@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
             if finish_sweep(sweep_dir) is None:
                 status = 1
         except lock.SweepBusy as exc:
-            print(f"opsweep: error: {exc}", file=sys.stderr)
+            print(f"opsweep: error: {exc} To look at its finished trials meanwhile, "
+                  f"runner.load('{sweep_dir}') reads them without writing.", file=sys.stderr)
             status = 2
             continue
         except (OSError, ValueError) as exc:  # a failed write is an error, never exit 0
