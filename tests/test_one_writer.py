@@ -263,13 +263,14 @@ def test_load_counts_each_trial_once_when_a_job_has_only_its_journal(tmp_path: P
 # Ctrl-C, full disks, newer formats: a clear exit, never a traceback
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("gap_s", [0.0, 0.3])
 def test_three_ctrl_c_in_a_row_exit_130_with_a_merged_file_or_a_resume_line(
-        tmp_path: Path) -> None:
+        tmp_path: Path, gap_s: float) -> None:
     run = Proc(FORTY_WORKER, tmp_path)
     wait_for_entries(tmp_path, 2, run)
     for _ in range(3):
         run.group_signal(signal.SIGINT)  # the terminal's Ctrl-C: the whole group
-        time.sleep(0.15)
+        time.sleep(gap_s)
     assert run.wait() == 130, run.text
     assert "Traceback" not in run.text
     (sweep,) = (tmp_path / "results").iterdir()
@@ -308,3 +309,15 @@ def test_a_newer_format_journal_entry_during_resume_is_a_clear_exit(tmp_path: Pa
     resumed = Proc([str(sweep)], tmp_path, module="runner.resume")
     assert resumed.wait() == 2, resumed.text
     assert "format_version 99" in resumed.text and "Traceback" not in resumed.text
+
+
+@pytest.mark.parametrize("folder", ["/data/a,b", "/data/it's [x]", "/data/plain-1.0"])
+def test_resume_passes_a_results_dir_hydra_reads_back_unchanged(folder: str) -> None:
+    """A sweep run with ``results_dir='a,b'`` is resumable: the resume quotes the folder, so
+    Hydra does not read the comma as a sweep over two folders."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from runner.execution.resume import hydra_quote
+
+    override = OverridesParser.create().parse_override(f"results_dir={hydra_quote(folder)}")
+    assert not override.is_sweep_override() and override.value() == folder

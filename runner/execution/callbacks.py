@@ -135,7 +135,10 @@ def take_lock(config: DictConfig, sweep_dir: Path) -> None:
                   else "lock_wait_s=SECONDS")
     except lock.SweepBusy as exc:
         fail(exc)
-    except (OSError, ValueError) as exc:
+    except ValueError:
+        fail(f"invalid value for 'lock_wait_s': {wait_s!r}. Expected seconds >= 0 (0: exit 2 "
+             "at once while another process writes the sweep).")
+    except OSError as exc:
         fail(f"cannot lock the sweep folder {sweep_dir}: {exc}")
     if resuming:
         try:  # a journal entry from a newer opsweep: say so now, not as a traceback later

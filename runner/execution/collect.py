@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                   "results/", file=sys.stderr)
             status = 2
             continue
+        ours = not lock.held(sweep_dir)
         try:
             lock.hold(sweep_dir, args.wait, what="--wait SECONDS")
             if finish_sweep(sweep_dir) is None:
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:  # a failed write is an error, never exit 0
             print(f"opsweep: error: could not merge {sweep_dir}: {exc}", file=sys.stderr)
             status = 1
+        finally:
+            if ours:
+                lock.release(sweep_dir)
     return status
 
 

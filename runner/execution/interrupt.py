@@ -64,7 +64,10 @@ class GracefulStop:
             print("\nopsweep: Ctrl-C: stopping after the trial in flight (Ctrl-C again to stop "
                   "now; finished trials are kept)", file=sys.stderr, flush=True)
             return
-        raise KeyboardInterrupt
+        if self.count == 2:
+            raise KeyboardInterrupt
+        # a third: the stop is under way (the worker being stopped); raising again would
+        # interrupt that with a traceback
 
     def __enter__(self) -> GracefulStop:
         if requested():  # Ctrl-C while the job was being planned: run no trial
