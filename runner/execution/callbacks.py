@@ -106,6 +106,7 @@ def stopped(sweep_dir: Path, job_dir: Path | None, *, merged: Path | None = None
     where = job_dir or sweep_dir
     console.stderr.print(f"stopped by Ctrl-C in {where}; finished trials are kept. "
                          f"Continue with: python -m runner.resume {sweep_dir}", highlight=False)
+    interrupt.ignore()
     raise SystemExit(interrupt.EXIT_INTERRUPTED)
 
 

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import atexit
 import signal
 import sys
 import threading
@@ -38,6 +39,15 @@ def install() -> None:
     """From now on, Ctrl-C outside a trial loop is counted, not raised (main thread only)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _outside_trials)
+        atexit.register(ignore)
+
+
+def ignore() -> None:
+    """Ignore Ctrl-C from here to the exit: everything is written, and the exit status is
+    decided. (Python's shutdown restores the default handler, under which a late Ctrl-C killed
+    the process by SIGINT instead of letting it exit 130.)"""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _outside_trials(signum: int, frame: FrameType | None) -> None:
