@@ -12,7 +12,9 @@ between attempts and no merge can ever verify them again. The rule:
 3. among failures only, the **latest**: the most recent reason is the one to act on;
 4. ties: the order the attempts were given in (job file first, then journal attempts).
 
-Every attempt stays in the journal; this only chooses the one row per trial.
+Every attempt stays in the journal; this only chooses the one row per trial. The same rule
+says when a merged view may be replaced (:func:`superset_problem`): only by one that keeps
+every trial and every finished row, or that the rule prefers (a damaged sweep is repaired).
 """
 
 from __future__ import annotations
@@ -91,3 +93,43 @@ def keep_one(table: pa.Table) -> tuple[pa.Table, dict[tuple, int]]:
 def _sortable(key: tuple) -> tuple:
     return tuple((value is None, value if value is not None else 0) if not isinstance(value, str)
                  else (False, value) for value in key)
+
+
+def row_keys(table: pa.Table) -> list[tuple[tuple, tuple]]:
+    """``((sweep_id, job_num, trial_index), (status, trial_id, timestamp))`` of each row."""
+    names = ("sweep_id", "job_num", "trial_index", "status", "trial_id", "timestamp")
+    n = table.num_rows
+    cols = [table.column(c).to_pylist() if c in table.column_names else [None] * n
+            for c in names]
+    return [((s, j, i), (st, tid, ts)) for s, j, i, st, tid, ts in zip(*cols)]
+
+
+def superset_problem(old: pa.Table, new: pa.Table) -> str | None:
+    """Why ``new`` may not replace ``old`` (None when it may): every trial of ``old`` must be
+    in ``new``, and every ``ok``/``skipped`` row of ``old`` unchanged there, or replaced by an
+    attempt the one rule prefers (:mod:`runner.storage.attempts`: a sweep with two ok attempts
+    of one trial is repaired to the earliest; the other attempts stay in the journal)."""
+    return compare_rows(old, new)[0]
+
+
+def compare_rows(old: pa.Table, new: pa.Table) -> tuple[str | None, list[tuple]]:
+    """The problem (or None) and the trials whose kept row the rule changed."""
+    new_rows: dict[tuple, list[tuple]] = {}
+    for key, value in row_keys(new):
+        new_rows.setdefault(key, []).append(value)
+    old_rows = row_keys(old)
+    missing = [key for key, _ in old_rows if key not in new_rows]
+    if missing:
+        return (f"{len(missing)} trial(s) of the existing file are missing, e.g. {missing[0]}",
+                [])
+    changed, repaired = [], []
+    for key, value in old_rows:
+        if value[0] not in DONE_STATUSES or value in new_rows[key]:
+            continue
+        if any(preference(v[0], v[2]) < preference(value[0], value[2]) for v in new_rows[key]):
+            repaired.append(key)
+        else:
+            changed.append(key)
+    if changed:
+        return f"{len(changed)} finished trial(s) would change, e.g. {changed[0]}", repaired
+    return None, repaired

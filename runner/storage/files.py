@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from runner.storage.attempts import DONE_STATUSES, preference
+from runner.storage.attempts import compare_rows, row_keys
 from runner.storage.columns import COLUMNS, MODE_COLUMNS
 
 JOB_FILE = "trials.parquet"
@@ -134,46 +134,6 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def row_keys(table: pa.Table) -> list[tuple[tuple, tuple]]:
-    """``((sweep_id, job_num, trial_index), (status, trial_id, timestamp))`` of each row."""
-    names = ("sweep_id", "job_num", "trial_index", "status", "trial_id", "timestamp")
-    n = table.num_rows
-    cols = [table.column(c).to_pylist() if c in table.column_names else [None] * n
-            for c in names]
-    return [((s, j, i), (st, tid, ts)) for s, j, i, st, tid, ts in zip(*cols)]
-
-
-def superset_problem(old: pa.Table, new: pa.Table) -> str | None:
-    """Why ``new`` may not replace ``old`` (None when it may): every trial of ``old`` must be
-    in ``new``, and every ``ok``/``skipped`` row of ``old`` unchanged there, or replaced by an
-    attempt the one rule prefers (:mod:`runner.storage.attempts`: a sweep with two ok attempts
-    of one trial is repaired to the earliest; the other attempts stay in the journal)."""
-    return _compare(old, new)[0]
-
-
-def _compare(old: pa.Table, new: pa.Table) -> tuple[str | None, list[tuple]]:
-    """The problem (or None) and the trials whose kept row the rule changed."""
-    new_rows: dict[tuple, list[tuple]] = {}
-    for key, value in row_keys(new):
-        new_rows.setdefault(key, []).append(value)
-    old_rows = row_keys(old)
-    missing = [key for key, _ in old_rows if key not in new_rows]
-    if missing:
-        return (f"{len(missing)} trial(s) of the existing file are missing, e.g. {missing[0]}",
-                [])
-    changed, repaired = [], []
-    for key, value in old_rows:
-        if value[0] not in DONE_STATUSES or value in new_rows[key]:
-            continue
-        if any(preference(v[0], v[2]) < preference(value[0], value[2]) for v in new_rows[key]):
-            repaired.append(key)
-        else:
-            changed.append(key)
-    if changed:
-        return f"{len(changed)} finished trial(s) would change, e.g. {changed[0]}", repaired
-    return None, repaired
-
-
 def replace_with_superset(table: pa.Table, path: Path) -> Path:
     """Write ``table`` to ``path``: a new file, or an atomic replacement of an existing one
     that is readable and whose rows ``table`` verifiably contains. An existing file that is
@@ -189,7 +149,7 @@ def replace_with_superset(table: pa.Table, path: Path) -> Path:
         old = None
     if old is not None:
         check_format(old.schema.metadata, path)
-        problem, repaired = _compare(old, table)
+        problem, repaired = compare_rows(old, table)
         if problem:
             raise FileExistsError(f"refusing to replace {path}: {problem}")
         if repaired:
