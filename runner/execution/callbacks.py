@@ -71,6 +71,8 @@ class MergeResults(Callback):
                                  f"runner.collect {sweep_dir}", highlight=False)
             MERGE_FAILED.append(str(sweep_dir))
             return
+        finally:
+            lock.release(sweep_dir)  # the sweep is written: nothing below writes into it
         if interrupt.requested():  # Ctrl-C while merging: the merge completed; say so, 130
             stopped(sweep_dir, None, merged=merged)
         if merged is not None and config.get("store_calibration") and config.get("smoke"):

@@ -37,8 +37,10 @@ def requested() -> bool:
 
 def install() -> None:
     """From now on, Ctrl-C outside a trial loop is counted, not raised (main thread only)."""
+    _Sweep.count = 0  # a new sweep (several can run in one process: tests, notebooks)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _outside_trials)
+        atexit.unregister(ignore)  # once, however many sweeps this process runs
         atexit.register(ignore)
 
 

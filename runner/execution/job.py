@@ -27,7 +27,7 @@ from runner.config.planner import plan_job
 from runner.execution import pool, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
-from runner.storage import journal
+from runner.storage import journal, lock
 from runner.storage.files import FORMAT_VERSION, JOB_FILE, replace_with_superset
 
 #: Set (to "1") by ``python -m runner.resume``: run only the trials without an ok/skipped row.
@@ -172,6 +172,7 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
     remove what Hydra wrote (its .hydra record) so a failed start leaves no empty sweep behind.
     Only folders holding no result file are touched."""
     if (job_dir / JOB_FILE).exists() or journal.journal_dir(job_dir).exists():
+        lock.release(job_dir.parent.parent)
         return
     shutil.rmtree(job_dir / ".hydra", ignore_errors=True)
     for folder in (job_dir, job_dir.parent, job_dir.parent.parent, job_dir.parent.parent.parent):
@@ -179,6 +180,7 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
             folder.rmdir()  # only succeeds when empty
         except OSError:
             break
+    lock.release(job_dir.parent.parent)  # and the folders made only to hold the sweep's lock
 
 
 def smoke_timer() -> DictConfig:
