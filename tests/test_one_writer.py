@@ -286,7 +286,8 @@ def test_a_full_disk_at_the_job_file_write_names_the_path_and_the_resume(
     code = run.wait()
     assert code == 1, run.text
     assert "Traceback" not in run.text
-    assert "could not write" in run.text and "python -m runner.resume" in run.text
+    assert f"could not write {tmp_path / 'results' / 's' / 'jobs' / '0' / JOB_FILE}" in run.text
+    assert "python -m runner.resume" in run.text
 
 
 def test_a_folder_in_the_merged_file_s_place_is_exit_1_naming_it(tmp_path: Path) -> None:

@@ -114,6 +114,11 @@ def _write_tmp(table: pa.Table, path: Path, durable: bool) -> Path:
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
+    except OSError as exc:  # a full disk, a file-size limit: name the file it was for
+        tmp.unlink(missing_ok=True)
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
