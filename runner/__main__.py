@@ -1,8 +1,9 @@
 """``python -m runner [key=value ...] [-m]``: run a sweep.
 
-The command line is checked before Hydra composes anything (``runner.config.overrides``), so a
-typo in any job of a multirun fails with exit status 2 before the first trial runs and before any
-result directory is created.
+The command line is parsed once and checked before Hydra runs anything
+(``runner.config.overrides``): each override by its key's declared rule, then every job of a
+multirun composed and planned. So a typo in any job fails with exit status 2 before the first
+trial runs and before any result directory is created.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from omegaconf import DictConfig
 
 from runner.cli import fail
 from runner.config import schema
+from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.errors import ConfigError
-from runner.config.guards import check_args
-from runner.config.overrides import check_command_line
+from runner.config.overrides import check_overrides
+from runner.config.preflight import preflight
 
 schema.register()
 
@@ -30,16 +32,15 @@ def _hydra_main(cfg: DictConfig) -> object:
 
 def main() -> None:
     try:
-        check_args(sys.argv[1:])
-        check_command_line(sys.argv[1:])
+        cmd = parse_command_line(sys.argv[1:])
+        sys.argv[1:] = cmd.argv  # flags first: Hydra's parser wants overrides last
+        if not (cmd.flags.help or cmd.flags.hydra_help or cmd.flags.shell_completion):
+            check_overrides(cmd)
+        if cmd.runs_trials:
+            _prestart(cmd)
+            preflight(cmd)
     except ConfigError as exc:
         fail(exc)
-    if _runs_trials(sys.argv[1:]):
-        # Start the trial worker now: its torch import runs on another core while Hydra
-        # composes the config and the driver plans the job (runner.execution.worker).
-        from runner.execution.worker import supervisor
-
-        supervisor().prestart()
     _hydra_main()
     from runner.execution.callbacks import MERGE_FAILED
 
@@ -47,16 +48,15 @@ def main() -> None:
         raise SystemExit(1)
 
 
-#: Hydra flags after which no trial runs (help, config printing, completion).
-_NO_TRIALS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--version",
-              "--shell-completion", "-sc")
+def _prestart(cmd: CommandLine) -> None:
+    """Start the trial worker now: its torch import runs on another core while every job is
+    composed and planned (runner.execution.worker). ``workers=N`` starts its own pool."""
+    in_process = any(a == "isolation=none" for a in cmd.texts)
+    pooled = any(a.startswith("workers=") and a != "workers=1" for a in cmd.texts)
+    if not (in_process or pooled):
+        from runner.execution.worker import supervisor
 
-
-def _runs_trials(args: list[str]) -> bool:
-    """Whether to prestart the one trial worker (``workers=N`` starts its own pool)."""
-    return not any(a.partition("=")[0] in _NO_TRIALS for a in args) \
-        and "isolation=none" not in args \
-        and not any(a.startswith("workers=") and a != "workers=1" for a in args)
+        supervisor().prestart()
 
 
 if __name__ == "__main__":

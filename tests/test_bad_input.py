@@ -59,7 +59,7 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
     ("op-name", ["op=matmull"], ["'op'", "'matmull'", "matmul"]),
     ("timer-preset", ["timer=fastest"], ["'timer'", "'fastest'", "quick"]),
     ("experiment-name", ["experiment=nope"], ["'experiment'", "'nope'", "quickstart"]),
-    ("experiment-malformed", ["hydra.searchpath=[file:///tmp/badexp]", "experiment=broken"],
+    ("experiment-malformed", ["--config-dir", "cd", "experiment=broken"],
      ["'experiment'", "'broken'", "broken.yaml", "not valid YAML"]),
     # timer (README "Timer")
     ("timer-key", ["timer.warmups=3"], ["'timer.warmups'", "timer.warmup_calls"]),
@@ -96,7 +96,76 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
      ["'op._target_'", "Parameters of op 'custom'"]),
     # where results go
     ("results-dir-file", ["results_dir=README.md/x"], ["'results_dir'", "not a directory"]),
+    ("results-dir-proc", ["results_dir=/proc/opsweep"], ["'results_dir'", "/proc"]),
+    ("sweep-id-long", ["sweep_id=" + "a" * 300], ["'sweep_id'", "300 bytes", "shorter"]),
+    # numbers: finite and in range (nan would switch a limit off)
+    ("nan-trial-timeout", ["trial_timeout_s=nan"], ["'trial_timeout_s'", "nan", "finite"]),
+    ("nan-target-rel", ["timer.target_rel=nan"], ["'timer.target_rel'", "nan", "> 0"]),
+    ("nan-max-time", ["timer.max_time_s=nan"], ["'timer.max_time_s'", "nan", "> 0"]),
+    ("inf-warmup", ["timer.warmup_s=inf"], ["'timer.warmup_s'", "inf", "finite"]),
+    ("nan-gpu-warmup", ["gpu_warmup_s=nan"], ["'gpu_warmup_s'", "nan", "seconds"]),
+    ("energy-window-negative", ["energy_window_s=-3"], ["'energy_window_s'", "-3", "> 0"]),
+    ("profile-calls-zero", ["profile_calls=0"], ["'profile_calls'", "0", ">= 1"]),
+    ("op-flops-nan", ["op=custom", f"op.target={FINE}", "op.flops=nan"],
+     ["'op.flops'", "nan", "finite"]),
+    ("op-flops-negative", ["op=custom", f"op.target={FINE}", "op.flops=-0.5"],
+     ["'op.flops'", "-0.5", ">= 0", "-1 (the default)"]),
+    ("seed-int64", ["seed=9223372036854775808"], ["'seed'", "9223372036854775808", "int64"]),
+    ("timer-preset-name", ["timer.preset=bogus"], ["'timer.preset'", "'bogus'", "quick"]),
+    ("check-bool", ["check=maybe"], ["'check'", "'maybe'", "true, false"]),
+    # empty lists: no trials
+    ("empty-dtype", ["dtype=[]"], ["no trials", "dtype=[] is empty"]),
+    ("empty-device", ["device=[]"], ["no trials", "device=[] is empty"]),
+    ("empty-cases", ["cases=[]"], ["no trials", "cases=[] is empty"]),
+    ("empty-op-param", ["op=batched_dot", "op.impl=[]"], ["no trials", "op.impl=[] is empty"]),
+    # sweeps
+    ("sweep-without-m", ["dtype=fp32,bf16"], ["dtype=fp32,bf16", "add -m", "dtype=[fp32,bf16]"]),
+    ("multirun-bad-job", ["-m", "--config-dir", "cd", "op=vector_add", "shape=[8]",
+                          "experiment=quickstart,no_package"],
+     ["job 1", "experiment=no_package", "@package _global_"]),
+    # experiment and op files (under --config-dir): Hydra's errors in opsweep's words
+    ("experiment-expect-mapping", ["--config-dir", "cd", "experiment=expect_mapping"],
+     ["expect", "{'claim': 'x'}", "list"]),
+    ("experiment-pivot-key", ["--config-dir", "cd", "experiment=pivot_key"],
+     ["pivots[0].nosuchkey", "Valid keys"]),
+    ("experiment-rows-string", ["--config-dir", "cd", "experiment=rows_string"],
+     ["pivots[0].rows", "'op'"]),
+    ("experiment-unknown-key", ["--config-dir", "cd", "experiment=unknown_key"],
+     ["unknown config key 'nosuchsetting'", "experiment/unknown_key.yaml"]),
+    ("experiment-value-type", ["--config-dir", "cd", "experiment=value_type"],
+     ["'smoke'", "'maybe'", "experiment/value_type.yaml"]),
+    ("experiment-no-package", ["--config-dir", "cd", "experiment=no_package"],
+     ["'experiment'", "dtype", "@package _global_"]),
+    ("experiment-missing-op", ["--config-dir", "cd", "experiment=missing_op"],
+     ["'op'", "'nosuchop'", "matmul"]),
+    ("config-dir-unknown-key", ["--config-dir", "cd", "nosuch=1"],
+     ["unknown config key 'nosuch'", "Valid keys"]),
+    ("config-dir-missing", ["--config-dir", "nodir", "op=add"], ["'--config-dir'", "nodir"]),
+    ("op-yaml-shape-names", ["--config-dir", "cd", "op=bad_names"],
+     ["'op.shape_names'", "5", "[M, N, K]"]),
+    ("op-target-import", ["op=custom", "op.target=broken_import:fn"],
+     ["'op.target'", "broken_import", "nosuchdependency_xyz"]),
 ]
+
+#: the files the catalog's cases read, made under each case's own tmp_path (``cd/`` is the
+#: ``--config-dir``): a broken YAML, experiments that compose wrongly, a broken op YAML, and a
+#: module whose import fails
+FILES = {
+    "cd/experiment/broken.yaml": "# @package _global_\ndtype: [fp32\nop: {a: b\n",
+    "cd/experiment/expect_mapping.yaml": "# @package _global_\nexpect:\n  claim: x\n",
+    "cd/experiment/pivot_key.yaml": "# @package _global_\npivots:\n  - rows: [op]\n"
+                                    "    nosuchkey: 1\n",
+    "cd/experiment/rows_string.yaml": "# @package _global_\npivots:\n  - rows: op\n"
+                                      "    columns: [dtype]\n",
+    "cd/experiment/unknown_key.yaml": "# @package _global_\nnosuchsetting: 3\n",
+    "cd/experiment/value_type.yaml": "# @package _global_\nsmoke: maybe\n",
+    "cd/experiment/no_package.yaml": "dtype: bf16\n",
+    "cd/experiment/missing_op.yaml": "# @package _global_\ndefaults:\n"
+                                     "  - override /op: nosuchop\n",
+    "cd/op/bad_names.yaml": "_target_: ops.matmul.build\nname: bad_names\nshape_names: 5\n"
+                            "default_shape: [8, 8, 8]\n",
+    "broken_import.py": "import nosuchdependency_xyz\n\n\ndef fn(a, b):\n    return a + b\n",
+}
 
 
 def _run_main(args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -127,13 +196,42 @@ def test_bad_input_exits_2_with_a_precise_message_and_leaves_nothing(
         args: list[str], words: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture) -> None:
     (tmp_path / "README.md").write_text("a file, not a folder\n")
+    for name, text in FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    before = _files(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # as `python -m` puts the current folder first
     code = _run_main(SMALL + args, tmp_path, monkeypatch)
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2, err
     assert err.startswith("opsweep: error:"), err
+    assert "Traceback" not in err
     for word in words:
         assert word in err, f"{word!r} not in: {err}"
-    assert _files(tmp_path) == ["README.md"], "a rejected run left files behind"
+    assert _files(tmp_path) == before, "a rejected run left files behind"
+
+
+def test_an_override_after_m_simply_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture) -> None:
+    """argparse alone stops at the first override after a flag; opsweep reorders them."""
+    code = _run_main(["op=vector_add", "-m", "dtype=fp32,fp64", "shape=[8]", "timer=smoke",
+                      "isolation=none", "check_accuracy=false", "sweep_id=s"], tmp_path,
+                     monkeypatch)
+    assert code == 0, capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "results" / "s" / "jobs").iterdir()) == ["0", "1"]
+
+
+@pytest.mark.parametrize("raised", ["SystemExit(0)", "SystemExit('bye')", "KeyboardInterrupt"])
+def test_an_op_that_raises_systemexit_or_keyboardinterrupt_is_an_error_row(
+        run_one: Any, raised: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under isolation=none a trial runs in the driver: SystemExit(0) from an op used to end
+    the sweep with exit 0 and no result file."""
+    module = "quits_" + "".join(c for c in raised if c.isalnum())  # one module per case
+    (tmp_path / f"{module}.py").write_text(f"def fn(a, b):\n    raise {raised}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    row = run_one("op=custom", f"op.target={module}:fn", "shape=[8,8]", "timer=smoke")
+    assert row["status"] == "error", row
+    assert raised.partition("(")[0] in row["reason"] and "end the sweep" in row["reason"]
 
 
 def test_catalog_has_at_least_30_kinds_and_is_documented() -> None:
@@ -163,3 +261,18 @@ def test_a_function_that_returns_no_tensor_is_an_error_row(run_one: Any, target:
     row = run_one("op=custom", f"op.target={target}", "shape=[8,8]", "timer=smoke")
     assert row["status"] == "error", row["reason"]
     assert "returned no tensor" in row["reason"]
+
+
+def test_a_second_ctrl_c_still_stops_a_trial_that_runs_in_process(
+        run_one: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the op's own KeyboardInterrupt becomes a row: the one the Ctrl-C handler raises
+    (isolation=none, second Ctrl-C) still ends the sweep."""
+    from runner.execution.interrupt import GracefulStop
+
+    (tmp_path / "presses_ctrl_c.py").write_text(
+        "import os, signal\n\n\ndef fn(a, b):\n    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n    return a + b\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with GracefulStop() as stop, pytest.raises(KeyboardInterrupt):
+        run_one("op=custom", "op.target=presses_ctrl_c:fn", "shape=[8,8]", "timer=smoke")
+    assert stop.count == 2

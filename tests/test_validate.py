@@ -130,7 +130,8 @@ def test_check_command_line_rejects(case: Case) -> None:
     ["-m", "op=matmul,batched_dot", "dtype=fp32,bf16"],
     ["op=custom", "op.target=ops.examples:gelu_mul", "device=cpu", "seed=3"],
     ["experiment=quickstart", "timer.target_rel=0.1", "timer.flush_l2=true"],
-    ["hydra.verbose=true", "+notes=x"],
+    ["hydra.verbose=true", "++notes=x"],
+    ["op=matmul", "-m", "dtype=fp32,bf16", "shape=[8,8,8]"],  # an override after -m
 ])
 def test_check_command_line_accepts_good_input(args: list[str]) -> None:
     check_command_line(args)
@@ -162,3 +163,38 @@ def test_cli_creates_no_results_directory(runs: dict[str, Any], case: Case) -> N
         f"results/ was created: {sorted(p.name for p in (run.cwd / 'results').rglob('*'))}"
         f"\n{run.explain()}")
     assert not (run.cwd / "multirun").exists() and not (run.cwd / "outputs").exists()
+
+
+# ---------------------------------------------------------------------------------------
+# One rule per setting, declared on its field
+# ---------------------------------------------------------------------------------------
+
+def test_every_scalar_setting_declares_its_rule() -> None:
+    """A new number, flag or choice among the settings is checked by declaring it with
+    ``runner.config.settings.setting(default, doc, minimum=...)``; nothing else checks it."""
+    import dataclasses
+
+    from runner.config.schema import InsightSettings, RunConfig, TimerSettings
+
+    for schema in (RunConfig, TimerSettings, InsightSettings):
+        for f in dataclasses.fields(schema):
+            if str(f.type) in ("int", "float", "bool") or f.name in ("trial_timeout_s",
+                                                                      "workers"):
+                assert "rule" in f.metadata, f"{schema.__name__}.{f.name} declares no rule"
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["timer.max_time_s=nan"], ("'timer.max_time_s'", "nan", "finite")),
+    (["timer.min_samples=50", "timer.max_samples=10"], ("min_samples (50)", "max_samples (10)")),
+    (["experiment=quickstart", "timer.target_rel=-1"], ("'timer.target_rel'", "-1", "> 0")),
+])
+def test_a_timer_rule_is_the_same_on_the_command_line_and_in_a_composed_job(
+        args: list[str], needles: tuple[str, ...], compose: Any) -> None:
+    """The command line and the planner read one declaration (TimerSettings' fields)."""
+    from runner.config.planner import plan_job
+
+    for check in (lambda: check_command_line(args), lambda: plan_job(compose(*args))):
+        with pytest.raises(ConfigError) as info:
+            check()
+        for needle in needles:
+            assert needle in str(info.value), str(info.value)

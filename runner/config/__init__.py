@@ -1,4 +1,9 @@
-"""What the user asked for: the schema Hydra checks, the checks on overrides, the trial planner.
+"""What the user asked for: the schema Hydra checks, the front door, the trial planner.
+
+The front door (``overrides.check_command_line``): the command line parsed once
+(``commandline``), each value checked by the rule declared with its key (axes: ``axes``;
+settings: their fields in ``schema``, enforced by ``settings``; op parameters: the builder's
+signature, ``ops``), then every job composed and planned (``preflight``).
 
 Turns a composed Hydra config into frozen :class:`~runner.config.trials.TrialSpec` objects, or
 into a :class:`~runner.config.errors.ConfigError` (exit status 2) before anything runs.

@@ -69,6 +69,9 @@ class CompileMode(str, Enum):
     max_autotune_no_cudagraphs = "max-autotune-no-cudagraphs"
 
 
+#: The largest value of an int64 column: every integer axis and setting is stored in one.
+INT64_MAX = (1 << 63) - 1
+
 #: Parquet column types an axis can have (mapped to Arrow types by runner.storage.columns).
 COLUMN_TYPES = ("string", "int64", "bool", "list<int64>")
 
@@ -139,11 +142,12 @@ class Axis:
                 return value
             raise bad_value(self.name, value, self.choices or [])
         if self.kind is int:
-            if (isinstance(value, bool) or not isinstance(value, int)
+            if (isinstance(value, bool) or not isinstance(value, int) or value > INT64_MAX
                     or (self.minimum is not None and value < self.minimum)):
                 null = " or null" if self.nullable else ""
                 raise ConfigError(f"invalid value for '{self.name}': {value!r}. Expected an "
-                                  f"integer >= {self.minimum}{null}.")
+                                  f"integer >= {self.minimum} and <= {INT64_MAX} (an int64 "
+                                  f"column){null}.")
             return value
         raise ConfigError(f"axis '{self.name}' has no check for kind {self.kind!r}")
 

@@ -19,12 +19,11 @@ from runner.config.schema import OP_META_KEYS
 def check_expectations(node: Mapping[str, Any], params: Iterable[str], where: str = "") -> None:
     """Parse and check ``node``'s ``expect`` and ``pivots``; selectors may name ``params``."""
     try:
-        claims = parse(node.get("expect"), Claim, f"{where}expect")
-        pivots = parse(node.get("pivots"), Pivot, f"{where}pivots")
+        claims = parse(node.get("expect"), Claim, "expect")
+        pivots = parse(node.get("pivots"), Pivot, "pivots")
         check(claims, pivots, params)
     except ClaimSpecError as exc:
-        raise ConfigError(f"{where}{exc}" if where and not str(exc).startswith(where)
-                          else str(exc)) from None
+        raise ConfigError(f"{where}{exc}") from None
 
 
 def check_job(values: Mapping[str, Any], planned: Sequence[Any]) -> None:

@@ -8,12 +8,14 @@ the builder's keyword parameters are the op's parameters, and their annotations 
 from __future__ import annotations
 
 import inspect
+import math
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from runner.config.axes import INT64_MAX
 from runner.config.errors import ConfigError, bad_value, choices_text
 from runner.config.schema import OP_META_KEYS
 from runner.config.trials import as_choices
@@ -24,6 +26,17 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
     """The options of a config group: the YAML files in ``conf/<group>/``."""
     return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+
+
+#: Config folders the command line adds (``--config-dir``, ``hydra.searchpath``), searched
+#: before ``conf/``; set once by :func:`runner.config.commandline.parse_command_line`.
+EXTRA_CONF_DIRS: list[Path] = []
+
+
+def group_options_everywhere(group: str) -> list[str]:
+    """The options of ``group`` in ``conf/`` and in the folders the command line adds."""
+    return sorted({name for folder in [*EXTRA_CONF_DIRS, CONF_DIR]
+                   for name in group_options(group, folder)})
 
 
 def resolve_target(target: str, key: str = "op._target_") -> Callable[..., Any]:
@@ -39,8 +52,10 @@ class OpParam:
     name: str
     annotation: Any
     choices: tuple[Any, ...] | None
+    default: Any = inspect.Parameter.empty
 
     def check(self, op: str, value: Any) -> Any:
+        """The value's type and choices from the annotation, its range from the default."""
         key = f"op.{self.name}"
         if self.choices is not None:
             if value not in self.choices:
@@ -58,7 +73,23 @@ class OpParam:
         if kind is str and not isinstance(value, str):
             raise ConfigError(f"invalid value for '{key}': {value!r}. Op '{op}' expects a "
                               "string.")
+        self._check_range(op, value)
         return value
+
+    def _check_range(self, op: str, value: Any) -> None:
+        """A number is finite and, unless it is the default, >= 0 (>= 1 where the default is
+        an int >= 1): a negative default is a sentinel (``custom``'s ``flops=-1``: count)."""
+        default = self.default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or isinstance(default, bool) or not isinstance(default, (int, float)):
+            return
+        minimum = 1 if isinstance(default, int) and default >= 1 else 0
+        if math.isfinite(value) and abs(value) <= INT64_MAX \
+                and (value >= minimum or value == default):
+            return
+        sentinel = f" or {default:g} (the default)" if default < minimum else ""
+        raise ConfigError(f"invalid value for 'op.{self.name}': {value!r}. Op '{op}' expects a "
+                          f"finite number >= {minimum}{sentinel} (default {default:g}).")
 
 
 def builder_params(builder: Callable[..., Any]) -> dict[str, OpParam]:
@@ -75,7 +106,7 @@ def builder_params(builder: Callable[..., Any]) -> dict[str, OpParam]:
         choices = None
         if typing.get_origin(annotation) is Literal:
             choices = typing.get_args(annotation)
-        params[name] = OpParam(name, annotation, choices)
+        params[name] = OpParam(name, annotation, choices, parameter.default)
     return params
 
 
@@ -108,13 +139,34 @@ def plan_op(op_cfg: Mapping[str, Any]) -> tuple[OpPlan, dict[str, list[Any]]]:
             raise bad_value("op", key, sorted(params) or ["(none)"],
                             f"'{key}' is not a parameter of op '{name}' ({target}).")
         choices[key] = list(dict.fromkeys(params[key].check(name, v) for v in as_choices(value)))
+        if not choices[key]:
+            raise no_trials(f"op.{key}")
     shape_names = op_cfg.get("shape_names")
     default_shape = op_cfg.get("default_shape")
+    if shape_names is not None and (not isinstance(shape_names, list)
+                                    or not all(isinstance(n, str) for n in shape_names)):
+        raise ConfigError(f"invalid value for 'op.shape_names' of op '{name}': "
+                          f"{shape_names!r}. Expected a list of dimension names, e.g. "
+                          "shape_names: [M, N, K]. Fix the op's YAML.")
+    if default_shape is not None and (
+            not isinstance(default_shape, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                for d in default_shape)):
+        raise ConfigError(f"invalid value for 'op.default_shape' of op '{name}': "
+                          f"{default_shape!r}. Expected a list of positive integers, e.g. "
+                          "default_shape: [512, 512, 512]. Fix the op's YAML.")
     plan = OpPlan(name=name, target=str(target), builder=builder,
                   shape_names=list(shape_names) if shape_names else None,
                   default_shape=tuple(default_shape) if default_shape else None,
                   params=params)
     return plan, choices
+
+
+def no_trials(key: str) -> ConfigError:
+    """An empty list where values are expected: the job would run nothing."""
+    return ConfigError(f"no trials: {key}=[] is empty. Give at least one value (a list "
+                       f"expands into one trial per element), or leave {key} out for its "
+                       "default.")
 
 
 #: ``smoke=true`` clamps every shape dimension to this, so any experiment runs in CI.

@@ -1,155 +1,145 @@
-"""Checking the command line's ``key=value`` overrides before Hydra composes anything.
+"""The front door: everything the user typed, checked before Hydra makes anything.
 
-So a typo in any job of a multirun fails with exit status 2 before the first job runs and
-before any result directory is made. Every message names the key, the bad value and the
-valid choices.
+:func:`check_command_line` is what ``python -m runner`` runs first. It parses the command line
+once (:mod:`runner.config.commandline`), checks each ``key=value`` by the rule declared with
+its key (an axis: :mod:`runner.config.axes`; a setting: its field in
+:mod:`runner.config.schema`; an op parameter: its builder's signature), then composes and
+plans every job of the sweep (:mod:`runner.config.preflight`). So a typo in any job of a
+multirun fails with exit status 2 before the first job runs and before any folder is made.
+Every message names the key, the bad value and the valid choices or the fix.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
+from runner.config import guards
 from runner.config.axes import AXES_BY_NAME, AXIS_NAMES
+from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.errors import ConfigError, bad_value, choices_text
-from runner.config.ops import CONF_DIR, builder_params, group_options, resolve_target
-from runner.config.planner import TIMER_CLOCKS, check_shape, check_shard, check_timer
+from runner.config.ops import (
+    CONF_DIR,
+    builder_params,
+    group_options,
+    no_trials,
+    resolve_target,
+)
+from runner.config.planner import check_shape, check_shard
 from runner.config.schema import OP_META_KEYS, RunConfig, TimerSettings
+from runner.config.settings import rules
 from runner.config.trials import as_choices, shape_choices
-
-# ---------------------------------------------------------------------------------------
-# The command line, before Hydra composes anything.
-# ---------------------------------------------------------------------------------------
 
 CONFIG_GROUPS = ("op", "timer", "experiment")
 TOP_LEVEL_KEYS = tuple(f.name for f in dataclasses.fields(RunConfig))
 TIMER_KEYS = tuple(f.name for f in dataclasses.fields(TimerSettings))
+RULES = rules(RunConfig)
+TIMER_RULES = rules(TimerSettings)
 
 
-def _override_values(override: Any) -> list[Any]:
-    if override.is_discrete_sweep():
-        return list(override.sweep_iterator())
-    if override.is_sweep_override():
-        return []  # interval sweeps (optuna etc.): values are not known up front
-    return [override.value()]
+def check_command_line(args: Sequence[str] | CommandLine, conf_dir: Path = CONF_DIR, *,
+                       compose: bool = True) -> CommandLine:
+    """Check a command line: each override (:func:`check_overrides`), then, with
+    ``compose``, every job composed and planned (:func:`runner.config.preflight.preflight`).
+    Raises :class:`ConfigError` on the first bad input."""
+    cmd = args if isinstance(args, CommandLine) else parse_command_line(args)
+    check_overrides(cmd, conf_dir)
+    if compose:
+        from runner.config.preflight import preflight
+
+        preflight(cmd, conf_dir)
+    return cmd
 
 
-def _ops_in_play(overrides: list[Any], conf_dir: Path) -> list[str]:
-    """Which op YAMLs a command line can select (see :func:`_presets_in_play`)."""
-    return _presets_in_play(overrides, "op", conf_dir)
-
-
-def _defaults_choice(node: DictConfig, group: str) -> list[str]:
-    found = []
-    for item in node.get("defaults", []) or []:
-        if isinstance(item, (dict, DictConfig)):
-            for key, value in item.items():
-                if key.split(" ")[-1].strip("/") == group and value is not None:
-                    found.append(str(value))
-    return found
-
-
-def check_command_line(args: list[str], conf_dir: Path = CONF_DIR) -> None:
-    """Validate ``key=value`` overrides; raise :class:`ConfigError` on the first bad one."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    overrides_text = [a for a in args if "=" in a and not a.startswith("-")]
-    try:
-        overrides = OverridesParser.create().parse_overrides(overrides_text)
-    except Exception as exc:  # Hydra's grammar errors are already precise
-        raise ConfigError(str(exc).splitlines()[0]) from None
-    custom_search = any(ov.key_or_group == "hydra.searchpath" for ov in overrides) or any(
-        a.startswith(("--config-dir", "-cd", "--config-path", "-cp")) for a in args)
-    op_names = _ops_in_play(overrides, conf_dir)
-    timer_overrides: dict[str, Any] = {}
-    sharding: dict[str, list[Any]] = {"shard": [0], "num_shards": [1]}
-    for ov in overrides:
+def check_overrides(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
+    """Each ``key=value`` against its key's declared rule; files and folders it names."""
+    dirs = [*cmd.extra_dirs, conf_dir]
+    op_names = _presets_in_play(cmd, "op", dirs)
+    single: dict[str, Any] = {}
+    for ov in cmd.overrides:
         key = ov.key_or_group
         if ov.is_hydra_override() or ov.is_delete():
             continue
-        values = _override_values(ov)
-        if key in sharding and values:
-            sharding[key] = values
+        values = cmd.values(ov)
+        if ov.is_sweep_override() and not cmd.multirun:
+            raise ConfigError(
+                f"'{ov.input_line}' is a sweep over several jobs, which needs -m: add -m "
+                f"(python -m runner -m {ov.input_line} ...), or write a list to run them in "
+                f"one job: {key}=[{','.join(str(v) for v in values)}].")
+        if len(values) == 1:
+            single[key] = values[0]
         if key in CONFIG_GROUPS:
-            if custom_search:
-                continue
-            options = group_options(key, conf_dir)
+            options = sorted({o for d in dirs for o in group_options(key, d)})
             for value in values:
                 if value is not None and str(value) not in options:
                     raise bad_value(key, value, options)
+                if key == "experiment" and value is not None:
+                    guards.check_experiment_file(str(value), dirs)
         elif key.startswith("timer."):
-            _check_key(key, key.partition(".")[2], TIMER_KEYS, "timer.")
-            _check_timer_value(key, values)
-            if len(values) == 1:
-                timer_overrides[key.partition(".")[2]] = values[0]
+            name = key.partition(".")[2]
+            _check_key(key, name, TIMER_KEYS, "timer.")
+            for value in values:
+                TIMER_RULES[name].enforce(key, value)
         elif key.startswith("op."):
-            if custom_search:
-                continue
-            _check_op_override(key, values, op_names, conf_dir)
+            _check_op_override(key, values, op_names, dirs)
         elif key in AXIS_NAMES:
-            _check_axis_values(key, values, op_names, conf_dir)
+            _check_axis_values(key, values, op_names, dirs)
         else:
             _check_key(key, key, TOP_LEVEL_KEYS, "")
-    from runner.config.expect import check_experiments, config_dirs
+            for value in values:
+                if key in RULES:
+                    RULES[key].enforce(key, value)
+    from runner.config.expect import check_experiments
 
-    for ov in overrides:  # the experiments' claims (expect:), in every job of a multirun
-        if ov.key_or_group == "experiment":
-            check_experiments([str(v) for v in _override_values(ov) if v],
-                              config_dirs(args, conf_dir))
-    # Every job of a multirun must be a valid shard, before the first one runs.
+    experiment = cmd.last("experiment")
+    if experiment is not None:  # the claims (expect:), in every job of a multirun
+        check_experiments([str(v) for v in cmd.values(experiment) if v], dirs)
+    sharding = {key: cmd.values(ov) if (ov := cmd.last(key)) else [default]
+                for key, default in (("shard", 0), ("num_shards", 1))}
     for shard in sharding["shard"]:
         for num_shards in sharding["num_shards"]:
             check_shard(shard, num_shards)
-    if timer_overrides and not custom_search:
-        for preset in _presets_in_play(overrides, "timer", conf_dir):
-            settings = OmegaConf.merge(OmegaConf.structured(TimerSettings),
-                                       OmegaConf.load(conf_dir / "timer" / f"{preset}.yaml"),
-                                       timer_overrides)
-            check_timer(settings)
+    _check_custom_targets(cmd, op_names)
+    guards.check_results_dir(str(single.get("results_dir", "results")))
+    guards.check_sweep_folder(single)
 
 
-def _presets_in_play(overrides: list[Any], group: str, conf_dir: Path) -> list[str]:
+def _presets_in_play(cmd: CommandLine, group: str, dirs: list[Path]) -> list[str]:
     """The options of ``group`` a command line selects: its own override, else the
     experiment's ``override /group``, else config.yaml's default."""
-    for ov in reversed(overrides):
-        if ov.key_or_group == group:
-            return [str(v) for v in _override_values(ov)]
-    for ov in reversed(overrides):
-        if ov.key_or_group == "experiment":
-            found = []
-            for name in _override_values(ov):
-                path = conf_dir / "experiment" / f"{name}.yaml"
-                found += _defaults_choice(OmegaConf.load(path), group) if path.exists() else []
-            if found:
-                return found
-    return _defaults_choice(OmegaConf.load(conf_dir / "config.yaml"), group)
+    chosen = cmd.last(group)
+    if chosen is not None:
+        return [str(v) for v in cmd.values(chosen)]
+    experiment = cmd.last("experiment")
+    found: list[str] = []
+    for name in cmd.values(experiment) if experiment is not None else []:
+        path = _find(dirs, "experiment", name)
+        found += _defaults_choice(path, group) if path else []
+    return found or _defaults_choice(CONF_DIR / "config.yaml", group)
 
 
-def _check_timer_value(key: str, values: list[Any]) -> None:
-    """``timer.<field>=value`` must have the field's type (OmegaConf would reject it later,
-    with Hydra's exit status 1 and no list of what is expected)."""
-    name = key.partition(".")[2]
-    kind = {f.name: f.type for f in dataclasses.fields(TimerSettings)}[name]
-    for value in values:
-        if kind in ("int", int):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif kind in ("float", float):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif kind in ("bool", bool):
-            ok = isinstance(value, bool)
-        else:
-            ok = isinstance(value, str)
-        if not ok:
-            expected = {"int": "an integer", "float": "a number", "bool": "true or false"}
-            raise ConfigError(f"invalid value for '{key}': {value!r}. Expected "
-                              f"{expected.get(str(kind), 'a string')}.")
-        if name == "clock" and value not in TIMER_CLOCKS:
-            raise bad_value(key, value, TIMER_CLOCKS)
+def _find(dirs: list[Path], group: str, name: Any) -> Path | None:
+    return next((p for d in dirs if (p := d / group / f"{name}.yaml").is_file()), None)
+
+
+def _defaults_choice(path: Path, group: str) -> list[str]:
+    try:
+        node = OmegaConf.load(path)
+    except Exception:  # a broken file is reported by check_experiment_file / the pre-flight
+        return []
+    found = []
+    defaults = node.get("defaults", []) if hasattr(node, "get") else []
+    for item in defaults or []:
+        if hasattr(item, "items"):
+            for key, value in item.items():
+                if str(key).split(" ")[-1].strip("/") == group and value is not None:
+                    found.append(str(value))
+    return found
 
 
 def _check_key(full_key: str, key: str, valid: Iterable[str], prefix: str) -> None:
@@ -161,24 +151,29 @@ def _check_key(full_key: str, key: str, valid: Iterable[str], prefix: str) -> No
                           f"{choices_text(prefix + v for v in valid)}.")
 
 
-def _op_yaml(name: str, conf_dir: Path) -> dict[str, Any] | None:
-    path = conf_dir / "op" / f"{name}.yaml"
-    return OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else None
+def _op_yaml(name: str, dirs: list[Path]) -> dict[str, Any] | None:
+    path = _find(dirs, "op", name)
+    if path is None:
+        return None
+    node = OmegaConf.to_container(OmegaConf.load(path))
+    return node if isinstance(node, dict) else None
 
 
 def _check_op_override(full_key: str, values: list[Any], op_names: list[str],
-                       conf_dir: Path) -> None:
-    """``op.<param>=...``: the key must be a parameter (or meta key) of every op in play, and a
-    closed-choice parameter's values must be among its choices."""
+                       dirs: list[Path]) -> None:
+    """``op.<param>=...``: the key must be a parameter (or meta key) of every op in play, and
+    each value must pass the parameter's check (type, choices, range)."""
     sub = full_key.partition(".")[2]
     for name in op_names:
-        node = _op_yaml(name, conf_dir) or {}
+        node = _op_yaml(name, dirs) or {}
         try:
             params = builder_params(resolve_target(node["_target_"])) if node else {}
-        except ConfigError:
-            continue  # the op itself is reported by the op= check or inside the job
+        except (ConfigError, KeyError):
+            continue  # the op itself is reported by the pre-flight composition
         if sub in params:
             for value in values:
+                if value == []:
+                    raise no_trials(full_key)
                 for item in as_choices(value):
                     params[sub].check(name, item)
             continue
@@ -192,11 +187,15 @@ def _check_op_override(full_key: str, values: list[Any], op_names: list[str],
 
 
 def _check_axis_values(key: str, values: list[Any], op_names: list[str],
-                       conf_dir: Path) -> None:
+                       dirs: list[Path]) -> None:
     for value in values:
         if key != "shape":
+            if value == []:
+                raise no_trials(key)
             for item in as_choices(value):
                 AXES_BY_NAME[key].check(item)
+                if key == "num_threads":
+                    guards.check_threads(item)
             continue
         if value is None:
             continue
@@ -204,7 +203,22 @@ def _check_axis_values(key: str, values: list[Any], op_names: list[str],
             raise ConfigError(f"invalid value for 'shape': {value!r}. Expected a list of "
                               "integers such as shape=[512,512,512].")
         for name in op_names:
-            node = _op_yaml(name, conf_dir) or {}
+            node = _op_yaml(name, dirs) or {}
+            names = node.get("shape_names")  # not a list: the op's own error, in the pre-flight
             for shape in shape_choices(value):
-                check_shape(shape, node.get("name", name), node.get("shape_names"))
+                check_shape(shape, node.get("name", name), names if isinstance(names, list)
+                            else None)
+                guards.check_shape_size(shape)
 
+
+def _check_custom_targets(cmd: CommandLine, op_names: list[str]) -> None:
+    """``op.target`` of ``op=custom`` on the command line (every value of a multirun)."""
+    if not op_names or any(name != "custom" for name in op_names):
+        return
+    n_inputs = next((v for ov in cmd.overrides if ov.key_or_group == "op.n_inputs"
+                     for v in cmd.values(ov)), 2)
+    for ov in cmd.overrides:
+        if ov.key_or_group == "op.target":
+            for value in cmd.values(ov):
+                for item in as_choices(value):
+                    guards.check_custom_target({"target": item, "n_inputs": n_inputs})

@@ -16,7 +16,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner.config.axes import AXES_BY_NAME, AXIS_NAMES
 from runner.config.errors import ConfigError, bad_value
-from runner.config.ops import CONF_DIR, OpPlan, group_options, plan_op
+from runner.config.ops import CONF_DIR, OpPlan, group_options, no_trials, plan_op
+from runner.config.schema import RunConfig
+from runner.config.settings import check_settings
 from runner.config.trials import TrialSpec, as_choices, expand, shape_choices
 
 
@@ -52,6 +54,8 @@ def _shape_axis(raw: Any, plan: OpPlan, smoke: bool = False) -> list[tuple[int, 
             raise ConfigError(f"'shape' is not set and op '{plan.name}' has no default_shape. "
                               "Pass shape=[...].")
         shapes = [plan.default_shape]
+    elif raw == []:
+        raise no_trials("shape")
     elif not isinstance(raw, list):
         raise ConfigError(f"invalid value for 'shape': {raw!r}. Expected a list of integers "
                           "such as shape=[512,512,512].")
@@ -61,21 +65,6 @@ def _shape_axis(raw: Any, plan: OpPlan, smoke: bool = False) -> list[tuple[int, 
     if smoke:
         checked = [tuple(min(d, SMOKE_MAX_DIM) for d in s) for s in checked]
     return list(dict.fromkeys(checked))
-
-
-TIMER_CLOCKS = ("event", "host")
-
-
-def check_timer(timer: Any) -> None:
-    """The timer settings must make a valid :class:`~runner.timing.timer.TimerPlan`."""
-    from runner.timing.timer import TimerPlan
-
-    if timer.clock not in TIMER_CLOCKS:
-        raise bad_value("timer.clock", timer.clock, TIMER_CLOCKS)
-    try:
-        TimerPlan.from_settings(timer)
-    except ValueError as exc:
-        raise ConfigError(f"invalid timer settings: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -99,8 +88,8 @@ def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
     concatenated in case order: ``cases`` zips heterogeneous settings (different ops, shapes,
     params), where lists multiply.
     """
-    check_timer(cfg.timer)
     values = OmegaConf.to_container(cfg, resolve=True)
+    check_settings(values, RunConfig)  # every setting's declared rule (runner.config.settings)
     shard, num_shards = check_shard(values.get("shard", 0), values.get("num_shards", 1))
     cases = values.get("cases")
     if cases is None:
@@ -108,6 +97,8 @@ def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
     elif not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise ConfigError(f"invalid value for 'cases': {cases!r}. Expected a list of mappings, "
                           "e.g. cases=[{op: matmul, dtype: bf16}, {op: copy}].")
+    elif not cases:
+        raise no_trials("cases")
     else:
         planned = []
         for index, case in enumerate(cases):
@@ -122,15 +113,9 @@ def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
 
 
 def check_shard(shard: Any, num_shards: Any) -> tuple[int, int]:
-    """``shard=i num_shards=n``: this job runs the trials whose index is ``i`` modulo ``n``."""
-    for key, value, minimum in (("num_shards", num_shards, 1), ("shard", shard, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigError(f"invalid value for '{key}': {value!r}. Expected an integer >= "
-                              f"{minimum}, e.g. -m shard='range(4)' num_shards=4.")
-    if shard >= num_shards:
-        raise ConfigError(f"invalid value for 'shard': {shard}. With num_shards={num_shards} "
-                          f"it must be in 0..{num_shards - 1}; e.g. -m "
-                          f"shard='range({num_shards})' num_shards={num_shards}.")
+    """``shard=i num_shards=n``: this job runs the trials whose index is ``i`` modulo ``n``
+    (the rules are the two settings' own, declared in ``RunConfig``)."""
+    check_settings({"shard": shard, "num_shards": num_shards}, RunConfig)
     return shard, num_shards
 
 
@@ -158,6 +143,8 @@ def _plan_case(values: dict[str, Any], case: dict[str, Any], where: str,
                 axes[key] = _shape_axis(raw, plan, smoke=bool(values.get("smoke")))
             else:
                 axes[key] = list(dict.fromkeys(AXES_BY_NAME[key].check(v) for v in as_choices(raw)))
+            if not axes[key]:
+                raise no_trials(key)
         except ConfigError as exc:
             raise ConfigError(f"{where}{exc}" if where else str(exc)) from None
     specs = expand(axes, param_choices, op=plan.name, target=plan.target)

@@ -11,9 +11,10 @@ itself (it must inspect a builder's signature), with Hydra 1.3's rules for ``_ta
 * the object found must be callable.
 
 For a user function (``op.target``) the checks run *before* any trial and, where possible,
-without running the module's top-level code: a module not yet imported is found with
-``importlib.util.find_spec`` and its source read with ``ast`` (the function must be defined
-there and accept the op's inputs). Only when the name is not visible in the source (a star
+without running the module's top-level code in this process: a module not yet imported is
+found with ``importlib.util.find_spec``, its source read with ``ast`` (the function must be
+defined there and accept the op's inputs) and its import tried in a throwaway process
+(:func:`check_imports`). Only when the name is not visible in the source (a star
 import, a compiled module) is the module imported. The trials themselves import it in the
 worker process, as any Python program would.
 """
@@ -96,8 +97,38 @@ def check_function(path: Any, key: str, n_args: int) -> None:
         node = _source_definition(module, attrs[0], key, path)
         if node is not None:
             _check_arity_ast(node, key, path, n_args)
+            check_imports(module, key, path)
             return
     _check_arity(locate(f"{module}:{'.'.join(attrs)}", key), key, path, n_args)
+
+
+#: modules whose import in a throwaway process was checked (module -> error or None)
+_IMPORTED: dict[str, str | None] = {}
+#: a module whose import takes longer is left to the trials (each becomes an error row)
+IMPORT_CHECK_TIMEOUT_S = 120
+
+
+def check_imports(module: str, key: str, path: str) -> None:
+    """Import ``module`` in a throwaway Python process (its top-level code never runs in
+    this one): a module that fails to import would fail every trial."""
+    import os
+    import subprocess
+
+    if module not in _IMPORTED:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
+        code = "import importlib, sys; importlib.import_module(sys.argv[1])"
+        try:
+            done = subprocess.run([sys.executable, "-c", code, module], env=env, text=True,
+                                  capture_output=True, timeout=IMPORT_CHECK_TIMEOUT_S)
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            _IMPORTED[module] = (lines[-1][:300] if lines else f"exit status {done.returncode}"
+                                 ) if done.returncode else None
+        except (OSError, subprocess.TimeoutExpired):
+            _IMPORTED[module] = None
+    if _IMPORTED[module]:
+        raise ConfigError(f"invalid value for '{key}': {path!r}: importing module {module!r} "
+                          f"fails ({_IMPORTED[module]}). Fix the module or install what it "
+                          "imports; every trial would fail the same way.")
 
 
 def _find_spec(name: str) -> Any:

@@ -8,23 +8,22 @@ that fails leaves its columns null with a reason and the trial ``ok``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.config.schema import InsightSettings
+from runner.config.settings import check_settings
 from runner.execution import energy, profiling
 
 
-@dataclass(frozen=True)
-class InsightOptions:
-    """The job's ``profile``/``energy`` settings (``RunConfig``) and where traces go."""
+@dataclass
+class InsightOptions(InsightSettings):
+    """The job's ``profile``/``energy`` settings (their fields and rules are declared once, in
+    :class:`runner.config.schema.InsightSettings`) and where traces go."""
 
-    profile: bool = False
-    profile_calls: int = 10
-    energy: bool = False
-    energy_window_s: float = 5.0
-    energy_idle_s: float = 1.0
     #: the job's folder (``<sweep>/jobs/<n>``); traces go to ``<job_dir>/traces/``
     job_dir: Path | None = None
 
@@ -33,15 +32,9 @@ class InsightOptions:
         """The options of a job config, or None when both passes are off (zero cost)."""
         if not (cfg.get("profile", False) or cfg.get("energy", False)):
             return None
-        options = cls(profile=bool(cfg.profile), profile_calls=int(cfg.profile_calls),
-                      energy=bool(cfg.energy), energy_window_s=float(cfg.energy_window_s),
-                      energy_idle_s=float(cfg.energy_idle_s), job_dir=job_dir)
-        if options.profile_calls < 1:
-            raise ValueError(f"profile_calls={options.profile_calls} must be >= 1")
-        if options.energy and options.energy_window_s <= 0:
-            raise ValueError(f"energy_window_s={options.energy_window_s} must be > 0 (about 5 s "
-                             "resolves NVML's ~100 ms counter steps to ~2%)")
-        return options
+        values = {f.name: cfg.get(f.name, f.default) for f in dataclasses.fields(InsightSettings)}
+        check_settings(values, InsightSettings)  # already checked on the command line
+        return cls(**values, job_dir=job_dir)
 
 
 def insight_columns(options: InsightOptions, *, fn: Any, device: str, label: str,

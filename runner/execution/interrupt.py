@@ -90,6 +90,6 @@ class GracefulStop:
 
     def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
-            # the job goes on to write its file: a Ctrl-C now must not interrupt that write
-            signal.signal(signal.SIGINT, _outside_trials if self.requested or requested()
-                          else self._previous)
+            # in a sweep that is install()'s handler: the job's file write that follows is
+            # not interrupted by a Ctrl-C
+            signal.signal(signal.SIGINT, self._previous)

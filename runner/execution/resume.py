@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="while another process writes this sweep, wait up to SECONDS for "
                              "it (default 0: exit 2 at once)")
     args = parser.parse_args(argv)
-    if math.isnan(args.wait) or args.wait < 0:
+    if not math.isfinite(args.wait) or args.wait < 0:
         parser.error(f"--wait {args.wait}: expected seconds >= 0")
     if not args.sweep_dir.is_dir():
         print(f"opsweep: error: {args.sweep_dir} is not a directory; pass a sweep folder under "

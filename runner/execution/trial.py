@@ -88,6 +88,12 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     except Exception as exc:  # any failure of one trial becomes a row; the sweep goes on
         row["status"], row["reason"] = _classify_error(exc)
         row["error_traceback"] = traceback.format_exc()
+    except (SystemExit, KeyboardInterrupt) as exc:  # raised by the op's code: a row too
+        if _from_ctrl_c(exc):
+            raise
+        row["status"] = Status.error.value
+        row["reason"] = f"the op raised {type(exc).__name__}({exc}), which would end the sweep"
+        row["error_traceback"] = traceback.format_exc()
     finally:
         _release(spec.device)
     row.update({f"{k}_end": v for k, v in gpu_state(spec.device).items()})
@@ -299,6 +305,16 @@ def _classify_error(exc: Exception) -> tuple[str, str]:
     if isinstance(exc, NotImplementedError) or "not implemented for" in text:
         return Status.skipped.value, f"unsupported by PyTorch: {text}"
     return Status.error.value, f"{type(exc).__name__}: {text}"
+
+
+def _from_ctrl_c(exc: BaseException) -> bool:
+    """A KeyboardInterrupt raised by the Ctrl-C handler (runner.execution.interrupt), not by
+    the op: with isolation=none the second Ctrl-C must still stop the sweep."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return isinstance(exc, KeyboardInterrupt) and tb is not None \
+        and tb.tb_frame.f_code.co_filename.endswith("interrupt.py")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,0 +1,129 @@
+"""Compose and plan every job of a sweep before the first one runs.
+
+Hydra composes a multirun's jobs one by one, after it has written ``multirun.yaml``, and a job
+whose experiment file, op or override does not compose stops the sweep with Hydra's own message
+and exit status 1, after the jobs before it ran. Here every job is composed with Hydra's own
+composition (the same config search path, ``--config-dir`` included) and planned, first:
+Hydra's merge and struct errors become opsweep's message naming the key, the value and the fix
+(:class:`ConfigError`, exit status 2), and nothing is on disk yet.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from runner.config.commandline import CommandLine
+from runner.config.errors import ConfigError
+from runner.config.ops import CONF_DIR
+
+#: Launchers that run jobs on this machine: only there can the driver plan devices.
+LOCAL_LAUNCHERS = ("hydra._internal.core_plugins.basic_launcher.BasicLauncher",)
+
+
+def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
+    """Compose and plan each job of ``cmd``; :class:`ConfigError` for the first bad one."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    jobs = cmd.job_overrides()
+    hydra = _hydra(cmd, conf_dir)
+    try:
+        for number, job in enumerate(jobs):
+            where = f"job {number} ({' '.join(job)}): " if len(jobs) > 1 else ""
+            try:
+                _check_job(hydra, cmd, job, conf_dir)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}{exc}") from None
+            except Exception as exc:  # Hydra's and OmegaConf's errors, in opsweep's words
+                raise ConfigError(f"{where}{explain(exc)}") from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.config_search_path import SearchPathQuery
+    from hydra.core.global_hydra import GlobalHydra
+
+    from runner.config import schema
+
+    schema.register()  # base_config, as python -m runner registers it
+    search_path = create_config_search_path(f"file://{conf_dir.resolve()}")
+    if cmd.flags.config_dir:  # as hydra.main adds it
+        search_path.prepend(provider="command-line",
+                            path=f"file://{Path(cmd.flags.config_dir).resolve()}",
+                            anchor=SearchPathQuery(provider="schema"))
+    GlobalHydra.instance().clear()
+    return Hydra.create_main_hydra2(task_name="runner", config_search_path=search_path)
+
+
+def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> None:
+    from hydra.types import RunMode
+
+    from runner.config.guards import check_job, check_results_dir
+    from runner.config.planner import plan_job
+
+    cfg = hydra.compose_config(cmd.flags.config_name or "config", job,
+                               run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
+                               with_log_configuration=False)
+    launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
+    with open_dict(cfg):
+        del cfg["hydra"]
+    _check_experiment_package(cfg)
+    check_results_dir(str(cfg.results_dir))
+    if launcher not in (None, *LOCAL_LAUNCHERS):
+        return  # jobs run on other machines (SLURM, Ray): their devices are planned there
+    planned = plan_job(cfg, conf_dir)
+    check_job(cfg, planned, None)
+
+
+def _check_experiment_package(cfg: DictConfig) -> None:
+    """An experiment file without ``# @package _global_`` lands under ``experiment.`` and
+    would silently change nothing."""
+    node = cfg.get("experiment")
+    if isinstance(node, DictConfig) and len(node):
+        keys = ", ".join(str(k) for k in node)
+        raise ConfigError(f"invalid value for 'experiment': its keys ({keys}) landed under "
+                          "'experiment.' instead of the top level, so they would change "
+                          "nothing. Make '# @package _global_' the experiment file's first "
+                          "line.")
+
+
+def explain(exc: BaseException) -> str:
+    """One line naming what Hydra or OmegaConf refused: the key, the value and the fix."""
+    from hydra.errors import MissingConfigException
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    first = " ".join(str(exc).split())
+    source = re.match(r"In '([^']+)'", first)
+    where = f" (in {source.group(1)}.yaml)" if source and source.group(1) != "config" else ""
+    for error in chain:
+        if isinstance(error, MissingConfigException) and error.missing_cfg_file:
+            group, _, name = str(error.missing_cfg_file).rpartition("/")
+            options = ", ".join(error.options or [])
+            return (f"invalid value for '{group or 'config'}': {name!r}{where}: no such "
+                    f"config. Valid choices: {options}. Fix the name in the override or in "
+                    "the experiment's defaults list.")
+        if not isinstance(error, OmegaConfBaseException):
+            continue
+        key = getattr(error, "full_key", None) or getattr(error, "key", None)
+        detail = " ".join(str(getattr(error, "msg", "") or "").split())
+        detail = detail.partition(" full_key:")[0].rstrip(".")
+        if key and isinstance(error, ConfigKeyError):
+            return (f"unknown config key '{key}'{where}: {detail}. Remove it or fix its name "
+                    "(python -m runner --help lists the keys).")
+        if key:
+            return (f"invalid value for '{key}'{where}: {getattr(error, 'value', None)!r}: "
+                    f"{detail}. Give it a value of the declared type (python -m runner --help "
+                    "lists the keys and their types).")
+    return (f"the config does not compose: {first}. Fix the file or override it names "
+            "(python -m runner --help lists the groups and keys).")
