@@ -7,7 +7,6 @@ to float64 copies of the inputs, so it must accept float64 tensors.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +14,7 @@ import torch
 
 from ops.base import OpContext, Workload, tensor_bytes
 from ops.common import any_shape, as_float64, require_positive
+from runner.core.targets import locate
 
 AUTO = -1.0
 """Sentinel for ``flops``/``bytes_moved``: count automatically (params are scalars, no None)."""
@@ -23,38 +23,13 @@ AUTO = -1.0
 def resolve_target(target: str) -> Callable[..., Any]:
     """Import ``"pkg.module:function"`` or ``"pkg.module.function"`` and return the callable.
 
-    After a colon the attribute path may be dotted (``pkg.mod:Class.method``). Without one, the
-    longest importable module prefix is taken and the rest is looked up as attributes.
+    The rules (and the errors, ``ValueError``s naming ``op.target``) are
+    :func:`runner.core.targets.locate`'s.
     """
     if not target:
         raise ValueError("op custom: no function to benchmark; pass "
                          "op.target=pkg.module:function (e.g. op.target=ops.examples:gelu_mul)")
-    if ":" in target:
-        module_name, _, attr_path = target.partition(":")
-        candidates = [(module_name, attr_path)]
-    else:
-        parts = target.split(".")
-        candidates = [(".".join(parts[:i]), ".".join(parts[i:]))
-                      for i in range(len(parts) - 1, 0, -1)]
-    errors = []
-    for module_name, attr_path in candidates:
-        try:
-            obj: Any = importlib.import_module(module_name)
-        except ImportError as exc:
-            errors.append(f"import {module_name}: {exc}")
-            continue
-        for attr in attr_path.split("."):
-            if not hasattr(obj, attr):
-                raise ValueError(f"op custom: op.target={target!r}: {module_name} has no "
-                                 f"attribute {attr_path!r}; check the function's name")
-            obj = getattr(obj, attr)
-        if not callable(obj):
-            raise ValueError(f"op custom: op.target={target!r} is a {type(obj).__name__}, "
-                             "not a callable; point it at a function")
-        return obj
-    raise ValueError(f"op custom: op.target={target!r} could not be imported "
-                     f"({'; '.join(errors) or 'no module part'}); expected "
-                     "pkg.module:function with pkg importable from the working directory")
+    return locate(target, "op.target")
 
 
 def build(ctx: OpContext, target: str = "", n_inputs: int = 2, flops: float = AUTO,

@@ -16,9 +16,9 @@ from omegaconf import DictConfig
 from runner.cli import fail
 from runner.config import schema
 from runner.config.commandline import CommandLine, parse_command_line
-from runner.config.errors import ConfigError
 from runner.config.overrides import check_overrides
 from runner.config.preflight import preflight
+from runner.core.errors import ConfigError
 
 schema.register()
 

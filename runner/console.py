@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from runner.core.axes import mode_label
+
 
 def _console(stderr: bool) -> Console:
     """A console that is at least 160 columns wide when output is not a terminal (CI, pipes,
@@ -64,19 +66,6 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _mode(row: dict[str, Any]) -> str:
-    parts = []
-    if row.get("streams", 1) not in (1, None):
-        parts.append(f"streams={row['streams']}")
-    if row.get("graph") not in ("none", None):
-        parts.append(row["graph"])
-    if row.get("compile") not in ("none", None):
-        parts.append(f"compile={row['compile']}")
-    if row.get("backward"):
-        parts.append("fwd+bwd")
-    return " ".join(parts) or "eager"
-
-
 def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     """Compact per-trial table: what ran, how long, how fast, how sure, how accurate, and a
     note (why a trial is not ok, or that its median is noisy)."""
@@ -102,7 +91,7 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             note = "[yellow]noisy (CI > target_rel)[/]"
         ok = status == "ok"
         table.add_row(
-            row.get("op"), params, row.get("dtype"), row.get("shape_str"), _mode(row),
+            row.get("op"), params, row.get("dtype"), row.get("shape_str"), mode_label(row),
             f"[{styles.get(status, 'red')}]{status}[/]",
             _fmt(row.get("time_median_us")) if ok else "", ci_text if ok else "",
             _fmt(row.get("tflops")) if ok else "", _fmt(row.get("gbps")) if ok else "",

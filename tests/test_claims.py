@@ -196,8 +196,8 @@ def conf_dir(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_malformed_claims_fail_before_hydra_runs(kind: str, conf_dir: Path) -> None:
-    from runner.config.errors import ConfigError
     from runner.config.overrides import check_command_line
+    from runner.core.errors import ConfigError
 
     with pytest.raises(ConfigError) as error:
         check_command_line(["--config-dir", str(conf_dir), f"experiment=bad_{kind}"])
@@ -207,8 +207,8 @@ def test_malformed_claims_fail_before_hydra_runs(kind: str, conf_dir: Path) -> N
 
 def test_malformed_claims_are_checked_when_a_job_is_planned(compose: Any) -> None:
     """The same checks inside the job (Hydra's searchpath bypasses the command-line check)."""
-    from runner.config.errors import ConfigError
     from runner.config.planner import plan_job
+    from runner.core.errors import ConfigError
 
     cfg = compose("experiment=cuda_graphs", "expect=[{claim: c, where: {grpah: none}, "
                   "at_least: 1}]")
@@ -261,7 +261,7 @@ def test_claims_import_no_torch_and_nothing_of_the_run_side() -> None:
     import sys
 
     code = ("import sys, runner.claims.check, runner.claims.report, runner.claims.bespoke\n"
-            "allowed = ('runner.config', 'runner.config.axes', 'runner.config.errors')\n"
+            "allowed = ('runner.config', 'runner.core.axes', 'runner.core.errors')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or (m.startswith("
             "('runner.config', 'runner.execution', 'runner.timing')) and m not in allowed)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,

@@ -52,6 +52,8 @@ class FakeDevice:
         self.flushes = 0
         self.calls = 0
         self.now = 0.0
+        self.chunks: list[tuple[int, float]] = []  # (samples, spin) of each steady chunk
+        self.ahead_s = 0.0  # device work queued and not yet waited for
 
     def wall(self) -> float:
         return self.now
@@ -85,13 +87,41 @@ class FakeDevice:
         return Timed(work_s=work_s, spin_s=spin_s, host_s=host_s)
 
 
+    # Back-to-back chunks (the steady state): the device runs chunks in order; a chunk's
+    # first event is reached early when the host's enqueue (``host_s`` or the script) took
+    # longer than the spin plus the work still queued ahead of it.
+    def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
+                before_sample: Callable[[], None] | None) -> dict[str, Any]:
+        self.chunks.append((samples, spin_s))
+        times = []
+        for _ in range(samples):
+            if before_sample:
+                before_sample()
+            before = self.calls
+            work()
+            times.append((self.calls - before) * self.per_call_s)
+        host_s = self.host_script.pop(0) if self.host_script else self.host_s
+        chunk = {"times": times, "early": host_s >= spin_s + self.ahead_s}
+        self.ahead_s += sum(times)
+        return chunk
+
+    def reached(self, chunk: dict[str, Any]) -> bool:
+        return chunk["early"]
+
+    def wait(self, chunk: dict[str, Any]) -> list[float]:
+        self.ahead_s = max(0.0, self.ahead_s - sum(chunk["times"]))
+        self.now += sum(chunk["times"])
+        return chunk["times"]
+
+
 def run(device: FakeDevice, k: int, timer_plan: TimerPlan | None = None,
-        loop_s: float = 5 * US, **kwargs: Any) -> dt.DeviceTime:
-    """The device time of a call whose loop time read ``loop_s`` with K = ``k``."""
+        loop_s: float = 5 * US, steady: bool = False, **kwargs: Any) -> dt.DeviceTime:
+    """The device time of a call whose loop time read ``loop_s`` with K = ``k``; the gapped
+    (burst) protocol unless ``steady``."""
     def fn() -> None:
         device.calls += 1
     return measure_device_time(fn, timer_plan or plan(), loop(k, loop_s), device,
-                               wall=device.wall, **kwargs)
+                               wall=device.wall, steady=steady, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -119,7 +149,7 @@ def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
     assert loop_time.calls_per_sample == choose_calls_per_sample(7 * US, timer_plan) == 143
     device = FakeDevice()
     measure_device_time(lambda: None, timer_plan, loop_time, device, wall=device.wall)
-    assert device.captured == [143]
+    assert device.captured == [143] and device.chunks  # steady by default
 
 
 def test_cold_l2_times_one_call_per_sample_after_a_flush() -> None:
@@ -290,18 +320,124 @@ def test_a_host_that_waits_on_the_device_is_given_up_in_the_warm_up() -> None:
     assert "still outlasted" in result.reason and "waits on the device" in result.reason
 
 
-def test_clock_note_flags_samples_at_the_power_cap_after_a_short_warmup(monkeypatch) -> None:
-    """Issue 9, item 5: the row says when its samples' clock was set by the power cap."""
-    from runner.execution import measured as trial
-    from runner.timing.timer import SETTLED_WARMUP_S, TimerPlan
 
-    state = {"sm_clock_mhz": 1545, "power_w": 690.0, "throttle_reasons": "SwPowerCap",
-             "mem_clock_mhz": 3201, "temperature_c": 60}
-    monkeypatch.setattr(trial, "gpu_state", lambda device: state)
-    short = trial.clock_columns("cuda:0", TimerPlan(warmup_s=0.05))
-    assert short["sm_clock_mhz_timed"] == 1545 and short["throttle_reasons_timed"] == "SwPowerCap"
-    note = short["clock_note"]
-    assert "SwPowerCap, 1545 MHz" in note and "timer=sustained" in note
-    assert trial.clock_columns("cuda:0", TimerPlan(warmup_s=SETTLED_WARMUP_S))["clock_note"] is None
-    state["throttle_reasons"] = ""
-    assert trial.clock_columns("cuda:0", TimerPlan(warmup_s=0.05))["clock_note"] is None
+
+# ---------------------------------------------------------------------------------------
+# Back-to-back samples (the steady state, the default)
+# ---------------------------------------------------------------------------------------
+
+def test_steady_samples_run_back_to_back_two_chunks_ahead() -> None:
+    # 1 ms samples: 10 per chunk (CHUNK_S = 10 ms). Only the first chunk waits on a spin;
+    # every later one is queued behind the chunk still running, with no gap.
+    device = FakeDevice(per_call_s=5 * US)
+    result = run(device, 200, steady=True,
+                 timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
+    assert result.method == "graph" and result.reason is None
+    assert device.chunks[0] == (10, dt.SPIN_MIN_S)
+    assert all(chunk == (10, 0.0) for chunk in device.chunks[1:])
+    m = result.measurement
+    assert m.samples_s == pytest.approx((5 * US,) * 30)
+    assert m.settled is True and m.warmup_s == pytest.approx(dt.DEVICE_WARMUP_S, abs=1e-3)
+    # 10 warm-up chunks (0.1 s) + 3 sampled chunks, and the one queued past the last sample
+    # was waited for, not used.
+    assert len(device.chunks) == 10 + 3 + 1 and device.ahead_s == 0
+
+
+def test_a_chunk_the_device_reached_early_is_retaken_never_used() -> None:
+    # The third sampled chunk's host enqueue took longer than the work queued ahead of it.
+    device = FakeDevice(per_call_s=5 * US, host_script=[0.0] * 12 + [1.0])
+    result = run(device, 200, steady=True,
+                 timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
+    assert result.method == "graph"
+    assert result.measurement.samples_s == pytest.approx((5 * US,) * 30)
+    assert "1 chunk(s) retaken" in result.reason
+
+
+def test_steady_blocked_runs_back_to_back_within_the_launch_budget() -> None:
+    device = FakeDevice(per_call_s=50 * US, capture_error=RuntimeError("no"), kernels=100)
+    result = run(device, 10, steady=True)
+    assert result.method == "blocked" and result.measurement.calls_per_sample == 2
+    # 2 calls × 100 kernels per sample: one sample per chunk fits the 256-launch budget, and
+    # only the first chunk waits behind a spin (no idle gap for the power cap to recover in).
+    assert all(samples == 1 for samples, _ in device.chunks)
+    assert device.chunks[0][1] > 0 and all(spin == 0 for _, spin in device.chunks[1:])
+
+
+def test_a_host_slower_than_the_device_holds_every_blocked_chunk_behind_a_spin() -> None:
+    # The host's enqueue of a chunk (400 µs) outlasts its 320 µs of work: behind the chunk
+    # still running, the device would catch up. Every chunk then waits behind a spin, grown
+    # until the spin and the chunk ahead cover the host (60 → 120 → 240 µs).
+    device = FakeDevice(per_call_s=5 * US, capture_error=RuntimeError("no"), host_s=400 * US)
+    result = run(device, 1, steady=True)
+    assert result.method == "blocked"
+    assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
+    assert device.chunks[-1][1] == pytest.approx(240 * US)
+    assert all(spin > 0 for _, spin in device.chunks[3:])
+
+
+def test_a_host_that_waits_on_the_device_makes_steady_blocked_unavailable() -> None:
+    device = FakeDevice(capture_error=RuntimeError("no"), host_s=1.0)
+    result = run(device, 1, steady=True)
+    assert result.method == "unavailable" and result.measurement is None
+    assert "blocked: the host" in result.reason and device.chunks[-1][1] > device.chunks[0][1]
+
+
+def test_the_samples_clock_is_recorded_per_chunk() -> None:
+    from runner.timing.settle import Reading
+
+    readings = iter([1980.0] * 20 + [1500.0, 1515.0, 1500.0] * 10)
+    device = FakeDevice(per_call_s=5 * US)
+    result = run(device, 200, steady=True, timer_plan=plan(max_samples=30, min_samples=30),
+                 read_clock=lambda: Reading(clock_mhz=next(readings)))
+    assert result.measurement.clock_mhz[:3] == (1980.0, 1980.0, 1980.0)
+
+
+# ---------------------------------------------------------------------------------------
+# The row's columns agree: clock note, energy at the device time, consistency flag
+# ---------------------------------------------------------------------------------------
+
+def _with_clocks(clocks: tuple[float, ...], settled: float | None) -> Measurement:
+    return Measurement(samples_s=(1e-3,) * 3, calls_per_sample=1, warmup_calls=1,
+                       warmup_s=1.5, stop_reason="converged", target_rel=0.01, settled=True,
+                       settled_clock_mhz=settled, clock_mhz=clocks)
+
+
+def test_clock_note_fires_only_when_the_samples_clock_moved() -> None:
+    from runner.execution.measured import samples_clock_columns
+
+    capped = samples_clock_columns(_with_clocks((1500, 1515, 1500), 1500))
+    assert capped["clock_note"] is None  # power-capped, but steady: no note
+    assert capped["sm_clock_mhz_samples_median"] == 1500
+    assert capped["sm_clock_mhz_samples_min"] == 1500
+    moved = samples_clock_columns(_with_clocks((1980, 1800, 1500), 1980))
+    assert "moved 1500–1980 MHz" in moved["clock_note"]
+    assert "settled at 1980 MHz" in moved["clock_note"]
+    assert samples_clock_columns(None)["sm_clock_mhz_samples_median"] is None
+
+
+def test_consistency_flag_checks_power_against_the_limit_and_energy_time_against_gpu_time(
+) -> None:
+    from runner.execution.measured import consistency_flag
+
+    ok = {"avg_power_W": 700.0, "power_limit_w": 700.0, "energy_time_per_call_us": 1684.0,
+          "gpu_time_median_us": 1650.0}
+    assert consistency_flag(ok) is None
+    # The rows of the burst era: 1164 mJ per call over a 1404 µs device time is 829 W.
+    burst = {**ok, "avg_power_W": 829.0, "gpu_time_median_us": 1404.0}
+    flag = consistency_flag(burst)
+    assert "avg_power_W 829 W is above 1.03 × the 700 W power limit" in flag
+    assert "differ by +19.9%" in flag
+    assert consistency_flag({**ok, "avg_power_W": 721.0}) is None  # within 3%
+    assert consistency_flag({"gpu_time_median_us": 5.0}) is None  # nothing to compare
+
+
+def test_energy_per_call_is_taken_at_the_device_time() -> None:
+    from runner.execution.energy import Window, energy_columns
+
+    load = Window(steps=[(0.1 * i, 70_000 * i) for i in range(1, 31)], start_s=0.0, end_s=3.0,
+                  calls=2000)  # 700 W; the window ran 1.5 ms per call
+    out = energy_columns(load, None, flops=None, bytes_moved=None, method="graph",
+                         ramp_s=0.0, device_time_s=1.4e-3)
+    assert out["avg_power_W"] == pytest.approx(700.0)
+    assert out["energy_time_per_call_us"] == pytest.approx(1500.0)
+    assert out["energy_per_call_mJ"] == pytest.approx(700.0 * 1.4e-3 * 1e3)

@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from runner.config.schema import RunConfig
-from runner.storage.files import JOB_FILE, SWEEP_FILE, read_metadata
+from runner.storage.files import read_metadata
+from runner.storage.layout import JOB_FILE, SWEEP_FILE
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))

@@ -239,10 +239,10 @@ def _planned_rows(name: str, compose: Any, plan_trials: Any) -> pd.DataFrame:
 @pytest.mark.parametrize("name", LESSONS)
 def test_every_claim_is_measurable_at_full_size(name: str, compose: Any, plan_trials: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import runner.config.axes
+    import runner.core.axes
 
     # device auto = cuda:0
-    monkeypatch.setattr(runner.config.axes, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr(runner.core.axes, "cuda_device_count", lambda: 1)
     df = _planned_rows(name, compose, plan_trials)
     claims = _verdicts(name, df)
     assert claims, f"{name}: no claims"

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ops.base import OpContext
-from runner.config.axes import CompileMode, GraphMode
+from runner.core.axes import CompileMode, GraphMode
 from runner.execution import modes
 from runner.execution.context import TORCH_DTYPES, trial_settings
 from runner.timing.timer import CudaEventClock, HostClock, L2Flusher, TimerPlan, measure
@@ -107,6 +107,21 @@ def test_graphed_callable_with_backward(run_one: Any) -> None:
     assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
     assert row["accuracy_ok"] is True
     assert row["flops"] == pytest.approx(3 * 2 * 16 * 64 * 64 * 2)
+
+
+def test_steady_device_time_settles_and_burst_is_apart(run_one: Any) -> None:
+    """The device time is back to back and settled, its clock recorded; timer.burst adds the
+    gapped boost-clock number in its own columns; the derived columns agree."""
+    row = run_one("device=cuda", "op=matmul", "dtype=bf16", "shape=[2048,2048,2048]",
+                  "timer.burst=true")
+    assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
+    assert row["gpu_time_method"] == "graph"
+    assert row["gpu_time_settled"] is True and row["gpu_time_settle_s"] >= 0.1
+    assert row["gpu_burst_time_median_us"] > 0
+    assert row["gpu_burst_time_ci_low_us"] <= row["gpu_burst_time_median_us"]
+    assert row["consistency_flag"] is None
+    if row["sm_clock_mhz_samples_median"] is not None:  # NVML present
+        assert row["sm_clock_mhz_samples_min"] <= row["sm_clock_mhz_samples_median"]
 
 
 def test_cuda_graph_replays_faster_than_eager_launches(run_one: Any) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.config.axes import AXES
 from runner.config.help import first_comment, help_template
+from runner.config.schema import RunConfig
+from runner.core.axes import AXES
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
@@ -35,4 +36,4 @@ def test_descriptions_come_from_the_first_sentence_of_the_opening_comment(tmp_pa
 
 def test_help_text_has_no_interpolations() -> None:
     """Hydra runs the template through OmegaConf and string.Template: no ``${`` or ``$``."""
-    assert "$" not in help_template(CONF)
+    assert "$" not in help_template(CONF, RunConfig)

@@ -160,7 +160,7 @@ def test_missing_nvml_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch):
     out = energy.measure_energy(lambda: None, "cuda:0", window_s=1.0, idle_s=0.0,
                                 per_call_s=1e-3, flops=None, bytes_moved=None, capture=True)
     assert out["energy_method"] == "unavailable"
-    assert "nvidia-ml-py" in out["energy_reason"] and "opsweep[gpu]" in out["energy_reason"]
+    assert "nvidia-ml-py" in out["energy_reason"] and ".[gpu]" in out["energy_reason"]
     assert out["energy_per_call_mJ"] is None
     cpu = energy.measure_energy(lambda: None, "cpu", window_s=1.0, idle_s=0.0,
                                 per_call_s=1e-3, flops=None, bytes_moved=None, capture=True)

@@ -20,15 +20,14 @@ import pytest
 
 from runner.storage import journal
 from runner.storage.files import (
-    JOB_FILE,
-    SWEEP_FILE,
     FormatError,
-    merge_sweep,
     read_metadata,
     replace_with_superset,
     rows_to_table,
     write_new,
 )
+from runner.storage.journal import merge_sweep
+from runner.storage.layout import JOB_FILE, SWEEP_FILE
 
 FINE = "ops.examples:gelu_mul"
 SMOKE = ["shape=[8,8]", "timer=smoke", "op=custom"]

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from ops.base import OpContext, Workload
-from runner.config.axes import CompileMode, DType, GraphMode
 from runner.config.trials import TrialSpec
+from runner.core.axes import CompileMode, DType, GraphMode
 from runner.execution import modes
 
 needs_compiler = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,

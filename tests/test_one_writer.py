@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from runner.storage import journal, lock
-from runner.storage.files import JOB_FILE, SWEEP_FILE, rows_to_table, write_new
+from runner.storage.files import rows_to_table, write_new
+from runner.storage.layout import JOB_FILE, SWEEP_FILE
 
 #: 40 tiny trials in one job, in the driver process (no worker: one process to kill)
 FORTY = ["op=vector_add", "timer=smoke", "isolation=none",

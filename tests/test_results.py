@@ -15,17 +15,16 @@ import pytest
 from runner.execution.collect import main as collect_main
 from runner.storage.columns import COLUMNS
 from runner.storage.files import (
-    JOB_FILE,
     LEADING_COLUMNS,
     METADATA_KEY,
-    SWEEP_FILE,
     job_files,
-    merge_sweep,
     merge_tables,
     read_metadata,
     rows_to_table,
     write_new,
 )
+from runner.storage.journal import merge_sweep
+from runner.storage.layout import JOB_FILE, SWEEP_FILE
 
 
 def row(**values: Any) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from runner.config.errors import ConfigError
 from runner.config.planner import check_shard
+from runner.core.errors import ConfigError
 
 SWEEP = ["op=matmul", "device=cpu", "smoke=true", "check_accuracy=false",
          "shape=[[4,4,4],[8,8,8],[16,16,16]]", "dtype=[fp32,fp64]", "seed=[0,1]"]  # 12 trials

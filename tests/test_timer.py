@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 import pytest
 from fakes import FakeClock
 
+from runner.timing.settle import CAPPED_MIN_S, Reading, settle
 from runner.timing.stats import median_ci_ranks
 from runner.timing.timer import (
     HostClock,
@@ -330,3 +332,89 @@ def test_host_clock_syncs_around_the_region_and_reads_nanoseconds() -> None:
     assert clock.stop(token) == pytest.approx(2.5e-3)
     # sync before reading the start (drain earlier work), sync before reading the end
     assert events == ["sync", "now", "work", "sync", "now"]
+
+
+# ---------------------------------------------------------------------------------------
+# The settle rule (runner.timing.settle), driven by a fake wall clock
+# ---------------------------------------------------------------------------------------
+
+class Series:
+    """A step that takes ``per_call(t)`` seconds on a fake wall clock, one sample per step;
+    ``reading(t)`` is what the clock reader sees at time t."""
+
+    def __init__(self, per_call: Any, reading: Any = None) -> None:
+        self.now, self.per_call, self.reading = 0.0, per_call, reading
+
+    def wall(self) -> float:
+        return self.now
+
+    def step(self) -> list[float]:
+        duration = self.per_call(self.now)
+        self.now += duration
+        return [duration]
+
+    def read(self) -> Any:
+        return self.reading(self.now) if self.reading else None
+
+
+def test_a_steady_series_settles_as_soon_as_the_minimum_is_over() -> None:
+    series = Series(lambda t: MS)
+    points, verdict = settle(series.step, min_s=0.05, cap_s=3.0, wall=series.wall)
+    assert verdict.settled and verdict.reason is None
+    assert verdict.elapsed_s == pytest.approx(0.05)
+    assert len(points) == 50
+
+
+def test_a_falling_then_flat_series_settles_once_the_last_two_quarters_agree() -> None:
+    # The clock falls for 0.2 s: 1.00 ms per call rising to 1.25 ms, then flat.
+    series = Series(lambda t: MS * (1 + 1.25 * min(t, 0.2)))
+    _, verdict = settle(series.step, min_s=0.05, cap_s=5.0, wall=series.wall)
+    assert verdict.settled
+    # Settled once the earlier window, (T/2, 3T/4], lies (nearly) past the fall.
+    assert 0.3 <= verdict.elapsed_s < 0.45
+
+
+def test_a_never_settling_series_hits_the_cap_and_says_why() -> None:
+    series = Series(lambda t: MS * (1 + t))  # 1% slower every 10 ms, for ever
+    _, verdict = settle(series.step, min_s=0.05, cap_s=0.5, wall=series.wall)
+    assert not verdict.settled
+    assert verdict.elapsed_s == pytest.approx(0.5, abs=2 * MS)
+    assert verdict.reason.startswith("hit the 0.5 s cap: time per call moved +")
+
+
+def test_a_falling_clock_keeps_a_flat_series_from_settling() -> None:
+    # The time per call is flat (a memory-bound op), but the SM clock is still falling.
+    clock = lambda t: Reading(clock_mhz=1980 - 2000 * min(t, 0.2))  # noqa: E731
+    series = Series(lambda t: MS, clock)
+    _, verdict = settle(series.step, min_s=0.05, cap_s=3.0, wall=series.wall,
+                        read_clock=series.read)
+    assert verdict.settled and 0.3 <= verdict.elapsed_s < 0.45
+    flat = Series(lambda t: MS)  # the same series without the clock settles at once
+    assert settle(flat.step, min_s=0.05, cap_s=3.0, wall=flat.wall)[1].elapsed_s < 0.06
+
+
+def test_an_op_near_the_power_limit_warms_up_at_least_capped_min_s() -> None:
+    # Flat at the boost clock at first (the power controller has not reacted yet).
+    series = Series(lambda t: MS, lambda t: Reading(clock_mhz=1980, power_share=0.99))
+    _, verdict = settle(series.step, min_s=0.05, cap_s=3.0, wall=series.wall,
+                        read_clock=series.read)
+    assert verdict.settled and CAPPED_MIN_S <= verdict.elapsed_s < 1.06 * CAPPED_MIN_S
+    cool = Series(lambda t: MS, lambda t: Reading(clock_mhz=1980, power_share=0.2))
+    _, verdict = settle(cool.step, min_s=0.05, cap_s=3.0, wall=cool.wall,
+                        read_clock=cool.read)
+    assert verdict.elapsed_s == pytest.approx(0.05)
+
+
+def test_the_loop_time_warm_up_ends_on_settled_and_records_it() -> None:
+    # Warm-up calls slow down for 0.3 s, then stay flat: the loop's warm-up runs past
+    # warmup_s until settled, and the measurement says so.
+    times = [MS * (1 + min(i, 300) / 1000) for i in range(2000)]
+    clock = FakeClock(times[:1000] + [1.3 * MS] * 3)
+    m = run(clock, plan(warmup_calls=1, warmup_s=0.05, min_samples=3, max_samples=3))
+    assert m.settled is True and m.settle_reason is None
+    assert m.warmup_s > 0.4  # not the 50 ms minimum
+    assert m.samples_s == pytest.approx((1.3 * MS,) * 3)
+    capped = run(FakeClock(times[:2000] + [1.3 * MS] * 3),
+                 plan(warmup_calls=1, warmup_s=0.05, settle_max_s=0.1, min_samples=3,
+                      max_samples=3))
+    assert capped.settled is False and "hit the 0.1 s cap" in capped.settle_reason

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from runner.config.axes import AXIS_NAMES as AXES
-from runner.config.axes import CompileMode, DType, GraphMode
-from runner.config.errors import ConfigError
 from runner.config.trials import TrialSpec, as_choices, expand, shape_choices
+from runner.core.axes import AXIS_NAMES as AXES
+from runner.core.axes import CompileMode, DType, GraphMode
+from runner.core.errors import ConfigError
 
 MATMUL_512_FP32_CPU = TrialSpec(
     op="matmul", target="ops.matmul.build", shape=(512, 512, 512), dtype=DType.fp32,
@@ -162,7 +162,7 @@ def test_trial_id_is_stable_across_processes() -> None:
     import sys
     from pathlib import Path
 
-    code = ("from runner.config.trials import TrialSpec; from runner.config.axes import *; "
+    code = ("from runner.config.trials import TrialSpec; from runner.core.axes import *; "
             "print(TrialSpec('matmul','ops.matmul.build',(512,512,512),DType.fp32,'cpu',0,"
             "None,1,GraphMode.none,CompileMode.none,None,False,False).trial_id)")
     path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent.parent),
@@ -208,8 +208,8 @@ def test_label() -> None:
     spec = dataclasses.replace(MATMUL_512_FP32_CPU, streams=2, graph=GraphMode.cuda_graph,
                                compile=CompileMode.default, backward=True,
                                params=(("impl", "bmm"),))
-    assert spec.label() == ("matmul fp32 512x512x512 impl=bmm streams=2 cuda_graph "
-                            "compile=default fwd+bwd")
+    assert spec.label() == ("matmul fp32 512x512x512 impl=bmm streams=2 graph=cuda_graph "
+                            "compile=default backward=true")
     assert MATMUL_512_FP32_CPU.label() == "matmul fp32 512x512x512"
 
 

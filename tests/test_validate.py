@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from runner.config.errors import ConfigError
 from runner.config.ops import group_options
 from runner.config.overrides import check_command_line
+from runner.core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OPS = group_options("op", REPO_ROOT / "conf")

@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from runner.config.errors import ConfigError
+from runner.core.errors import ConfigError
 from runner.execution import pool
-from runner.storage.files import SWEEP_FILE
+from runner.storage.layout import SWEEP_FILE
 
 SWEEP = ["op=vector_add", "timer=smoke", "shape=[[8],[16],[32],[64]]", "dtype=[fp32,fp64]"]
 FINE = "ops.examples:gelu_mul"

@@ -1,5 +1,6 @@
 """Reading results: compare two result sets, the roofline, plots and the HTML report.
 
-May import: pandas, numpy, scipy, matplotlib and ``runner.storage``. Never torch, and nothing
-from the run side (``runner.execution``, ``runner.timing``).
+May import: pandas, numpy, scipy, matplotlib, ``runner.storage``, ``runner.core`` and
+``runner.cli``. Never torch, and nothing from the run side (``runner.execution``,
+``runner.timing``, ``runner.config``).
 """

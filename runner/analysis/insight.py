@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from runner.analysis.plots import Plot, _spans_decade, log_axis, ok_rows, with_modes
+from runner.analysis.figure import Plot, log_axis, spans_decade, timed_rows, with_modes
 from runner.analysis.selection import param_columns, spec_label, varying_columns
 from runner.analysis.values import fmt_num, is_missing
 
@@ -54,7 +54,7 @@ def plot_energy(df: pd.DataFrame) -> Plot:
     line drew more power. Time is the energy window's own time per call (sustained clocks),
     so both axes describe the same calls."""
     name, title = "energy", "Energy per call against time per call"
-    rows = ok_rows(df)
+    rows = timed_rows(df)
     if not has(rows, "energy_per_call_mJ"):
         return Plot(name, title, None, "no trial has energy_per_call_mJ (run with energy=true "
                                        "on a CUDA device)")
@@ -72,7 +72,7 @@ def plot_energy(df: pd.DataFrame) -> Plot:
                    label=f"{label}, {row['energy_counter_s']:.1f} s window "
                          f"({row['avg_power_W']:.0f} W)", s=40)
     x_ms, y_mj = time_us / 1e3, energy_mj
-    logs = _spans_decade(x_ms) or _spans_decade(y_mj)
+    logs = spans_decade(x_ms) or spans_decade(y_mj)
     lo, hi = float(x_ms.min()) / 1.6, float(x_ms.max()) * 1.6
     if logs:  # constant power stays a straight line (slope 1) on log-log axes
         ax.set_xscale("log")

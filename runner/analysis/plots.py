@@ -12,22 +12,23 @@ that labels never overlap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import (
-    FuncFormatter,
-    LogLocator,
-    NullFormatter,
-    NullLocator,
     PercentFormatter,
 )
 
+from runner.analysis import insight
+from runner.analysis.figure import (
+    Plot,
+    log_axis,
+    spans_decade,
+    time_column,
+    timed_rows,
+    with_modes,
+)
 from runner.analysis.selection import (
-    MODE_AXES,
-    mode_label,
     param_columns,
     spec_keys,
     spec_label,
@@ -42,72 +43,6 @@ DTYPE_ORDER = CATEGORY_ORDER["dtype"]
 #: Below this FLOP/byte an op's throughput is shown in GB/s rather than TFLOP/s.
 MIN_FLOP_INTENSITY = 4.0
 BOUND_MARKERS = {"compute": "o", "memory": "s", "overhead": "^", None: "x"}
-
-
-@dataclass
-class Plot:
-    """One figure of the report (or why it is absent)."""
-
-    name: str  # file stem, e.g. "scaling_matmul"
-    title: str
-    figure: Figure | None
-    note: str = ""
-
-
-def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Timed trials only (status ok with a positive median)."""
-    if df.empty or "status" not in df.columns or "time_median_us" not in df.columns:
-        return df.iloc[0:0]
-    mask = (df["status"].astype(str) == "ok") & (pd.to_numeric(
-        df["time_median_us"], errors="coerce") > 0)
-    return df[mask.to_numpy()]
-
-
-def with_modes(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` plus a ``mode`` column (eager, cuda_graph, compile:default, streams=2...)."""
-    cols = [c for c in MODE_AXES if c in df.columns]
-    if df.empty:
-        return df.assign(mode=pd.Series(dtype=object))
-    modes = [mode_label(dict(zip(cols, values, strict=True)))
-             for values in zip(*(df[c].astype(object).tolist() for c in cols), strict=True)] \
-        if cols else ["eager"] * len(df)
-    return df.assign(mode=modes)
-
-
-def time_column(df: pd.DataFrame) -> str:
-    """``time_per_op_us`` when present (it divides by streams), else ``time_median_us``."""
-    return "time_per_op_us" if "time_per_op_us" in df.columns and \
-        df["time_per_op_us"].notna().any() else "time_median_us"
-
-
-def _spans_decade(values: pd.Series) -> bool:
-    values = pd.to_numeric(values, errors="coerce")
-    values = values[values > 0]
-    return len(values) > 1 and values.max() / values.min() >= 10
-
-
-def short_number(value: float) -> str:
-    """Tick text: ``0.02``, ``5``, ``50k``, ``2M``, ``1G`` (SI suffixes past a thousand)."""
-    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:g}{suffix}"
-    return f"{value:g}"
-
-
-def log_axis(axis, values: pd.Series) -> None:
-    """Put ``axis`` (``ax.xaxis``/``ax.yaxis``) on a log scale with plain labels (1, 2, 5, 10...).
-
-    Over fewer than three decades, ticks at 1-2-5 steps keep enough labels to read values;
-    minor ticks stay unlabelled so labels never collide.
-    """
-    values = pd.to_numeric(values, errors="coerce")
-    values = values[values > 0]
-    span = np.log10(values.max() / values.min()) if len(values) > 1 else 0.0
-    if span < 3:
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        axis.set_minor_locator(NullLocator())
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: short_number(v)))
-    axis.set_minor_formatter(NullFormatter())
 
 
 def _series_label(row: pd.Series, columns: list[str]) -> str:
@@ -125,7 +60,7 @@ def _legend(ax, n: int) -> None:
 
 def plot_scaling(df: pd.DataFrame) -> list[Plot]:
     """Per op: time per op and throughput against problem size, one line per dtype/mode/param."""
-    rows = with_modes(ok_rows(df))
+    rows = with_modes(timed_rows(df))
     if rows.empty:
         return [Plot("scaling", "Time and throughput against size", None,
                      "no timed (ok) trials in this sweep")]
@@ -170,13 +105,13 @@ def _scaling_figure(op: str, group: pd.DataFrame, tcol: str) -> Plot:
         ax.set_xlabel("problem size (numel = product of shape)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="major", alpha=0.3)
-        if _spans_decade(group["numel"]):
+        if spans_decade(group["numel"]):
             ax.set_xscale("log")
             log_axis(ax.xaxis, group["numel"])
-    if _spans_decade(group[tcol]):
+    if spans_decade(group[tcol]):
         ax_t.set_yscale("log")
         log_axis(ax_t.yaxis, group[tcol])
-    if rate_col in group.columns and _spans_decade(group[rate_col]):
+    if rate_col in group.columns and spans_decade(group[rate_col]):
         ax_r.set_yscale("log")
         log_axis(ax_r.yaxis, group[rate_col])
     ax_t.set_title(f"{op}: median time per op")
@@ -190,7 +125,7 @@ def _scaling_figure(op: str, group: pd.DataFrame, tcol: str) -> Plot:
 
 def plot_roofline(df: pd.DataFrame, ceilings: list) -> Plot:
     """Achieved TFLOP/s against arithmetic intensity, under the device's ceilings."""
-    rows = ok_rows(df)
+    rows = timed_rows(df)
     name, title = "roofline", "Roofline: achieved throughput against arithmetic intensity"
     if rows.empty:
         return Plot(name, title, None, "no timed (ok) trials in this sweep")
@@ -255,7 +190,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
     """Bars of time per op for each execution mode (eager / graph / compile / streams),
     one group per trial that was run in several modes."""
     name, title = "modes", "Execution modes compared"
-    rows = with_modes(ok_rows(df))
+    rows = with_modes(timed_rows(df))
     if rows.empty:
         return Plot(name, title, None, "no timed (ok) trials in this sweep")
     if rows["mode"].nunique() < 2:
@@ -300,7 +235,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
     ax.invert_yaxis()
     ax.set_xlabel(f"{'time per op' if tcol == 'time_per_op_us' else 'median time'} (µs), "
                   "bars: 95% CI of the median")
-    if _spans_decade(rows[tcol]):
+    if spans_decade(rows[tcol]):
         ax.set_xscale("log")
         log_axis(ax.xaxis, rows[tcol])
     ax.grid(True, axis="x", alpha=0.3)
@@ -315,7 +250,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
 def plot_samples(df: pd.DataFrame) -> Plot:
     """Raw samples of each trial relative to its median, so noise and outliers show."""
     name, title = "samples", "Sample distributions (noise)"
-    rows = ok_rows(df)
+    rows = timed_rows(df)
     if rows.empty:
         return Plot(name, title, None, "no timed (ok) trials in this sweep")
     if "samples_us" not in rows.columns:
@@ -371,8 +306,6 @@ def all_plots(df: pd.DataFrame, ceilings: list) -> list[Plot]:
               ("roofline", "Roofline", lambda: [plot_roofline(df, ceilings)]),
               ("modes", "Execution modes compared", lambda: [plot_modes(df)]),
               ("samples", "Sample distributions (noise)", lambda: [plot_samples(df)])]
-    from runner.analysis import insight  # imports this module: only here
-
     if insight.has(df, "energy_per_call_mJ"):
         makers.append(("energy", "Energy per call against time per call",
                        lambda: [insight.plot_energy(df)]))

@@ -30,7 +30,8 @@ import pandas as pd
 from runner.analysis import insight
 from runner.analysis.calibration import CALIBRATION_DIR
 from runner.analysis.ceilings import ceilings_for
-from runner.analysis.plots import Plot, all_plots, with_modes
+from runner.analysis.figure import Plot, with_modes
+from runner.analysis.plots import all_plots
 from runner.analysis.roofline import annotate
 from runner.analysis.selection import apply_filters, param_columns
 from runner.analysis.values import (

@@ -124,24 +124,11 @@ def spec_label(row: pd.Series | dict, columns: Sequence[str]) -> str:
     return " ".join(bits) if bits else "(all)"
 
 
-def mode_label(row: pd.Series | dict) -> str:
-    """The execution mode of a trial: ``eager``, ``cuda_graph``, ``compile:default``,
-    ``streams=4``, joined with ``+`` when combined, with ``+bwd`` for backward."""
-    get = row.get
-    bits = []
-    graph = canonical(get("graph"))
-    if graph not in (None, "none"):
-        bits.append(str(graph))
-    comp = canonical(get("compile"))
-    if comp not in (None, "none"):
-        bits.append(f"compile:{comp}")
-    streams = canonical(get("streams"))
-    if isinstance(streams, int) and streams > 1:
-        bits.append(f"streams={streams}")
-    label = "+".join(bits) or "eager"
-    if canonical(get("backward")) is True:
-        label += "+bwd"
-    return label
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose trial ran (``status == "ok"``): not skipped, not failed."""
+    if df.empty or "status" not in df.columns:
+        return df.iloc[0:0]
+    return df[(df["status"].astype(str) == "ok").to_numpy()]
 
 
 def parse_filters(filters: Iterable[str], columns: Sequence[str]) -> dict[str, list[str]]:

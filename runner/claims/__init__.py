@@ -8,6 +8,7 @@
 * ``check``: ``check=true`` and ``python -m runner.check`` (exit 1 when a claim failed).
 * ``report`` and ``tables``: ``python -m runner.claims.report`` → ``docs/experiments.md``.
 
-May import: pandas, omegaconf, ``runner.analysis`` and, from the run side, only the storage
-schema and readers (``runner.storage``). Never torch, ``runner.config`` or ``runner.execution``.
+May import: pandas, omegaconf, ``runner.analysis``, ``runner.core``, the shared
+``runner.cli``/``runner.console``, and, from the run side, only the storage schema and readers
+(``runner.storage``). Never torch, ``runner.config`` or ``runner.execution``.
 """

@@ -13,7 +13,7 @@ import re
 
 import pandas as pd
 
-from runner.analysis.selection import select
+from runner.analysis.selection import ok_rows, select
 from runner.analysis.values import fmt_num, fmt_ratio, fmt_time_us, is_missing
 from runner.claims.engine import (
     HELD,
@@ -23,7 +23,6 @@ from runner.claims.engine import (
     Measurement,
     Verdict,
     aggregate,
-    ok_rows,
     ratio,
 )
 from runner.claims.spec import Claim

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from runner.analysis.selection import select
+from runner.analysis.selection import ok_rows, select
 from runner.analysis.values import fmt_num, fmt_ratio, fmt_time_us, is_missing
 from runner.claims.spec import Aggregate, Claim, resolve
 
@@ -117,12 +117,6 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     if not (math.isfinite(numerator) and math.isfinite(denominator)):
         return None
     return numerator / denominator
-
-
-def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
-    if df.empty or "status" not in df:
-        return df.iloc[0:0]
-    return df[df["status"].astype(str) == "ok"]
 
 
 # ---------------------------------------------------------------------------------------

@@ -31,14 +31,14 @@ size pairs", "the larger of the CPU and GPU error". Every item must be measured.
 (``runner/claims/bespoke.py``); it returns a :class:`~runner.claims.engine.Measurement`, judged
 by the claim's comparison, or a finished :class:`~runner.claims.engine.Verdict`.
 
-May import: pyarrow/omegaconf and ``runner.storage.columns``. Never torch, never the run side.
+May import: pyarrow/omegaconf, ``runner.core`` and ``runner.storage.columns``. Never torch,
+never the run side.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -46,6 +46,9 @@ from typing import Any
 
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from runner.core.errors import ConfigError
+from runner.core.targets import locate
 
 
 class ClaimSpecError(ValueError):
@@ -280,16 +283,8 @@ def _check_metric(metric: str, where: str) -> None:
 
 def resolve(target: str, where: str = "_target_") -> Any:
     """Import ``pkg.module.function`` (or ``pkg.module:function``); must be callable."""
-    module_name, sep, attr = str(target).partition(":")
-    if not sep:
-        module_name, _, attr = str(target).rpartition(".")
     try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ClaimSpecError(f"invalid value for '{where}': {target!r} could not be imported "
-                             f"({type(exc).__name__}: {exc}). Give a dotted path to a function "
-                             "fn(rows, claim), e.g. runner.claims.bespoke.batching_loop.") from None
-    if not callable(fn):
-        raise ClaimSpecError(f"invalid value for '{where}': {target!r} is not callable. Give a "
-                             "dotted path to a function fn(rows, claim).")
-    return fn
+        return locate(target, where)
+    except ConfigError as exc:
+        raise ClaimSpecError(f"{exc} Give a dotted path to a function fn(rows, claim), e.g. "
+                             "runner.claims.bespoke.batching_loop.") from None

@@ -9,11 +9,12 @@ from typing import Any
 
 import pandas as pd
 
-from runner.analysis.selection import canonical, column_for, select
+from runner.analysis.selection import canonical, column_for, ok_rows, select
 from runner.analysis.values import fmt_num, fmt_time_us, is_missing, markdown_table
 from runner.claims.bespoke import ALLOCATOR_COLUMN, allocator_steps
-from runner.claims.engine import MIB, aggregate, fmt_metric, ok_rows
+from runner.claims.engine import MIB, aggregate, fmt_metric
 from runner.claims.spec import Pivot
+from runner.core.axes import mode_label
 
 Cell = Callable[[pd.Series], str]
 
@@ -25,23 +26,6 @@ def _params(row: pd.Series) -> str:
     except ValueError:
         params = {}
     return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
-
-
-def _mode(row: pd.Series) -> str:
-    parts = []
-    streams = row.get("streams")
-    if not is_missing(streams) and int(streams) != 1:
-        parts.append(f"streams={int(streams)}")
-    if str(row.get("graph")) not in ("none", "None", "nan"):
-        parts.append(str(row.get("graph")))
-    if str(row.get("compile")) not in ("none", "None", "nan"):
-        parts.append(f"compile={row.get('compile')}")
-        dynamic = row.get("compile_dynamic")
-        if not is_missing(dynamic):
-            parts.append(f"dynamic={str(dynamic).lower()}")
-    if str(row.get("backward")).lower() == "true":
-        parts.append("fwd+bwd")
-    return " ".join(parts) or "eager"
 
 
 def _device(row: pd.Series) -> str:
@@ -101,7 +85,7 @@ def results_table(df: pd.DataFrame, metrics: Iterable[str] = ()) -> str:
     rows = []
     for _, r in ok.iterrows():
         rows.append([r.get("op"), _params(r), r.get("dtype"), r.get("shape_str"), _device(r),
-                     _mode(r), fmt_time_us(r.get("time_median_us")), fmt_num(r.get("tflops")),
+                     mode_label(r), fmt_time_us(r.get("time_median_us")), fmt_num(r.get("tflops")),
                      fmt_num(r.get("gbps"))] + [f(r) for _, f in extra])
     return markdown_table(headers, rows)
 
@@ -114,7 +98,7 @@ def not_run_table(df: pd.DataFrame) -> str:
     for _, r in bad.iterrows():
         reason = "" if is_missing(r.get("reason")) else str(r.get("reason")).splitlines()[0]
         rows.append([r.get("op"), _params(r), r.get("dtype"), r.get("shape_str"), _device(r),
-                     _mode(r), r.get("status"), reason[:200]])
+                     mode_label(r), r.get("status"), reason[:200]])
     return markdown_table(["op", "params", "dtype", "shape", "device", "mode", "status",
                            "reason"], rows)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.config.errors import ConfigError
 from runner.config.ops import CONF_DIR, EXTRA_CONF_DIRS
+from runner.core.errors import ConfigError
 
 #: Hydra flags after which no trial runs (help, config printing, completion).
 NO_TRIALS = ("help", "hydra_help", "cfg", "info", "version", "shell_completion")

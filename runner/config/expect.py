@@ -12,8 +12,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from runner.claims.spec import Claim, ClaimSpecError, Pivot, check, parse
-from runner.config.errors import ConfigError
-from runner.config.schema import OP_META_KEYS
+from runner.config.ops import OP_META_KEYS
+from runner.core.errors import ConfigError
 
 
 def check_expectations(node: Mapping[str, Any], params: Iterable[str], where: str = "") -> None:

@@ -19,7 +19,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from runner.config.errors import ConfigError
+from runner.core.errors import ConfigError
+from runner.storage.layout import RESUME_ENV, has_results
 
 #: numel and FLOP counts are int64 columns; a shape whose product passes this overflows them
 MAX_NUMEL = 1 << 53
@@ -81,18 +82,11 @@ def check_job(cfg: Any, planned: list, job_dir: Path | None, *, resuming: bool =
         seen.add(key)
         if trial.op.target == CUSTOM_BUILDER:
             check_custom_target(spec.params_dict)
-    if job_dir is not None and not resuming and _has_results(job_dir):
+    if job_dir is not None and not resuming and has_results(job_dir):
         raise ConfigError(f"invalid value for 'sweep_id': {job_dir.parent.parent.name!r}: "
                           f"{job_dir} already holds results of another run. Choose another "
                           "sweep_id, or continue that sweep with: python -m runner.resume "
                           f"{job_dir.parent.parent}")
-
-
-def _has_results(job_dir: Path) -> bool:
-    from runner.storage.files import JOB_FILE
-    from runner.storage.journal import journal_dir
-
-    return (job_dir / JOB_FILE).exists() or journal_dir(job_dir).exists()
 
 
 # ---------------------------------------------------------------------------------------
@@ -144,7 +138,7 @@ def check_results_dir(results_dir: str) -> None:
 def check_sweep_folder(single: dict[str, Any]) -> None:
     """A fixed ``sweep_id`` whose folder exists would mix two runs' files and overwrite the
     first run's Hydra record: refuse before Hydra writes anything."""
-    if "sweep_id" not in single or os.environ.get("OPSWEEP_RESUME") == "1":
+    if "sweep_id" not in single or os.environ.get(RESUME_ENV) == "1":
         return
     sweep_id = str(single["sweep_id"])
     folder = Path(str(single.get("results_dir", "results"))) / sweep_id

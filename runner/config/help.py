@@ -16,7 +16,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from runner.config.axes import AXES, yaml_text
+from runner.core.axes import AXES, yaml_text
 
 EXAMPLES = """\
   python -m runner                                        matmul 1024³ fp32 on the default device
@@ -60,12 +60,12 @@ def _listing(folder: Path, width: int = 24) -> str:
     return "\n".join(rows) if rows else "  (none)"
 
 
-def _settings() -> str:
-    from runner.config.schema import RunConfig
-
+def _settings(settings: type) -> str:
+    """One line per job setting: the fields of ``settings`` (the structured config) that are
+    neither axes nor config groups."""
     axis_names = {axis.name for axis in AXES}
     rows = []
-    for f in dataclasses.fields(RunConfig):
+    for f in dataclasses.fields(settings):
         if f.name in axis_names or f.name in ("op", "timer", "experiment"):
             continue
         default = f.default if f.default is not dataclasses.MISSING else None
@@ -78,8 +78,8 @@ def _settings() -> str:
     return "\n".join(rows)
 
 
-def help_template(conf_dir: Path) -> str:
-    """The whole ``--help`` text."""
+def help_template(conf_dir: Path, settings: type) -> str:
+    """The whole ``--help`` text; ``settings`` is the structured config (``RunConfig``)."""
     axes = "\n".join(f"  {axis.name:<16} {axis.describe()}\n  {'':<16} {axis.doc}"
                      for axis in AXES)
     return f"""\
@@ -107,7 +107,7 @@ A bad key or value fails before any trial runs (exit status 2).
 {axes}
 
 == Settings ==
-{_settings()}
+{_settings(settings)}
 
 == Other commands ==
 {COMMANDS}
@@ -116,10 +116,10 @@ Docs: README.md, docs/. Hydra's own flags: --hydra-help. This config: --cfg job.
 """
 
 
-def register(conf_dir: Path) -> None:
+def register(conf_dir: Path, settings: type) -> None:
     """Store the ``hydra/help=opsweep`` option (selected in ``conf/config.yaml``)."""
     from hydra.core.config_store import ConfigStore
 
     node = {"app_name": "opsweep", "header": "", "footer": "",
-            "template": help_template(conf_dir)}
+            "template": help_template(conf_dir, settings)}
     ConfigStore.instance().store(group="hydra/help", name="opsweep", node=node)

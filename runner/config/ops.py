@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from runner.config.axes import INT64_MAX
-from runner.config.errors import ConfigError, bad_value, choices_text
-from runner.config.schema import OP_META_KEYS
 from runner.config.trials import as_choices
+from runner.core.axes import INT64_MAX
+from runner.core.errors import ConfigError, bad_value, choices_text
+from runner.core.targets import locate
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+#: Keys of an op's YAML node that describe the op rather than parametrise it.
+OP_META_KEYS: frozenset[str] = frozenset(
+    {"_target_", "name", "shape_names", "default_shape", "description"})
 
 
 def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
@@ -41,9 +44,7 @@ def group_options_everywhere(group: str) -> list[str]:
 
 def resolve_target(target: str, key: str = "op._target_") -> Callable[..., Any]:
     """Import ``pkg.module.func`` or ``pkg.module:func`` (Hydra's rules:
-    :mod:`runner.config.targets`)."""
-    from runner.config.targets import locate
-
+    :mod:`runner.core.targets`)."""
     return locate(target, key)
 
 

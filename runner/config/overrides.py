@@ -2,7 +2,7 @@
 
 :func:`check_command_line` is what ``python -m runner`` runs first. It parses the command line
 once (:mod:`runner.config.commandline`), checks each ``key=value`` by the rule declared with
-its key (an axis: :mod:`runner.config.axes`; a setting: its field in
+its key (an axis: :mod:`runner.core.axes`; a setting: its field in
 :mod:`runner.config.schema`; an op parameter: its builder's signature), then composes and
 plans every job of the sweep (:mod:`runner.config.preflight`). So a typo in any job of a
 multirun fails with exit status 2 before the first job runs and before any folder is made.
@@ -20,20 +20,21 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from runner.config import guards
-from runner.config.axes import AXES_BY_NAME, AXIS_NAMES
 from runner.config.commandline import CommandLine, parse_command_line
-from runner.config.errors import ConfigError, bad_value, choices_text
 from runner.config.ops import (
     CONF_DIR,
+    OP_META_KEYS,
     builder_params,
     group_options,
     no_trials,
     resolve_target,
 )
 from runner.config.planner import check_shape, check_shard
-from runner.config.schema import OP_META_KEYS, RunConfig, TimerSettings
+from runner.config.schema import RunConfig, TimerSettings
 from runner.config.settings import rules
 from runner.config.trials import as_choices, shape_choices
+from runner.core.axes import AXES_BY_NAME, AXIS_NAMES
+from runner.core.errors import ConfigError, bad_value, choices_text
 
 CONFIG_GROUPS = ("op", "timer", "experiment")
 TOP_LEVEL_KEYS = tuple(f.name for f in dataclasses.fields(RunConfig))

@@ -1,7 +1,7 @@
 """The trial planner: a composed job config → the op plans and frozen trial specs to run.
 
 Every value is checked here (through the axis registry and the op's signature) before any
-trial runs; a bad one raises :class:`~runner.config.axes.ConfigError` naming the key, the
+trial runs; a bad one raises :class:`~runner.core.axes.ConfigError` naming the key, the
 value and the choices.
 """
 
@@ -14,12 +14,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config.axes import AXES_BY_NAME, AXIS_NAMES
-from runner.config.errors import ConfigError, bad_value
 from runner.config.ops import CONF_DIR, OpPlan, group_options, no_trials, plan_op
 from runner.config.schema import RunConfig
 from runner.config.settings import check_settings
 from runner.config.trials import TrialSpec, as_choices, expand, shape_choices
+from runner.core.axes import AXES_BY_NAME, AXIS_NAMES
+from runner.core.errors import ConfigError, bad_value
 
 
 def check_shape(value: Any, op: str, shape_names: list[str] | None) -> tuple[int, ...]:

@@ -17,8 +17,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from runner.config.commandline import CommandLine
-from runner.config.errors import ConfigError
 from runner.config.ops import CONF_DIR
+from runner.core.errors import ConfigError
 
 #: Launchers that run jobs on this machine: only there can the driver plan devices.
 LOCAL_LAUNCHERS = ("hydra._internal.core_plugins.basic_launcher.BasicLauncher",)

@@ -4,7 +4,7 @@ Hydra merges ``conf/config.yaml`` onto :class:`RunConfig`, so an unknown top-lev
 setting of the wrong type is rejected by OmegaConf before anything runs.
 
 The trial axes are not written here: their fields come from the axis registry
-(:mod:`runner.config.axes`), which declares each axis once. They are typed ``Any`` because an
+(:mod:`runner.core.axes`), which declares each axis once. They are typed ``Any`` because an
 axis takes a value *or a list of values*, a union OmegaConf 2.3 cannot express; the registry's
 checks enforce the element type before any trial runs.
 """
@@ -18,17 +18,19 @@ from typing import Any, ClassVar
 from hydra.core.config_store import ConfigStore
 
 from runner.claims.spec import Claim, Pivot
-from runner.config.axes import AXES, INT64_MAX
-from runner.config.errors import ConfigError
+from runner.config import help
 from runner.config.guards import MAX_NAME_BYTES
+from runner.config.ops import CONF_DIR
 from runner.config.settings import Constraint, setting
+from runner.core.axes import AXES, INT64_MAX
+from runner.core.errors import ConfigError
 from runner.timing.timer import TimerPlan
 
 #: The axes' fields, derived from the registry: every axis defaults to its declared default.
 AxisFields = dataclasses.make_dataclass(
     "AxisFields",
     [(axis.name, Any, field(default=axis.default)) for axis in AXES],
-    namespace={"__doc__": "Trial axes (runner.config.axes): a value, or a list of values."},
+    namespace={"__doc__": "Trial axes (runner.core.axes): a value, or a list of values."},
 )
 
 
@@ -96,6 +98,11 @@ class TimerSettings:
                                      "a batched sample lasts about this long", minimum=0)
     max_calls_per_sample: int = setting(TimerPlan.max_calls_per_sample,
                                         "most calls in one batched sample", minimum=1)
+    # Warm-up continues past warmup_s until the samples are settled (no trend in the time per
+    # call, the SM clock no longer falling), for at most settle_max_s (runner/timing/settle.py).
+    # warmup_s=0 turns settling off (the smoke preset).
+    settle_max_s: float = setting(TimerPlan.settle_max_s,
+                                  "most seconds a warm-up may run to settle", above=0)
     # Flush L2 before every sample (outside the timed region) to measure cold-cache time;
     # forces one call per sample.
     flush_l2: bool = setting(False, "flush L2 before every sample (cold cache)")
@@ -105,6 +112,9 @@ class TimerSettings:
     # cuda only: also take the device time (gpu_time_* columns; runner/timing/device_time.py).
     # false: loop time only, as before device time existed.
     device_time: bool = setting(True, "cuda: also take the device time (gpu_time_* columns)")
+    # cuda only: also take the burst time (gpu_burst_time_* columns): gapped samples at the
+    # boost clock, before the loop time heats the GPU; not what a sustained job sees.
+    burst: bool = setting(False, "cuda: also take the burst (boost-clock) device time")
 
     CONSTRAINTS: ClassVar[tuple[Constraint, ...]] = (
         Constraint(("min_samples", "max_samples"), lambda low, high: low <= high,
@@ -206,16 +216,8 @@ class RunConfig(InsightSettings, AxisFields):
     )
 
 
-#: Keys of an op's YAML node that describe the op rather than parametrise it.
-OP_META_KEYS: frozenset[str] = frozenset(
-    {"_target_", "name", "shape_names", "default_shape", "description"})
-
-
 def register() -> None:
     """Register the schema so ``conf/config.yaml`` can list ``base_config`` in its defaults, and
     opsweep's ``--help`` (``hydra/help=opsweep``)."""
-    from runner.config import help
-    from runner.config.ops import CONF_DIR
-
     ConfigStore.instance().store(name="base_config", node=RunConfig)
-    help.register(CONF_DIR)
+    help.register(CONF_DIR, RunConfig)

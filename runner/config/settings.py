@@ -16,7 +16,7 @@ settings of one group are :class:`Constraint` entries in the group's ``CONSTRAIN
 Adding a checked setting is one field: ``name: float = setting(default, doc, minimum=...)``;
 a rule between settings is one :class:`Constraint` in its group's ``CONSTRAINTS``.
 
-Imports only the standard library, :mod:`runner.config.errors` and the axis registry.
+Imports only the standard library, :mod:`runner.core.errors` and the axis registry.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runner.config.axes import INT64_MAX
-from runner.config.errors import ConfigError, bad_value
+from runner.core.axes import INT64_MAX
+from runner.core.errors import ConfigError, bad_value
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,5 @@
-"""Resolving the code a config names (``op._target_``, ``op.target``) the way Hydra does.
-
-Configs name code that runs: ``op._target_`` is the op's builder and ``op=custom
-op.target=pkg.module:function`` a function that is called on tensors. opsweep resolves them
-itself (it must inspect a builder's signature), with Hydra 1.3's rules for ``_target_``
-(``hydra._internal.utils._locate`` and the callable check in ``hydra.utils.instantiate``):
-
-* a dotted path ``pkg.module.attr``: the first part is imported, later parts are attributes,
-  or submodules imported when they are not attributes; no relative paths (empty parts);
-* opsweep also accepts ``pkg.module:attr.path`` (one colon: module, then attributes);
-* the object found must be callable.
+"""Checking the user function a config names (``op=custom op.target=pkg.module:function``)
+before any trial runs. The path itself is resolved by :func:`runner.core.targets.locate`.
 
 For a user function (``op.target``) the checks run *before* any trial and, where possible,
 without running the module's top-level code in this process: a module not yet imported is
@@ -29,50 +20,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from runner.config.errors import ConfigError
-
-_FORMS = "'pkg.module.function' or 'pkg.module:function'"
-
-
-def split_target(path: Any, key: str) -> tuple[str | None, list[str]]:
-    """``(module, attributes)`` for ``module:attrs``; ``(None, parts)`` for a dotted path."""
-    if not isinstance(path, str) or not path.strip():
-        raise ConfigError(f"invalid value for '{key}': {path!r}. Expected {_FORMS}, "
-                          "e.g. ops.examples:gelu_mul.")
-    if path.count(":") > 1:
-        raise ConfigError(f"invalid value for '{key}': {path!r} has more than one ':'. "
-                          f"Expected {_FORMS}.")
-    module, sep, attrs = path.partition(":")
-    parts = (module.split(".") + attrs.split(".")) if sep else path.split(".")
-    if any(not p.isidentifier() for p in parts) or (sep and not attrs):
-        raise ConfigError(f"invalid value for '{key}': {path!r} is not a valid path (empty or "
-                          f"non-identifier part; relative imports are not supported). Expected "
-                          f"{_FORMS}.")
-    return (module, attrs.split(".")) if sep else (None, parts)
-
-
-def locate(path: Any, key: str = "op._target_") -> Callable[..., Any]:
-    """Import and return the callable ``path`` names (Hydra's rules, see the module doc)."""
-    module, attrs = split_target(path, key)
-    try:
-        if module is None:
-            from hydra._internal.utils import _locate
-
-            obj = _locate(".".join(attrs))
-        else:
-            obj = importlib.import_module(module)
-            for attr in attrs:
-                obj = getattr(obj, attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        detail = " ".join(str(exc).split())
-        raise ConfigError(f"invalid value for '{key}': {path!r} could not be located "
-                          f"({type(exc).__name__}: {detail}). Check the module is importable "
-                          "from the current directory or PYTHONPATH and the name is right.") \
-            from None
-    if not callable(obj):
-        raise ConfigError(f"invalid value for '{key}': {path!r} is a {type(obj).__name__}, not "
-                          "a callable. Point it at a function.")
-    return obj
+from runner.core.errors import ConfigError
+from runner.core.targets import locate, split_target
 
 
 def check_function(path: Any, key: str, n_args: int) -> None:

@@ -3,7 +3,7 @@
 The rule (documented in the README):
 
 * ``shape``: a flat list of ints is ONE shape; a list of lists is one trial per shape.
-* every other axis (``runner.config.axes.AXES``) and every op parameter: a scalar is one
+* every other axis (``runner.core.axes.AXES``) and every op parameter: a scalar is one
   value, a list is one trial per element.
 * the trials of a job are the cartesian product of all axes, in registry order, then the op
   parameters in YAML order; the last varies fastest.
@@ -14,23 +14,41 @@ expands its own trials.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import json
 from collections.abc import Mapping
-from enum import Enum
+from dataclasses import dataclass
 from typing import Any
 
-from runner.config.axes import AXES, AXIS_NAMES
+from runner.core.axes import AXES, AXIS_NAMES, EAGER, CompileMode, DType, GraphMode, mode_label
 
 
-class _TrialSpecMethods:
-    """What every :class:`TrialSpec` can do; its fields come from the axis registry."""
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything that defines one trial. Frozen: a spec never changes once expanded.
+
+    The axis fields are the registry's (:data:`runner.core.axes.AXES`), in its order, typed
+    as each :attr:`~runner.core.axes.Axis.spec_type`; ``tests/test_axes.py`` fails when the
+    two drift, so a new axis is its registry entry plus its field here. ``device`` is the
+    resolved device (``cpu``, ``cuda:0``) and ``params`` the op parameters as sorted
+    ``(name, value)`` pairs, so the spec hashes to the same id on every machine.
+    """
 
     op: str
     target: str
-    params: tuple[tuple[str, Any], ...]
+    shape: tuple[int, ...]
+    dtype: DType
+    device: str
+    seed: int
+    num_threads: int | None
+    streams: int
+    graph: GraphMode
+    compile: CompileMode
+    compile_dynamic: bool | None
+    fullgraph: bool
+    backward: bool
+    params: tuple[tuple[str, Any], ...] = ()
 
     @property
     def params_dict(self) -> dict[str, Any]:
@@ -38,7 +56,7 @@ class _TrialSpecMethods:
 
     @property
     def shape_str(self) -> str:
-        return "x".join(str(s) for s in self.shape)  # type: ignore[attr-defined]
+        return "x".join(str(s) for s in self.shape)
 
     def canonical(self) -> dict[str, Any]:
         """JSON-ready dict of the spec: each axis as its column value (enums as strings)."""
@@ -57,35 +75,11 @@ class _TrialSpecMethods:
 
     def label(self) -> str:
         """Short human label for progress bars and tables: op, dtype, shape, params, and the
-        modes that are not at their defaults."""
-        parts = [self.op, self.dtype.value, self.shape_str]  # type: ignore[attr-defined]
+        mode (:func:`runner.core.axes.mode_label`) unless it is eager."""
+        parts = [self.op, self.dtype.value, self.shape_str]
         parts += [f"{k}={v}" for k, v in self.params]
-        for axis in AXES:
-            value = getattr(self, axis.name)
-            if not axis.is_mode or axis.column_value(value) == axis.default:
-                continue
-            if axis.kind is bool:
-                parts.append("fwd+bwd" if axis.name == "backward" else axis.name)
-            elif isinstance(value, Enum):
-                parts.append(value.value if axis.name == "graph"
-                             else f"{axis.name}={value.value}")
-            else:
-                parts.append(f"{axis.name}={value}")
-        return " ".join(parts)
-
-
-#: Everything that defines one trial. Frozen: a spec never changes once expanded. ``device``
-#: is the resolved device (``cpu``, ``cuda:0``) and ``params`` the op parameters as sorted
-#: ``(name, value)`` pairs, so the spec hashes to the same id on every machine. The axis
-#: fields, in registry order, come from :data:`runner.config.axes.AXES`.
-TrialSpec = dataclasses.make_dataclass(
-    "TrialSpec",
-    [("op", str), ("target", str)]
-    + [(axis.name, axis.spec_type) for axis in AXES]
-    + [("params", tuple, dataclasses.field(default=()))],
-    bases=(_TrialSpecMethods,), frozen=True,
-)
-TrialSpec.__module__ = __name__  # so pickle (worker processes) finds it by name
+        mode = mode_label({axis.name: getattr(self, axis.name) for axis in AXES})
+        return " ".join(parts + ([] if mode == EAGER else [mode]))
 
 
 def as_choices(value: Any) -> list[Any]:

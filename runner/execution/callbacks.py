@@ -16,8 +16,9 @@ from runner import console
 from runner.cli import fail
 from runner.execution import interrupt
 from runner.storage import lock
-from runner.storage.files import JOB_FILE, FormatError, merge_sweep
-from runner.storage.journal import JOURNAL_DIR, check_formats
+from runner.storage.files import FormatError
+from runner.storage.journal import check_formats, merge_sweep
+from runner.storage.layout import RESUME_ENV, has_results
 
 #: Set when the end-of-sweep merge failed: ``python -m runner`` then exits 1 (Hydra turns a
 #: callback's exception into a warning, which would have been exit 0 with no merged file).
@@ -129,8 +130,6 @@ def take_lock(config: DictConfig, sweep_dir: Path) -> None:
     lock: two runs started together with one fixed ``sweep_id`` both passed the command
     line's "folder exists" check, and the second must not run every trial again.
     """
-    from runner.execution.job import RESUME_ENV
-
     wait_s = float(config.get("lock_wait_s") or 0.0)
     resuming = os.environ.get(RESUME_ENV) == "1"
     try:
@@ -148,16 +147,15 @@ def take_lock(config: DictConfig, sweep_dir: Path) -> None:
             check_formats(sweep_dir)
         except FormatError as exc:
             fail(exc)
-    elif has_results(sweep_dir):
+    elif sweep_has_results(sweep_dir):
         fail(f"invalid value for 'sweep_id': {sweep_dir.name!r}: {sweep_dir} already holds the "
              "results of another run, and results are never overwritten. Choose another "
              f"sweep_id, or continue that sweep with: python -m runner.resume {sweep_dir}")
 
 
-def has_results(sweep_dir: Path) -> bool:
+def sweep_has_results(sweep_dir: Path) -> bool:
     jobs = sweep_dir / "jobs"
-    return jobs.is_dir() and any((job / JOB_FILE).exists() or (job / JOURNAL_DIR).is_dir()
-                                 for job in jobs.iterdir())
+    return jobs.is_dir() and any(has_results(job) for job in jobs.iterdir())
 
 
 def finish_sweep(sweep_dir: Path) -> Path | None:

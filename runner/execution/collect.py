@@ -18,12 +18,14 @@ import math
 import sys
 from pathlib import Path
 
+from runner.cli import OneLineArgumentParser
 from runner.execution.callbacks import finish_sweep
 from runner.storage import lock
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runner.collect", description=__doc__)
+    parser = OneLineArgumentParser(prog="python -m runner.collect", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dirs", nargs="+", type=Path, metavar="DIR",
                         help="sweep folder(s), e.g. results/2026-11-21_10-00-00.000000")
     parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",

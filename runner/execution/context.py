@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import torch
 
-from runner.config.axes import DType
+from runner.core.axes import DType
 
 TORCH_DTYPES: dict[DType, torch.dtype] = {
     DType.fp64: torch.float64,

@@ -32,7 +32,9 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
+
+from runner.execution.energy_nvml import EnergyReader, EnergyUnavailable, NvmlReader
 
 ENERGY_COLUMNS = (
     "energy_method", "energy_reason", "energy_counter_s", "energy_counter_steps", "energy_calls",
@@ -46,58 +48,9 @@ STATE_INTERVAL_S = 0.05
 #: Seconds between counter polls while the host waits (hazard 1).
 POLL_S = 0.001
 #: Seconds of work per queued chunk, the most calls one chunk (one graph) holds, and how many
-#: chunks stay queued ahead of the device (hazard 3).
-CHUNK_S, MAX_CHUNK_CALLS, QUEUE_CHUNKS = 0.05, 1000, 3
-
-
-class EnergyReader(Protocol):
-    """What the window reads from the device (NVML in production, a fake in tests)."""
-
-    def energy_mj(self) -> int:
-        """The board's total-energy counter, mJ."""
-
-    def state(self) -> dict[str, Any]:
-        """``sm_clock_mhz``, ``mem_clock_mhz``, ``temperature_c``, ``throttle_reasons`` and
-        ``power_instant_w`` (None where unavailable)."""
-
-
-class NvmlReader:
-    """:class:`EnergyReader` over nvidia-ml-py for one torch device."""
-
-    def __init__(self, device: str) -> None:
-        from runner.execution import environment
-
-        self._nvml = environment._nvml()
-        if self._nvml is None:
-            raise EnergyUnavailable("nvidia-ml-py is not installed or NVML did not start; "
-                                    "install the gpu extra: pip install 'opsweep[gpu]'")
-        self._device = device
-        self._handle = environment._nvml_handle(device)
-        try:
-            self.energy_mj()
-        except Exception as exc:
-            raise EnergyUnavailable(f"NVML total-energy counter unavailable on {device}: "
-                                    f"{exc}") from None
-        self._instant = getattr(self._nvml, "NVML_FI_DEV_POWER_INSTANT", None)
-
-    def energy_mj(self) -> int:
-        return int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
-
-    def state(self) -> dict[str, Any]:
-        from runner.execution.environment import gpu_state
-
-        return {**gpu_state(self._device), "power_instant_w": self._power_instant_w()}
-
-    def _power_instant_w(self) -> float | None:
-        try:
-            value = self._nvml.nvmlDeviceGetFieldValues(self._handle, [self._instant])[0]
-            return float(value.value.uiVal) / 1000.0 if value.nvmlReturn == 0 else None
-        except Exception:  # no such field on this driver/GPU (or _instant is None)
-            return None
-
-
-class EnergyUnavailable(RuntimeError):
-    """Why energy cannot be measured here; becomes ``energy_reason``."""
+#: chunks stay queued ahead of the device (hazard 3). With 1000 calls a chunk of a 2 µs op
+#: lasted 2 ms and the device idled two thirds of the window (energy_busy_fraction 0.33).
+CHUNK_S, MAX_CHUNK_CALLS, QUEUE_CHUNKS = 0.05, 20000, 3
 
 
 @dataclass
@@ -169,8 +122,14 @@ def average_power_w(window: Window, skip_s: float = 0.0) -> tuple[float | None, 
 
 def energy_columns(load: Window, idle: Window | None, *, flops: float | None,
                    bytes_moved: float | None, method: str, note: str | None = None,
-                   ramp_s: float | None = None) -> dict[str, Any]:
-    """The energy columns from a loaded window (and the idle baseline before it)."""
+                   ramp_s: float | None = None,
+                   device_time_s: float | None = None) -> dict[str, Any]:
+    """The energy columns from a loaded window (and the idle baseline before it).
+
+    Energy per call is the window's power times ``device_time_s`` (the steady-state device
+    time) where there is one, so every per-call column of the row is at one time; the
+    window's own time per call stays in ``energy_time_per_call_us``, and the trial flags the
+    row when the two differ (``runner.execution.measured.consistency_flag``)."""
     out: dict[str, Any] = dict.fromkeys(ENERGY_COLUMNS)
     out.update(energy_method=method, energy_reason=note)
     skip = min(0.5, 0.1 * (load.end_s - load.start_s)) if ramp_s is None else ramp_s
@@ -189,13 +148,14 @@ def energy_columns(load: Window, idle: Window | None, *, flops: float | None,
     per_call_s = (load.end_s - load.start_s) / load.calls
     if load.busy_s is not None:
         out["energy_busy_fraction"] = min(1.0, load.busy_s / (load.end_s - load.start_s))
-    joules = power * per_call_s
+    at_s = device_time_s or per_call_s
+    joules = power * at_s
     out.update(energy_time_per_call_us=per_call_s * 1e6, avg_power_W=power,
                energy_per_call_mJ=joules * 1e3,
                tflops_per_joule=flops / joules / 1e12 if flops else None,
                gb_per_joule=bytes_moved / joules / 1e9 if bytes_moved else None)
     if out["idle_power_W"] is not None:
-        out["energy_above_idle_per_call_mJ"] = (power - out["idle_power_W"]) * per_call_s * 1e3
+        out["energy_above_idle_per_call_mJ"] = (power - out["idle_power_W"]) * at_s * 1e3
     return out
 
 
@@ -222,7 +182,8 @@ def _state_columns(states: list[dict[str, Any]]) -> dict[str, Any]:
 def measure_energy(fn: Callable[[], Any], device: str, *, window_s: float, idle_s: float,
                    per_call_s: float, flops: float | None, bytes_moved: float | None,
                    capture: bool, before_call: Callable[[], None] | None = None,
-                   reader: EnergyReader | None = None) -> dict[str, Any]:
+                   reader: EnergyReader | None = None,
+                   device_time_s: float | None = None) -> dict[str, Any]:
     """The energy columns of ``fn`` on CUDA ``device``; never raises for a missing NVML.
 
     ``per_call_s`` (the timed median) sizes a chunk to ~``CHUNK_S``. ``capture``: try to
@@ -271,7 +232,7 @@ def measure_energy(fn: Callable[[], Any], device: str, *, window_s: float, idle_
     torch.cuda.synchronize(dev)
     chunk = None  # frees the graph and its pool before the trial ends
     return energy_columns(load, idle, flops=flops, bytes_moved=bytes_moved, method=method,
-                          note=note)
+                          note=note, device_time_s=device_time_s)
 
 
 def _graph_chunk(fn: Callable[[], Any], calls: int, device: Any) -> Any:

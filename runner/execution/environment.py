@@ -34,7 +34,7 @@ def environment(device: str) -> dict[str, Any]:
         "hostname": socket.gethostname(), "python_version": platform.python_version(),
         "platform": platform.platform(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "gpu_index": None, "gpu_uuid": None, "gpu_pci_bus_id": None,
+        "gpu_index": None, "gpu_uuid": None, "gpu_pci_bus_id": None, "power_limit_w": None,
     }
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.device(device))
@@ -45,6 +45,8 @@ def environment(device: str) -> dict[str, Any]:
             l2_cache_bytes=getattr(props, "L2_cache_size", None),
             total_memory_bytes=props.total_memory,
             driver_version=_nvml_call(lambda nvml, _h: nvml.nvmlSystemGetDriverVersion(), device),
+            power_limit_w=_nvml_call(
+                lambda n, h: n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0, device),
             **physical_gpu(device, props),
         )
     else:
@@ -128,6 +130,46 @@ def gpu_state(device: str) -> dict[str, Any]:
         "power_w": _nvml_call(lambda n, h: n.nvmlDeviceGetPowerUsage(h) / 1000.0, device),
         "throttle_reasons": _nvml_call(_throttle_reasons, device),
     }
+
+
+def sm_clock_reader(device: str) -> Any:
+    """A function reading ``device``'s SM clock (MHz) and board power over its enforced limit
+    now (a ``runner.timing.settle.Reading``), for the timer's settle rule and the samples'
+    clock; None off-GPU or without nvidia-ml-py. Power is NVML's instantaneous field where
+    the driver has it: the plain reading is a one-second average on recent GPUs, too slow to
+    see a load that began a few milliseconds ago."""
+    from runner.timing.settle import Reading
+
+    nvml = _nvml()
+    if not device.startswith("cuda") or nvml is None:
+        return None
+    try:
+        handle = _nvml_handle(device)
+        nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
+        limit_w = nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
+    except Exception:
+        return None
+    # NVML's field id for instantaneous power (nvml.h), for bindings that do not name it.
+    instant = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", 186)
+
+    def power_w() -> float | None:
+        try:
+            if instant is not None:
+                value = nvml.nvmlDeviceGetFieldValues(handle, [instant])[0]
+                if value.nvmlReturn == 0:
+                    return float(value.value.uiVal) / 1000.0
+            return nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+        except Exception:
+            return None
+
+    def read() -> Reading:
+        try:
+            clock = float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+        except Exception:
+            clock = None
+        watts = power_w()
+        return Reading(clock, watts / limit_w if watts is not None and limit_w else None)
+    return read
 
 
 def _throttle_reasons(nvml: Any, handle: Any) -> str:

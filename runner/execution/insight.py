@@ -39,12 +39,15 @@ class InsightOptions(InsightSettings):
 
 def insight_columns(options: InsightOptions, *, fn: Any, device: str, label: str,
                     trial_id: str, per_call_s: float, flops: float | None,
+                    device_time_s: float | None = None,
                     bytes_moved: float | None, capturable: bool,
                     before_call: Any = None) -> dict[str, Any]:
     """Run the enabled passes on the timed callable ``fn``; their columns.
 
     The GPU's state right after the timed samples (``*_timed``) is read by the trial itself,
-    before these passes run (``runner.execution.measured.clock_columns``)."""
+    before these passes run (``runner.execution.measured.clock_columns``).
+    ``device_time_s``: the steady-state device time, which the energy per call is taken at
+    (one time under every derived column)."""
     out: dict[str, Any] = {}
     if options.profile:
         trace_file, trace_name = _trace_file(options.job_dir, label, trial_id)
@@ -61,7 +64,7 @@ def insight_columns(options: InsightOptions, *, fn: Any, device: str, label: str
             out.update(energy.measure_energy(
                 fn, device, window_s=options.energy_window_s, idle_s=options.energy_idle_s,
                 per_call_s=per_call_s, flops=flops, bytes_moved=bytes_moved,
-                capture=capturable, before_call=before_call))
+                capture=capturable, before_call=before_call, device_time_s=device_time_s))
         except Exception as exc:
             out.update(energy.unavailable(f"energy window failed: {type(exc).__name__}: "
                                           f"{_line(exc)}"))

@@ -13,6 +13,7 @@ import gc
 import os
 import shutil
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,88 +22,143 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner import console
 from runner.cli import fail
-from runner.config.errors import ConfigError
 from runner.config.guards import check_job
 from runner.config.planner import plan_job
+from runner.core.errors import ConfigError
 from runner.execution import pool, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
 from runner.storage import journal, lock
-from runner.storage.files import FORMAT_VERSION, JOB_FILE, replace_with_superset
-
-#: Set (to "1") by ``python -m runner.resume``: run only the trials without an ok/skipped row.
-RESUME_ENV = "OPSWEEP_RESUME"
-ROOFLINE_COLUMNS = ("pct_of_peak", "bound", "roofline_source", "roofline_reason")
+from runner.storage.files import FORMAT_VERSION, replace_with_superset
+from runner.storage.layout import JOB_FILE, RESUME_ENV, has_results
 
 
 def run_job(cfg: DictConfig) -> Path | None:
-    """Hydra's task function. Returns the job's result file.
+    """Hydra's task function: plan the job's trials, choose who runs them, run them (each row
+    journaled as it ends), write the job file. Returns the job's result file.
 
     Bad configuration exits with status 2 before any trial runs. A failing trial never stops
     the job: it becomes a row.
     """
     # Everything imported so far (torch, inductor) lives for the whole process: move it out of
-    # the garbage collector's generations so the per-trial gc.collect() in execute._release
-    # scans only what trials allocate (~0.3 s per collection otherwise).
+    # the garbage collector's generations so the per-trial gc.collect() in
+    # runner.execution.trial._release scans only what trials allocate (~0.3 s per collection
+    # otherwise).
     gc.freeze()
-    hydra_cfg = HydraConfig.get()
-    job_dir = Path(hydra_cfg.runtime.output_dir)
-    resuming = os.environ.get(RESUME_ENV) == "1"
-    try:
-        planned = plan_job(cfg)
-        check_job(cfg, planned, job_dir, resuming=resuming)
-        insight = InsightOptions.from_config(cfg, job_dir)
-        workers = pool.plan_workers(cfg.workers, cfg.isolation, planned,
-                                    pool.explicit_gpus(OmegaConf.to_container(cfg)))
-    except (ConfigError, ValueError) as exc:
-        _discard_empty_job_dir(job_dir)
-        fail(exc)
-    if len(workers.slots) > 1:
-        runner_: Any = pool.pool(workers.slots)
-        worker.supervisor().stop()  # started early by __main__: the pool has its own
-    elif cfg.isolation == "process":
-        runner_ = worker.supervisor()
-        pool.stop_pool()  # an earlier job of the multirun had workers>1
-    else:
-        pool.stop_pool()
-        runner_ = worker.InProcess()
-        worker.supervisor().stop()  # started early by __main__ (an experiment chose none)
+    job = Job.from_hydra()
+    planned, insight, workers = _plan(cfg, job)
+    runner_ = _choose_runner(cfg, workers)
+    job.metadata = _metadata(cfg, job)
+    todo = _todo(planned, job)
+    if todo and isinstance(runner_, (worker.Supervisor, pool.Pool)):
+        runner_.prestart()  # its torch import overlaps what the driver does until trial 0
+    stop = _run_trials(cfg, job, runner_, todo, workers, insight)
+    # evidence for the isolation design: the driver must never have created a CUDA context
+    torch = sys.modules.get("torch")
+    job.metadata["driver_cuda_initialized"] = bool(torch is not None
+                                                   and torch.cuda.is_initialized())
+    job.metadata["isolation"] = cfg.isolation
+    job.metadata["workers"] = len(workers.slots)
+    path = _write_job_file(job.dir, job.metadata, cfg.results_dir)
+    if stop.requested:
+        _stopped(job.sweep_dir, job.dir)
+    return path
 
-    sweep_dir = job_dir.parent.parent
-    job_num = OmegaConf.select(hydra_cfg, "job.num", default=0) or 0
-    overrides = list(hydra_cfg.overrides.task)
-    title = f"job {job_num}" + (f" ({' '.join(overrides)})" if overrides else "")
-    metadata: dict[str, Any] = {
+
+@dataclass
+class Job:
+    """Where one Hydra job writes, who it is in its sweep, and the metadata of its files."""
+
+    dir: Path
+    sweep_dir: Path
+    num: int
+    overrides: list[str]
+    resuming: bool
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_hydra(cls) -> Job:
+        hydra_cfg = HydraConfig.get()
+        job_dir = Path(hydra_cfg.runtime.output_dir)
+        return cls(job_dir, job_dir.parent.parent,
+                   OmegaConf.select(hydra_cfg, "job.num", default=0) or 0,
+                   list(hydra_cfg.overrides.task), os.environ.get(RESUME_ENV) == "1")
+
+    @property
+    def title(self) -> str:
+        return f"job {self.num}" + (f" ({' '.join(self.overrides)})" if self.overrides else "")
+
+
+def _metadata(cfg: DictConfig, job: Job) -> dict[str, Any]:
+    """What every file of the job records about how it was run."""
+    return {
         "format_version": FORMAT_VERSION,
-        "sweep_id": sweep_dir.name,
-        "job_num": job_num,
-        "overrides": overrides,
-        "choices": OmegaConf.to_container(hydra_cfg.runtime.choices),
+        "sweep_id": job.sweep_dir.name,
+        "job_num": job.num,
+        "overrides": job.overrides,
+        "choices": OmegaConf.to_container(HydraConfig.get().runtime.choices),
         "config": OmegaConf.to_yaml(cfg, resolve=True),
         "argv": sys.argv,
     }
-    done = journal.done_trials(job_dir) if resuming else {}
+
+
+def _plan(cfg: DictConfig, job: Job) -> tuple[list, InsightOptions, Any]:
+    """The job's trials, insight options and worker slots; bad configuration exits 2 here,
+    before any trial, leaving no empty sweep folder behind."""
+    try:
+        planned = plan_job(cfg)
+        check_job(cfg, planned, job.dir, resuming=job.resuming)
+        insight = InsightOptions.from_config(cfg, job.dir)
+        workers = pool.plan_workers(cfg.workers, cfg.isolation, planned,
+                                    pool.explicit_gpus(OmegaConf.to_container(cfg)))
+    except (ConfigError, ValueError) as exc:
+        _discard_empty_job_dir(job.dir)
+        fail(exc)
+    return planned, insight, workers
+
+
+def _choose_runner(cfg: DictConfig, workers: Any) -> Any:
+    """A pool of workers, the one supervised worker process, or this process
+    (``isolation=none``); the ones not chosen are stopped."""
+    if len(workers.slots) > 1:
+        worker.supervisor().stop()  # started early by __main__: the pool has its own
+        return pool.pool(workers.slots)
+    if cfg.isolation == "process":
+        pool.stop_pool()  # an earlier job of the multirun had workers>1
+        return worker.supervisor()
+    pool.stop_pool()
+    worker.supervisor().stop()  # started early by __main__ (an experiment chose none)
+    return worker.InProcess()
+
+
+def _todo(planned: list, job: Job) -> list[tuple[int, Any]]:
+    """``(index, trial)`` of the trials to run: all, or on resume those without a done row."""
+    done = journal.done_trials(job.dir) if job.resuming else {}
     todo = [(trial.index, trial) for trial in planned
             if done.get(trial.index) != trial.spec.trial_id]
-    if resuming:
-        console.stderr.print(f"job {job_num}: resuming {len(todo)} of {len(planned)} trials")
-    if todo and isinstance(runner_, (worker.Supervisor, pool.Pool)):
-        runner_.prestart()  # its torch import overlaps what the driver does until trial 0
+    if job.resuming:
+        console.stderr.print(f"job {job.num}: resuming {len(todo)} of {len(planned)} trials")
+    return todo
 
+
+def _run_trials(cfg: DictConfig, job: Job, runner_: Any, todo: list[tuple[int, Any]],
+                workers: Any, insight: InsightOptions) -> GracefulStop:
+    """Run the trials, journaling each row as it ends; Ctrl-C stops after the trial in flight
+    (twice: now). Returns the stop state."""
     timer = smoke_timer() if cfg.smoke else cfg.timer
     timeout_s = cfg.get("trial_timeout_s") or None
     heat_s = cfg.gpu_warmup_s if not cfg.smoke else 0.0
 
     def record(row: dict[str, Any], trial: Any) -> None:
         row.setdefault("worker", 0 if isinstance(runner_, worker.Supervisor) else None)
-        row.update(sweep_id=sweep_dir.name, job_num=job_num, trial_index=trial.index,
+        row.update(sweep_id=job.sweep_dir.name, job_num=job.num, trial_index=trial.index,
                    shard=cfg.shard, num_shards=cfg.num_shards)
-        _journal(job_dir, row, metadata)
+        _journal(job.dir, row, job.metadata)
 
     with GracefulStop() as stop:
         try:
             if isinstance(runner_, pool.Pool):
-                with console.progress(len(todo), title) as advance:
+                with console.progress(len(todo), job.title) as advance:
                     runner_.run([t for _, t in todo], workers.pinned,
                                 (timer, cfg.check_accuracy, timeout_s, insight), stop=stop,
                                 heat_s=heat_s, record=lambda row, trial: (
@@ -110,7 +166,8 @@ def run_job(cfg: DictConfig) -> Path | None:
             else:
                 if heat_s > 0 and todo:
                     _heat_devices(runner_, [t for _, t in todo], heat_s)
-                for _, trial in console.track(todo, title, label=lambda it: it[1].spec.label()):
+                for _, trial in console.track(todo, job.title,
+                                              label=lambda it: it[1].spec.label()):
                     record(runner_.run(trial, timer, cfg.check_accuracy, timeout_s, insight),
                            trial)
                     if stop.requested:
@@ -119,15 +176,7 @@ def run_job(cfg: DictConfig) -> Path | None:
             if isinstance(runner_, (worker.Supervisor, pool.Pool)):
                 runner_.stop()
             stop.count = max(stop.count, 2)
-    # evidence for the isolation design: the driver must never have created a CUDA context
-    torch = sys.modules.get("torch")
-    metadata["driver_cuda_initialized"] = bool(torch is not None and torch.cuda.is_initialized())
-    metadata["isolation"] = cfg.isolation
-    metadata["workers"] = len(workers.slots)
-    path = _write_job_file(job_dir, metadata, cfg.results_dir)
-    if stop.requested:
-        _stopped(sweep_dir, job_dir)
-    return path
+    return stop
 
 
 def _journal(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> None:
@@ -147,7 +196,6 @@ def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str) 
     table = journal.job_rows(job_dir, metadata)
     if table is None:
         return None
-    table = table.drop_columns([c for c in ROOFLINE_COLUMNS if c in table.column_names])
     return replace_with_superset(_with_roofline(table, results_root), job_dir / JOB_FILE)
 
 
@@ -171,7 +219,7 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
     """Hydra makes the job folder before the config can be checked; when the config is bad,
     remove what Hydra wrote (its .hydra record) so a failed start leaves no empty sweep behind.
     Only folders holding no result file are touched."""
-    if (job_dir / JOB_FILE).exists() or journal.journal_dir(job_dir).exists():
+    if has_results(job_dir):
         lock.release(job_dir.parent.parent)
         return
     shutil.rmtree(job_dir / ".hydra", ignore_errors=True)
@@ -193,16 +241,17 @@ def smoke_timer() -> DictConfig:
 
 
 def _with_roofline(table: Any, results_root: str) -> Any:
-    """Append pct_of_peak / bound columns (runner.analysis.roofline): results need no manual
-    step."""
+    """Replace the roofline columns (``runner.analysis.roofline.ROOFLINE_COLUMNS``:
+    pct_of_peak, bound, ...) with fresh ones: results need no manual step."""
     try:
         from runner.analysis import roofline
     except ImportError:
         return table
     import pyarrow as pa
 
+    table = table.drop_columns([c for c in roofline.ROOFLINE_COLUMNS if c in table.column_names])
     annotated = roofline.annotate(table.to_pandas(), results_root=results_root)
-    for name in ("pct_of_peak", "bound", "roofline_source", "roofline_reason"):
+    for name in roofline.ROOFLINE_COLUMNS:
         if name in annotated and name not in table.column_names:
             table = table.append_column(name, pa.Array.from_pandas(annotated[name]))
     return table

@@ -1,5 +1,5 @@
-"""A trial's measurements as result columns: the loop time, the device time, throughput, and
-the clock the samples ran at.
+"""A trial's measurements as result columns: the loop time, the device time, the burst time,
+throughput, the clock the samples ran at, and the check that the derived columns agree.
 
 One function per group of columns, each deriving everything from the frozen measurement (raw
 samples in, statistics out); the column names and types are declared in
@@ -8,35 +8,100 @@ samples in, statistics out); the column names and types are declared in
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from runner.execution.environment import gpu_state
 from runner.storage import columns as result_columns
 from runner.timing.device_time import DeviceTime
-from runner.timing.timer import SETTLED_WARMUP_S, Measurement, TimerPlan
+from runner.timing.timer import Measurement
 
 
-def clock_columns(device: str, plan: TimerPlan) -> dict[str, Any]:
-    """The GPU's state right after the last loop-time sample, and a note when the samples'
-    clock was set by the power cap.
-
-    Why (issue 9, ``docs/insight.md``): a compute-bound op at the power cap (an H200 bf16
-    8192³ matmul) runs at whatever clock the power controller has reached, 1980 MHz in the
-    first tenths of a second and ~1500 MHz once capped. With a short warm-up the samples land
-    on either side of the drop, and two processes read 1.41 or 1.60 ms. The row says so;
-    ``timer=sustained`` (1.5 s warm-up) samples the capped, repeatable state.
-    """
+def clock_columns(device: str) -> dict[str, Any]:
+    """The GPU's state right after the last loop-time sample."""
     state = gpu_state(device)
-    out: dict[str, Any] = {f"{k}_timed": state[k]
-                           for k in ("sm_clock_mhz", "power_w", "throttle_reasons")}
-    capped = "SwPowerCap" in (state.get("throttle_reasons") or "")
-    out["clock_note"] = None
-    if capped and plan.warmup_s < SETTLED_WARMUP_S:
-        out["clock_note"] = (f"samples ended at the power cap (SwPowerCap, "
-                             f"{state.get('sm_clock_mhz')} MHz) after a {plan.warmup_s:g} s "
-                             "warm-up: the clock may still have been falling; "
-                             f"timer=sustained (warm-up >= {SETTLED_WARMUP_S:g} s) settles it")
+    return {f"{k}_timed": state[k] for k in ("sm_clock_mhz", "power_w", "throttle_reasons")}
+
+
+#: The samples' SM clock is worth a note when it moved by more than this share during the
+#: samples (max − min over median), or sits this far from the clock the warm-up settled at.
+CLOCK_MOVED_SHARE = 0.03
+
+
+def samples_clock_columns(measurement: Measurement | None) -> dict[str, Any]:
+    """The SM clock during the device-time samples, and ``clock_note`` only when it moved.
+
+    A compute-bound op near the power cap runs at whatever clock the power controller has
+    reached; the settled warm-up samples the capped, repeatable state, so a note here means
+    the state changed under the samples (another process's load, a thermal limit), not that
+    the op is power-capped, which is normal and not worth a warning."""
+    out: dict[str, Any] = {"sm_clock_mhz_samples_median": None, "sm_clock_mhz_samples_min": None,
+                           "clock_note": None}
+    clocks = list(measurement.clock_mhz) if measurement is not None else []
+    if not clocks:
+        return out
+    median = statistics.median(clocks)
+    out.update(sm_clock_mhz_samples_median=median, sm_clock_mhz_samples_min=min(clocks))
+    notes = []
+    if (max(clocks) - min(clocks)) > CLOCK_MOVED_SHARE * median:
+        notes.append(f"the SM clock moved {min(clocks):.0f}–{max(clocks):.0f} MHz during the "
+                     "samples")
+    settled = measurement.settled_clock_mhz
+    if settled and abs(median / settled - 1) > CLOCK_MOVED_SHARE:
+        notes.append(f"the samples ran at {median:.0f} MHz, the warm-up settled at "
+                     f"{settled:.0f} MHz")
+    if notes:
+        out["clock_note"] = (f"{'; '.join(notes)} (more than {CLOCK_MOVED_SHARE:.0%}): the "
+                             "device's state changed under the samples")
     return out
+
+
+def settle_columns(loop: Measurement, device: Measurement | None) -> dict[str, Any]:
+    """How long each warm-up ran to settle, and whether it settled or hit the cap."""
+    return {"warmup_settled": loop.settled,
+            "gpu_time_settle_s": device.warmup_s if device is not None else None,
+            "gpu_time_settled": device.settled if device is not None else None,
+            "settle_reason": "; ".join(
+                f"{name}: {m.settle_reason}" for name, m in (("loop", loop), ("gpu", device))
+                if m is not None and m.settle_reason) or None}
+
+
+def burst_columns(burst: Measurement | None) -> dict[str, Any]:
+    """The burst time (gapped samples at the boost clock): median and its CI, µs per call."""
+    if burst is None:
+        return dict.fromkeys(("gpu_burst_time_median_us", "gpu_burst_time_ci_low_us",
+                              "gpu_burst_time_ci_high_us"))
+    stats = burst.stats
+    return {"gpu_burst_time_median_us": stats.median * 1e6,
+            "gpu_burst_time_ci_low_us": stats.ci_low * 1e6,
+            "gpu_burst_time_ci_high_us": stats.ci_high * 1e6}
+
+
+#: ``avg_power_W`` may exceed the board's power limit by this share (sensor and counter
+#: tolerance) before the row is flagged: above it the power and the time come from different
+#: moments.
+POWER_LIMIT_TOL = 1.03
+#: ``energy_time_per_call_us`` and ``gpu_time_median_us`` may differ by this share.
+ENERGY_TIME_TOL = 0.03
+
+
+def consistency_flag(row: dict[str, Any]) -> str | None:
+    """Why the row's derived columns disagree with each other, or None when they agree.
+
+    Every column derived from a time (TFLOP/s, GB/s, energy per call, the roofline) must be
+    about one moment: the energy window runs back to back like the steady-state device time,
+    so its time per call must match the device time and its power must fit under the cap."""
+    flags = []
+    power, limit = row.get("avg_power_W"), row.get("power_limit_w")
+    if power is not None and limit and power > POWER_LIMIT_TOL * limit:
+        flags.append(f"avg_power_W {power:.0f} W is above {POWER_LIMIT_TOL:g} × the "
+                     f"{limit:.0f} W power limit")
+    energy_us, gpu_us = row.get("energy_time_per_call_us"), row.get("gpu_time_median_us")
+    if energy_us and gpu_us and abs(energy_us / gpu_us - 1) > ENERGY_TIME_TOL:
+        flags.append(f"energy_time_per_call_us {energy_us:.4g} and gpu_time_median_us "
+                     f"{gpu_us:.4g} differ by {100 * (energy_us / gpu_us - 1):+.1f}% "
+                     f"(more than {ENERGY_TIME_TOL:.0%})")
+    return "; ".join(flags) or None
 
 
 def timing_columns(measurement: Measurement | None, ops_per_sample: int,

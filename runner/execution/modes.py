@@ -1,6 +1,7 @@
 """Execution modes: the one place that turns an op's workloads into the callable that is timed.
 
-Four axes compose here, in this order, for every op alike:
+The four mode axes compose here in five steps (``graph`` has two), in this order, for every op
+alike:
 
 1. ``compile``   – ``torch.compile`` the op's forward callable (dynamo state reset first).
 2. ``graph=graphed_callable`` – ``torch.cuda.make_graphed_callables`` on the op's module or
@@ -29,8 +30,8 @@ from typing import Any
 import torch
 
 from ops.base import TrialSkipped, Workload
-from runner.config.axes import CompileMode, GraphMode
 from runner.config.trials import TrialSpec
+from runner.core.axes import CompileMode, GraphMode
 from runner.timing.cuda_device import capture_graph
 
 
@@ -284,7 +285,7 @@ def _spread_parts(parts: Sequence[Callable[[], Any]], n_streams: int,
 
 
 def _capture(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[[], Any], float]:
-    """Capture ``fn`` into a CUDA graph (``runner.timing.device_time.capture_graph``: warm-up
+    """Capture ``fn`` into a CUDA graph (``runner.timing.cuda_device.capture_graph``: warm-up
     on a side stream, static inputs and output) and return (replay, capture seconds)."""
     try:
         replay_graph, static_output, capture_time_s = capture_graph(fn, device)

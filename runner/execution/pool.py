@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from runner.config.errors import ConfigError
+from runner.core.errors import ConfigError
 from runner.execution.worker import START_TIMEOUT_S, Supervisor
 
 PER_GPU = "per_gpu"
@@ -65,7 +65,7 @@ def visible_gpus() -> list[str]:
 
     Counted by ``torch.cuda.device_count()`` (NVML / cudaGetDeviceCount): no CUDA context is
     made in the driver."""
-    from runner.config.axes import cuda_device_count
+    from runner.core.axes import cuda_device_count
 
     count = cuda_device_count()
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -35,6 +35,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from runner.storage.layout import RESUME_ENV
+
 #: Hydra overrides that describe where and how the original run went, not what it ran.
 _RUNTIME_HYDRA_KEYS = ("hydra.mode", "hydra.run.dir", "hydra.sweep.dir", "hydra.output_subdir")
 _PINNED_KEYS = ("sweep_id", "results_dir", "lock_wait_s")
@@ -109,8 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"resuming {args.sweep_dir}: python -m runner {shlex.join(command)}", file=sys.stderr,
           flush=True)
     sys.stdout.flush()
-    from runner.execution.job import RESUME_ENV
-
     os.environ[RESUME_ENV] = "1"
     # replace this process with the run: a kill of this pid reaches the run itself
     os.execv(sys.executable, [sys.executable, "-m", "runner", *command])

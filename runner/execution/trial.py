@@ -12,10 +12,14 @@ Order of a trial (each step's placement is deliberate):
 4. compose the execution modes (compile / graphs / backward / streams) around the workloads;
 5. check accuracy: float64 reference from the inputs *as they are now*, then one call of the
    composed callable, so the check validates exactly what is timed;
-6. reset the peak-memory counters and time it with the shared timer;
-7. optionally (``insight``), after the samples: a profiled pass and an energy window
-   (runner.execution.insight); they never run inside the timed samples;
-8. read the GPU state again, free everything, record.
+6. reset the peak-memory counters and time it with the shared timer: the burst time first
+   (``timer.burst``, gapped samples from the device as the last trial left it), then the loop
+   time and the steady-state device time, each warmed up until settled;
+7. optionally (``insight``), right after the device time's samples, at the same settled
+   state: a profiled pass and an energy window (runner.execution.insight); they never run
+   inside the timed samples;
+8. check that the derived columns agree (``consistency_flag``), read the GPU state again,
+   free everything, record.
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ from typing import Any
 import torch
 
 from ops.base import OpContext, TrialSkipped, Workload, relative_error
-from runner.config.axes import AXES, CompileMode, DType, GraphMode
 from runner.config.ops import OpPlan
 from runner.config.schema import TimerSettings
 from runner.config.trials import TrialSpec
+from runner.core.axes import AXES, CompileMode, DType, GraphMode
 from runner.execution import modes
 from runner.execution.context import (
     DEFAULT_TOLERANCE,
@@ -41,28 +45,26 @@ from runner.execution.context import (
     TORCH_DTYPES,
     trial_settings,
 )
-from runner.execution.environment import environment, git_provenance, gpu_state
+from runner.execution.environment import (
+    environment,
+    git_provenance,
+    gpu_state,
+    sm_clock_reader,
+)
 from runner.execution.insight import InsightOptions, insight_columns
 from runner.execution.measured import (
+    burst_columns,
     clock_columns,
+    consistency_flag,
     device_time_columns,
+    samples_clock_columns,
+    settle_columns,
     throughput_columns,
     timing_columns,
 )
+from runner.execution.timed import burst_time, clock_for, device_time_of, flusher
 from runner.storage.columns import Status
-from runner.timing.cuda_device import CudaDevice
-from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
-from runner.timing.timer import (
-    Clock,
-    CudaEventClock,
-    HostClock,
-    L2Flusher,
-    Measurement,
-    TimerPlan,
-    measure,
-)
-
-_FLUSHERS: dict[str, L2Flusher] = {}
+from runner.timing.timer import TimerPlan, measure
 
 
 def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
@@ -76,11 +78,14 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     row.update(environment(spec.device))
     row.update(git_provenance())
     row.update({f"{k}_start": v for k, v in gpu_state(spec.device).items()})
+    row["consistency_flag"] = None
+    held_bytes = _allocated(spec.device)
     try:
         with _on_device(spec.device), trial_settings(spec.dtype, spec.num_threads), \
                 modes.compile_isolation(spec):
             row.update(_measure_trial(spec, plan, timer, check_accuracy, insight))
         row["status"], row["reason"] = Status.ok.value, None
+        row["consistency_flag"] = consistency_flag(row)
     except TrialSkipped as exc:
         row["status"], row["reason"] = Status.skipped.value, str(exc)
     except torch.OutOfMemoryError as exc:
@@ -95,7 +100,7 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
         row["reason"] = f"the op raised {type(exc).__name__}({exc}), which would end the sweep"
         row["error_traceback"] = traceback.format_exc()
     finally:
-        _release(spec.device)
+        _release(spec.device, held_bytes)
     row.update({f"{k}_end": v for k, v in gpu_state(spec.device).items()})
     return row
 
@@ -141,19 +146,27 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
     held_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
     timer_plan = TimerPlan.from_settings(timer)
-    measurement = measure(prepared.fn, timer_plan, _clock(timer, device),
+    read_clock = sm_clock_reader(spec.device)
+    clock = clock_for(timer, device)
+    # The burst time goes first: the loop time's settling warm-up would heat the GPU.
+    burst = burst_time(spec, timer, timer_plan, prepared, device, clock, held_bytes)
+    measurement = measure(prepared.fn, timer_plan, clock,
                           before_sample=prepared.before_sample,
-                          flush=_flusher(timer, device))
-    # Read before anything else runs on the GPU: the clock the loop-time samples ran at.
-    out.update(clock_columns(spec.device, timer_plan))
+                          flush=flusher(timer, device), read_clock=read_clock)
+    # Read before anything else runs on the GPU: the state the loop-time samples ended in.
+    out.update(clock_columns(spec.device))
     out.update(_memory(device))
-    device_time = _device_time(spec, timer, timer_plan, prepared, measurement, device,
-                               out.get("peak_allocated_bytes"), held_bytes)
+    device_time = device_time_of(spec, timer, timer_plan, prepared, measurement, device,
+                               out.get("peak_allocated_bytes"), held_bytes,
+                               read_clock=read_clock)
     prepared.finish()
     out.update(prepared.compile_stats)
     out.update(timing_columns(measurement, prepared.ops_per_sample))
     out.update(device_time_columns(device_time, prepared.ops_per_sample,
                                    out["time_per_op_us"]))
+    out.update(settle_columns(measurement, device_time.measurement))
+    out.update(samples_clock_columns(device_time.measurement))
+    out.update(burst_columns(burst))
     out["l2_flush"] = bool(timer.flush_l2 and device.type == "cuda")
     n_ops = 1 if first.parts else len(workloads)
     bytes_per_op = None if spec.backward else first.bytes_moved
@@ -168,7 +181,9 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
     if insight is not None:  # after timing and memory peaks: never inside the samples
         out.update(insight_columns(
             insight, fn=prepared.fn, device=spec.device, label=spec.label(),
-            trial_id=spec.trial_id, per_call_s=measurement.stats.median, flops=out["flops"],
+            trial_id=spec.trial_id, per_call_s=rate_measurement.stats.median,
+            device_time_s=None if device_time.measurement is None else
+            device_time.measurement.stats.median, flops=out["flops"],
             bytes_moved=out["bytes_moved"], before_call=prepared.before_sample,
             capturable=spec.graph is GraphMode.none and spec.compile is CompileMode.none
             and not spec.backward))
@@ -238,45 +253,11 @@ def _accuracy(spec: TrialSpec, workloads: list[Workload],
     return {"rel_error": worst, "rel_error_tol": tolerance, "accuracy_ok": worst <= tolerance}
 
 
-def _device_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
-                 prepared: modes.Prepared, loop: Measurement, device: torch.device,
-                 peak_bytes: int | None, held_bytes: int) -> DeviceTime:
-    """The device time of the trial's work (``runner.timing.device_time``): for
-    ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph."""
-    if device.type != "cuda":
-        return DeviceTime(UNAVAILABLE, "cpu")
-    if not timer.device_time:
-        return DeviceTime(UNAVAILABLE, "timer.device_time=false")
-    return measure_device_time(
-        prepared.uncaptured or prepared.fn, plan, loop, CudaDevice(device),
-        bytes_per_call=None if peak_bytes is None else peak_bytes - held_bytes,
-        capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
-        flush=_flusher(timer, device))
-
-
 def _memory(device: torch.device) -> dict[str, Any]:
     if device.type != "cuda":
         return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
     return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
             "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
-
-
-def _clock(timer: TimerSettings, device: torch.device) -> Clock:
-    if device.type != "cuda":
-        return HostClock()
-    if timer.clock == "host":  # validated up front: "event" or "host"
-        return HostClock(sync=lambda: torch.cuda.synchronize(device))
-    return CudaEventClock(device)
-
-
-def _flusher(timer: TimerSettings, device: torch.device) -> L2Flusher | None:
-    """One L2 flush buffer per device and job, made on first use."""
-    if not timer.flush_l2 or device.type != "cuda":
-        return None
-    key = str(device)
-    if key not in _FLUSHERS:
-        _FLUSHERS[key] = L2Flusher(device)
-    return _FLUSHERS[key]
 
 
 def _on_device(device: str) -> Any:
@@ -285,15 +266,26 @@ def _on_device(device: str) -> Any:
     return contextlib.nullcontext()
 
 
+def _allocated(device: str) -> int:
+    return torch.cuda.memory_allocated(torch.device(device)) if device.startswith("cuda") else 0
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def _release(device: str) -> None:
+def _release(device: str, held_bytes: int) -> None:
     """Free the trial's memory so the next trial starts clean (and its peaks are its own).
-    Runs after every trial, whatever its outcome (``run_trial``'s ``finally``)."""
-    gc.collect()
+    Runs after every trial, whatever its outcome (``run_trial``'s ``finally``).
+
+    A trial's objects are young: collecting the young generations frees its reference cycles.
+    A full collection walks every object of the process (torch's included), ~100 ms per trial,
+    the largest per-trial cost of a sweep of small trials; it runs only when the device still
+    holds more than before the trial."""
+    gc.collect(1)
+    if _allocated(device) > held_bytes:
+        gc.collect()
     if device.startswith("cuda"):
         torch.cuda.synchronize(torch.device(device))
         torch.cuda.empty_cache()

@@ -2,6 +2,10 @@
 
 The storage schema (``columns``) is the contract between the run side and the read side.
 
-May import: pyarrow, pandas, and the axis registry
-(``runner.config.axes``, standard library only) that the axis columns derive from. Never torch.
+``layout`` names the files (standard library only), ``columns`` declares every column,
+``files`` writes and merges atomically, ``journal`` keeps each finished trial and builds the
+job and sweep files from it, ``load`` reads them (``runner.load``).
+
+May import: pyarrow, pandas, and ``runner.core`` (the axis registry the axis columns derive
+from). Never torch, nothing else of runner.
 """

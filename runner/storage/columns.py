@@ -1,11 +1,12 @@
 """Every result column: its Arrow type and what it means. The one source of truth.
 
-The axis columns are derived from the axis registry (:mod:`runner.config.axes`).
+The axis columns are derived from the axis registry (:mod:`runner.core.axes`).
 
-``results.rows_to_table`` writes known columns with these types (so an all-null column still
-has its real type and pandas reads proper dtypes), and ``results/README.md``'s column table is
-generated from here (``python -m runner.storage.columns``). Op parameters become ``param_<name>``
-columns and op-specific measurements ``extra_<name>``; their types are inferred.
+``runner.storage.files.rows_to_table`` writes known columns with these types (so an all-null
+column still has its real type and pandas reads proper dtypes), and ``results/README.md``'s
+column table is generated from here (``python -m runner.storage.columns``). Op parameters
+become ``param_<name>`` columns and op-specific measurements ``extra_<name>``; their types are
+inferred.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from enum import Enum
 
 import pyarrow as pa
 
-from runner.config.axes import AXES, MODE_AXES, Axis
+from runner.core.axes import AXES, MODE_AXES, Axis
 
 __all__ = ["AXES", "AXIS_COLUMNS", "COLUMNS", "MODE_COLUMNS", "Status", "axis_doc"]
 
@@ -106,7 +107,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "status": (_S, " | ".join(status.value for status in Status)),
     "reason": (_S, "why a trial is not ok (exception or unsupported combination)"),
     "error_traceback": (_S, "full traceback of an error row"),
-    # axes: op and target, then every registry axis (runner.config.axes), then derived values
+    # axes: op and target, then every registry axis (runner.core.axes), then derived values
     "op": (_S, "op name (conf/op/<name>.yaml)"),
     "target": (_S, "the op's builder, as a dotted path"),
     **{axis.name: (_ARROW_TYPES[axis.column_type], axis_doc(axis)) for axis in AXES},
@@ -128,6 +129,25 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                             "cut of K (memory, launch queue)"),
     "host_overhead_ratio": (_F, "time_per_op_us / gpu_time_per_op_us: > 1 when the host, not "
                                 "the GPU, sets the loop's pace"),
+    # settling (runner/timing/settle.py): warm-ups run until the samples show no trend
+    "warmup_settled": (_B, "true when the loop time's warm-up settled, false when it hit "
+                           "timer.settle_max_s"),
+    "gpu_time_settle_s": (_F, "seconds the device time's back-to-back warm-up ran to settle"),
+    "gpu_time_settled": (_B, "true when the device time's warm-up settled (no trend in the "
+                             "time per call, SM clock no longer falling), false at the cap"),
+    "settle_reason": (_S, "what was still moving when a warm-up hit timer.settle_max_s"),
+    "sm_clock_mhz_samples_median": (_F, "median SM clock read during the device-time "
+                                        "samples, MHz (NVML)"),
+    "sm_clock_mhz_samples_min": (_F, "lowest SM clock read during the device-time samples, "
+                                     "MHz"),
+    # timer.burst=true: gapped samples at the boost clock (docs/timing.md)
+    "gpu_burst_time_median_us": (_F, "burst device time per call, µs: gapped samples at the "
+                                     "boost clock; not what a sustained job sees"),
+    "gpu_burst_time_ci_low_us": (_F, "95% CI low end of the burst time's median, µs"),
+    "gpu_burst_time_ci_high_us": (_F, "95% CI high end of the burst time's median, µs"),
+    "consistency_flag": (_S, "set when the row's derived columns disagree: avg_power_W above "
+                             "1.03 × power_limit_w, or energy_time_per_call_us more than 3% "
+                             "from gpu_time_median_us"),
     # throughput
     "flops": (_F, "floating-point operations per call"),
     "bytes_moved": (_F, "minimum bytes read + written per call"),
@@ -164,6 +184,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "gpu_index": (_I, "physical GPU index on the host (NVML's numbering), null on cpu"),
     "gpu_uuid": (_S, "the GPU's UUID (GPU-...), null on cpu"),
     "gpu_pci_bus_id": (_S, "the GPU's PCI bus id, null on cpu"),
+    "power_limit_w": (_F, "the GPU's enforced board power limit, W (NVML), null on cpu"),
     "python_version": (_S, "Python version"),
     "platform": (_S, "platform.platform()"),
     "git_commit": (_S, "opsweep's git commit"),
@@ -189,8 +210,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "power_w_timed": (_F, "board power right after the last timed sample, W"),
     "throttle_reasons_timed": (_S, "clock-event reasons right after the last timed sample "
                                    "(SwPowerCap: the samples' clock was set by the power cap)"),
-    "clock_note": (_S, "set when the samples ended at the power cap after a short warm-up: "
-                       "their clock may differ between processes; use timer=sustained"),
+    "clock_note": (_S, "set only when the SM clock moved by more than 3% during the "
+                       "device-time samples, or they ran 3% or more off the settled clock"),
     # energy=true (runner.execution.energy): NVML over a back-to-back window after timing
     "energy_method": (_S, "graph (K calls replayed from one CUDA graph) | eager | unavailable"),
     "energy_reason": (_S, "why the energy columns are null, or why the window ran eagerly"),
@@ -200,8 +221,10 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "energy_busy_fraction": (_F, "device time of the window's chunks over its wall time "
                                  "(< 0.99: idle gaps inside the window)"),
     "energy_time_per_call_us": (_F, "time per call during the window, µs (sustained clocks)"),
-    "energy_per_call_mJ": (_F, "board energy per call, mJ (avg_power_W × time per call)"),
-    "energy_above_idle_per_call_mJ": (_F, "(avg_power_W − idle_power_W) × time per call, mJ"),
+    "energy_per_call_mJ": (_F, "board energy per call, mJ (avg_power_W × gpu_time_median_us "
+                               "where there is one, else the window's time per call)"),
+    "energy_above_idle_per_call_mJ": (_F, "(avg_power_W − idle_power_W) × the same time per "
+                                          "call, mJ"),
     "avg_power_W": (_F, "board power over the window, from the energy counter, W"),
     "idle_power_W": (_F, "board power with no work, just before the window, W"),
     "power_instant_median_W": (_F, "median of NVML_FI_DEV_POWER_INSTANT samples in the window"),

@@ -1,11 +1,7 @@
 """Result files: one Parquet per job, merged into one per sweep. Never overwritten.
 
-Layout under ``results/``::
-
-    <sweep_id>/                      one folder per `python -m runner` invocation
-        results.parquet              all trials of the sweep (merged at the end)
-        jobs/<n>/trials.parquet      the trials of Hydra job n, written when the job ends
-        jobs/<n>/.hydra/             Hydra's record of the job's config and overrides
+Where they lie is :mod:`runner.storage.layout`; the merge of a sweep's jobs is
+:func:`runner.storage.journal.merge_sweep`.
 
 Every file is written to a temporary name in the same folder and then *hard-linked* to its
 final name. ``os.link`` fails if the name exists, so a write is atomic (readers never see half
@@ -20,7 +16,6 @@ import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +25,8 @@ import pyarrow.parquet as pq
 
 from runner.storage.attempts import compare_rows, row_keys
 from runner.storage.columns import COLUMNS, MODE_COLUMNS
+from runner.storage.layout import JOB_FILE, job_number
 
-JOB_FILE = "trials.parquet"
-SWEEP_FILE = "results.parquet"
 METADATA_KEY = b"opsweep"
 FORMAT_VERSION = 1
 
@@ -181,19 +175,22 @@ def replace_with_superset(table: pa.Table, path: Path) -> Path:
 
 
 def read_metadata(path: Path) -> dict[str, Any]:
-    """The ``opsweep`` metadata (config, overrides) of a result file."""
+    """The ``opsweep`` metadata (config, overrides) of a result file: ``{}`` without it,
+    ``{"unparsed": text}`` when it is not JSON."""
     raw = pq.read_schema(path).metadata or {}
     check_format(raw, path)
-    return json.loads(raw[METADATA_KEY]) if METADATA_KEY in raw else {}
+    text = raw.get(METADATA_KEY)
+    if not text:
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"unparsed": text.decode("utf-8", "replace")}
 
 
 def job_files(sweep_dir: Path) -> list[Path]:
     """The job files of a sweep, in job order."""
-    def job_number(path: Path) -> tuple[int, str]:
-        name = path.parent.name
-        return (int(name), "") if name.isdigit() else (1 << 30, name)
-
-    return sorted(sweep_dir.glob(f"jobs/*/{JOB_FILE}"), key=job_number)
+    return sorted(sweep_dir.glob(f"jobs/*/{JOB_FILE}"), key=lambda path: job_number(path.parent))
 
 
 def merge_tables(tables: Iterable[pa.Table]) -> pa.Table:
@@ -238,47 +235,3 @@ def _as_string(column: pa.ChunkedArray) -> pa.ChunkedArray:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         values = [None if v is None else json.dumps(v, default=str) for v in column.to_pylist()]
         return pa.chunked_array([pa.array(values, pa.string())])
-
-
-def merge_sweep(sweep_dir: Path) -> Path | None:
-    """Merge a sweep's jobs (their journals and ``trials.parquet`` files) into
-    ``<sweep_dir>/results.parquet``.
-
-    Returns the merged path, or None when the sweep has no trial at all. An existing merged
-    file is replaced only by a verified superset of its rows (a ``collect`` of a running sweep
-    leaves a partial file that the sweep's own end merge then completes); a damaged one is
-    rebuilt from the job files.
-    """
-    from runner.storage.journal import job_rows
-
-    tables, metas, inputs = [], [], []
-    for job_dir in job_dirs(sweep_dir):
-        table = job_rows(job_dir)
-        if table is None:
-            continue
-        meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
-        tables.append(table.replace_schema_metadata(None))
-        metas.append(meta)
-        inputs.append({"job": job_dir.name, "rows": table.num_rows})
-    if not tables:
-        return None
-    metadata = {
-        "format_version": FORMAT_VERSION,
-        "sweep_id": sweep_dir.name,
-        "merged_utc": datetime.now(timezone.utc).isoformat(),
-        "inputs": inputs,
-        "jobs": metas,
-    }
-    merged = merge_tables(tables)
-    merged = merged.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, default=str)})
-    return replace_with_superset(merged, sweep_dir / SWEEP_FILE)
-
-
-def job_dirs(sweep_dir: Path) -> list[Path]:
-    """The job folders of a sweep (those holding a journal or a job file), in job order."""
-    def job_number(path: Path) -> tuple[int, str]:
-        return (int(path.name), "") if path.name.isdigit() else (1 << 30, path.name)
-
-    folders = [p for p in (sweep_dir / "jobs").glob("*")
-               if (p / JOB_FILE).exists() or (p / "journal").is_dir()]
-    return sorted(folders, key=job_number)

@@ -9,7 +9,8 @@ written as its own one-row Parquet file::
 atomically (temporary file, fsync, hard link to the final name, fsync of the folder), before
 the next trial starts. A SIGKILL at any instant loses at most the trial in flight. The job's
 ``trials.parquet`` and the sweep's ``results.parquet`` are views built from the journal
-(:func:`job_rows`); ``python -m runner.collect`` and ``python -m runner.resume`` rebuild them.
+(:func:`job_rows`, :func:`merge_sweep`); ``python -m runner.collect`` and
+``python -m runner.resume`` rebuild them.
 
 ``attempt`` counts the runs of one trial (a resumed sweep runs its failed trials again); a
 journal entry is never replaced, so every attempt stays on disk. The view keeps one row per
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +32,14 @@ import pyarrow.parquet as pq
 from runner.storage.attempts import DONE_STATUSES, keep_one
 from runner.storage.files import (
     FORMAT_VERSION,
-    JOB_FILE,
     METADATA_KEY,
     check_format,
     merge_tables,
+    replace_with_superset,
     rows_to_table,
     write_new,
 )
-
-JOURNAL_DIR = "journal"
-
-
-def journal_dir(job_dir: Path) -> Path:
-    return Path(job_dir) / JOURNAL_DIR
+from runner.storage.layout import JOB_FILE, JOURNAL_DIR, SWEEP_FILE, job_number, journal_dir
 
 
 def write_row(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> Path:
@@ -165,3 +162,42 @@ def done_trials(job_dir: Path) -> dict[int, str]:
             if status in DONE_STATUSES:
                 done[int(index)] = trial_id
     return done
+
+
+def merge_sweep(sweep_dir: Path) -> Path | None:
+    """Merge a sweep's jobs (their journals and ``trials.parquet`` files) into
+    ``<sweep_dir>/results.parquet``.
+
+    Returns the merged path, or None when the sweep has no trial at all. An existing merged
+    file is replaced only by a verified superset of its rows (a ``collect`` of a running sweep
+    leaves a partial file that the sweep's own end merge then completes); a damaged one is
+    rebuilt from the job files.
+    """
+    tables, metas, inputs = [], [], []
+    for job_dir in job_dirs(sweep_dir):
+        table = job_rows(job_dir)
+        if table is None:
+            continue
+        meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
+        tables.append(table.replace_schema_metadata(None))
+        metas.append(meta)
+        inputs.append({"job": job_dir.name, "rows": table.num_rows})
+    if not tables:
+        return None
+    metadata = {
+        "format_version": FORMAT_VERSION,
+        "sweep_id": sweep_dir.name,
+        "merged_utc": datetime.now(timezone.utc).isoformat(),
+        "inputs": inputs,
+        "jobs": metas,
+    }
+    merged = merge_tables(tables)
+    merged = merged.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, default=str)})
+    return replace_with_superset(merged, sweep_dir / SWEEP_FILE)
+
+
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    """The job folders of a sweep (those holding a journal or a job file), in job order."""
+    folders = [p for p in (sweep_dir / "jobs").glob("*")
+               if (p / JOB_FILE).exists() or journal_dir(p).is_dir()]
+    return sorted(folders, key=job_number)

@@ -21,7 +21,6 @@ This module imports no torch, so ``import runner.storage.load`` is fast in noteb
 from __future__ import annotations
 
 import glob
-import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -39,10 +38,11 @@ import pyarrow.parquet as pq
 from runner.storage.columns import AXES, AXIS_COLUMNS, Status
 from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
 from runner.storage.files import check_format, merge_tables
-from runner.storage.journal import JOURNAL_DIR, job_rows
+from runner.storage.files import read_metadata as read_file_metadata
+from runner.storage.journal import job_rows
+from runner.storage.layout import JOB_FILE, JOURNAL_DIR, SWEEP_FILE, job_number
 
-MERGED_NAME = "results.parquet"
-JOB_GLOB = "jobs/*/trials.parquet"
+JOB_GLOB = f"jobs/*/{JOB_FILE}"
 #: Directories under a results root that hold no sweeps.
 NOT_SWEEPS = frozenset({"calibration"})
 
@@ -60,10 +60,12 @@ CATEGORY_ORDER: dict[str, tuple[str, ...]] = {
     "bound": ("overhead", "memory", "compute"),
 }
 
-#: String columns stored as categoricals (low cardinality, repeated on every row).
+#: String columns stored as categoricals (low cardinality, repeated on every row): the
+#: registry's string axes, and these.
 CATEGORICAL_COLUMNS: frozenset[str] = frozenset({
-    "sweep_id", "status", "op", "target", "dtype", "torch_dtype", "matmul_precision",
-    "shape_str", "device", "device_requested", "graph", "compile", "timer_preset",
+    *(axis.name for axis in AXES if axis.column_type == "string"),
+    "sweep_id", "status", "op", "target", "torch_dtype", "matmul_precision",
+    "shape_str", "device_requested", "timer_preset",
     "stop_reason", "device_name", "compute_capability", "torch_version", "cuda_version",
     "driver_version", "cpu_model", "hostname", "python_version", "git_commit", "bound",
     "roofline_source",
@@ -123,13 +125,13 @@ def _files_under(path: Path) -> list[Path]:
         return [path] if path.suffix == ".parquet" else []
     if not path.is_dir():
         return []
-    if (path / MERGED_NAME).is_file() and _readable(path / MERGED_NAME):
-        return [path / MERGED_NAME]
-    jobs = sorted(path.glob(JOB_GLOB), key=_job_order)
+    if (path / SWEEP_FILE).is_file() and _readable(path / SWEEP_FILE):
+        return [path / SWEEP_FILE]
+    jobs = sorted(path.glob(JOB_GLOB), key=lambda p: job_number(p.parent))
     # a job killed before it wrote trials.parquet: its journal (one file per finished trial)
-    jobs += sorted((p for p in path.glob("jobs/*/journal/*.parquet")
-                    if not (p.parent.parent / "trials.parquet").exists()),
-                   key=lambda p: (_job_order(p.parent), p.name))
+    jobs += sorted((p for p in path.glob(f"jobs/*/{JOURNAL_DIR}/*.parquet")
+                    if not (p.parent.parent / JOB_FILE).exists()),
+                   key=lambda p: (job_number(p.parent.parent), p.name))
     if jobs:
         return jobs
     out: list[Path] = []
@@ -152,25 +154,12 @@ def _readable(path: Path) -> bool:
         return False
 
 
-def _job_order(path: Path) -> tuple[int, str]:
-    name = path.parent.name
-    return (int(name), name) if name.isdigit() else (sys.maxsize, name)
-
-
 def read_metadata(path: str | os.PathLike) -> dict[str, dict]:
     """The ``opsweep`` key-value metadata (resolved config, overrides) of each result file.
 
-    Returns ``{file path: parsed JSON}``; files without the key map to ``{}``.
+    Returns ``{file path: runner.storage.files.read_metadata(file)}``.
     """
-    out: dict[str, dict] = {}
-    for file in find_result_files(path):
-        meta = pq.read_schema(file).metadata or {}
-        raw = meta.get(b"opsweep")
-        try:
-            out[str(file)] = json.loads(raw) if raw else {}
-        except ValueError:
-            out[str(file)] = {"unparsed": raw.decode("utf-8", "replace")}
-    return out
+    return {str(file): read_file_metadata(file) for file in find_result_files(path)}
 
 
 def load(paths: str | os.PathLike | Iterable[str | os.PathLike], *,
@@ -273,7 +262,7 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
 
 
 def _sweep_id_from_path(file: Path) -> str:
-    if file.name == MERGED_NAME:
+    if file.name == SWEEP_FILE:
         return file.parent.name
     if file.parent.parent.name == "jobs":
         return file.parent.parent.parent.name

@@ -87,6 +87,29 @@ class CudaDevice:
             self._cycles_per_s = cycles / (start.elapsed_time(end) / 1e3)
         return max(1, int(seconds * self._cycles_per_s))
 
+    def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
+                before_sample: Callable[[], None] | None) -> list[Any]:
+        torch = self._torch
+        # Events are made before anything is queued: the host work between two records is
+        # then only the sample's own (``before_sample`` and ``work``).
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(samples + 1)]
+        if spin_s > 0:
+            torch.cuda._sleep(self.spin_cycles(spin_s))
+        events[0].record()
+        for event in events[1:]:
+            if before_sample is not None:
+                before_sample()
+            work()
+            event.record()
+        return events
+
+    def reached(self, chunk: list[Any]) -> bool:
+        return bool(chunk[0].query())
+
+    def wait(self, chunk: list[Any]) -> list[float]:
+        chunk[-1].synchronize()
+        return [a.elapsed_time(b) / 1e3 for a, b in zip(chunk, chunk[1:])]
+
     def timed(self, work: Callable[[], Any], spin_s: float,
               flush: Callable[[], None] | None) -> Timed:
         torch = self._torch

@@ -21,12 +21,23 @@ stop, ``noisy``), by the first of these methods that works:
 ``unavailable``
     Neither worked (or a CPU trial); ``gpu_time_reason`` says why.
 
-Every sample of both methods is ``spin → start event → work → end event``; the spin kernel
-(nvbench's blocking kernel) covers the host's enqueue of the rest, so the start event never
-waits on a launch (the edge of hazard 3 in ``timer.py``). Each sample checks that it did: when
-the host's enqueue took longer than the spin ran on the device, the GPU may have idled inside
-the timed region. Such a sample is rejected and retaken, never used; after
-:data:`MAX_RETAKES` rejections in a row the method is abandoned with the reason.
+Samples are taken **back to back** (the steady state, the default): chunks of samples, each
+``event → work → event → work → ... → event``, two chunks queued ahead of the host and one
+sync per chunk, so the GPU never idles between samples and runs at the clock a job running
+the op back to back sustains. The warm-up is the same stream, run until the series has settled
+(``runner.timing.settle``: no trend in the time per call, the SM clock no longer falling).
+A chunk is valid when the device had not yet reached its first event by the time the host had
+enqueued all of it: then the GPU cannot have waited on the host inside it. An invalid chunk is
+dropped, never used (the blocked method holds each chunk behind a spin kernel, nvbench's
+blocking kernel, grown in the warm-up until it covers the host's enqueue); after
+:data:`MAX_RETAKES` invalid chunks in a row the method is abandoned with the reason.
+
+``steady=False`` takes the *burst* time instead: every sample ``spin → start event → work →
+end event → sync``, after a short warm-up. The gap between samples lets a power-capped GPU
+recover its boost clock, so for a compute-bound op near the cap it reads up to ~20% faster than
+the steady state: a real number for peak capability, not what a sustained job sees. The cold
+protocol (``flush``: flush, sync, spin, one call, per sample) is gapped by nature and uses it
+too, with the settling warm-up.
 
 K copies of an op that allocates could exhaust memory: K is bounded by the trial's measured
 per-call peak and the free device memory (:func:`bound_calls_by_memory`).
@@ -42,37 +53,30 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from runner.timing.back_to_back import (
+    DEVICE_WARMUP_S,
+    LAUNCH_QUEUE_BUDGET,
+    MAX_RETAKES,
+    MAX_SPIN_GROWTHS,
+    SPIN_MAX_S,
+    SPIN_MIN_S,
+    HostBlocked,
+    steady_samples,
+)
+from runner.timing.settle import Reading
 from runner.timing.timer import Measurement, TimerPlan, sample, warm_up
 
 GRAPH, BLOCKED, UNAVAILABLE = "graph", "blocked", "unavailable"
-#: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
-#: 1024 launches on current drivers (benchmarks/device_time_check.py measures it: queueing
-#: launches behind a long spin, the host's time per launch jumps at the depth); a quarter of
-#: it leaves room for the events, the spin and the copies a call may also enqueue.
-LAUNCH_QUEUE_BUDGET = 256
 #: Share of the free device memory that K calls' allocations may take.
 MEMORY_SHARE = 0.5
-#: Shortest spin, seconds: covers enqueueing two events and a graph launch (~10-20 µs).
-SPIN_MIN_S = 50e-6
-#: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
-SPIN_MAX_S = 0.2
-#: Longest warm-up (s) of the device time: it follows the loop time's warm samples.
-DEVICE_WARMUP_S = 0.05
-#: Rejected samples in a row after which a method is abandoned.
-MAX_RETAKES = 3
-#: Times the warm-up may grow the spin. A host that still outlasts it is waiting on the device
-#: (a sync or a pageable copy inside the call), and no spin will ever cover it.
-MAX_SPIN_GROWTHS = 4
-#: A graph replay may read at most this much slower per call than the loop. The loop's time
-#: is the device's plus the host's gaps, so a slower graph runs different work (on an H200 a
-#: device-to-device copy of 512 MiB or more captured as a memcpy node ran at 2.75 TB/s,
-#: against 4.2 TB/s on a stream), or the clocks dropped between the two measurements. The
-#: blocked method then runs the work as the stream does.
-GRAPH_SLOWER_TOL = 1.05
-
-
-class HostBlocked(RuntimeError):
-    """The host's enqueue outlasted the spin kernel: the GPU may have waited on the host."""
+#: A graph replay may read at most this much slower per call than the loop. A slower graph
+#: runs different work: on an H200 a device-to-device copy of 512 MiB or more captured as a
+#: memcpy node ran at 2.75 TB/s, against 4.2 TB/s on a stream (1.5× slower); the blocked
+#: method then runs the work as the stream does. The margin is wide because the two times
+#: are taken differently: the graph's samples run back to back at the sustained, power-capped
+#: clock, the loop's have a sync between them, and a compute-bound op near the power cap read
+#: 6-15% slower in the graph than in the loop on an H200 (bf16 8192³, tf32 4096³, fp16 bmm).
+GRAPH_SLOWER_TOL = 1.3
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,17 @@ class Device(Protocol):
     def timed(self, work: Callable[[], Any], spin_s: float,
               flush: Callable[[], None] | None) -> Timed:
         """One sample: (flush, sync,) spin, start event, ``work()``, end event."""
+
+    def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
+                before_sample: Callable[[], None] | None) -> Any:
+        """Queue one back-to-back chunk without waiting: (a spin of ``spin_s`` if > 0,) an
+        event, then ``samples`` × (``work()``, event). Returns the chunk."""
+
+    def reached(self, chunk: Any) -> bool:
+        """Whether the device has already reached the chunk's first event."""
+
+    def wait(self, chunk: Any) -> list[float]:
+        """Wait for the chunk; the seconds of each of its samples."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +148,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                         capture_blocker: str | None = None,
                         before_sample: Callable[[], None] | None = None,
                         flush: Callable[[], None] | None = None,
-                        wall: Callable[[], float] = time.perf_counter) -> DeviceTime:
+                        wall: Callable[[], float] = time.perf_counter, steady: bool = True,
+                        read_clock: Callable[[], Reading | None] | None = None) -> DeviceTime:
     """The device time of ``fn``: ``graph``, else ``blocked``, else ``unavailable``.
 
     ``loop`` is the trial's loop-time measurement: its ``calls_per_sample`` is K, its median
@@ -141,8 +157,21 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     ``capture_blocker`` is why ``fn`` must not be captured (the modes know: e.g. it replays
     graphs of its own); the graph method is then skipped with that reason. With ``flush``
     (cold L2) K is 1 and every sample is flushed, synchronised, then spun (nvbench's cold
-    protocol).
+    protocol). ``steady=False``: the burst time (module docstring). ``read_clock`` reads the
+    SM clock and power (``runner.timing.settle.Reading``) for the settle rule and the
+    samples' clock.
     """
+    steady = steady and flush is None
+
+    def take(work: Callable[[], Any], calls: int, spin_s: float, launches: int,
+             before: Callable[[], None] | None) -> Measurement:
+        if steady:
+            return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
+                                  read_clock, sample_s=loop.stats.median * calls,
+                                  launches_per_sample=launches)
+        return _sample(work, calls, spin_s, plan, device, before, flush, wall, notes,
+                       settling=flush is not None, read_clock=read_clock)
+
     calls = 1 if flush else loop.calls_per_sample
     calls, memory_note = bound_calls_by_memory(calls, bytes_per_call, device.free_bytes())
     if calls < 1:
@@ -158,8 +187,7 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
             notes.append(f"graph capture failed: {_first_line(exc)}")
         else:
             try:
-                measurement = _sample(replay, calls, SPIN_MIN_S, plan, device, None, flush,
-                                      wall, notes)
+                measurement = take(replay, calls, SPIN_MIN_S, 0, None)
             except HostBlocked as exc:
                 notes.append(f"graph: {exc}")
             else:
@@ -194,8 +222,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     # covers the enqueue of K calls; warm-up then grows the spin if it was not enough.
     spin_s = 2 * blocked_calls * loop.stats.median + SPIN_MIN_S
     try:
-        measurement = _sample(work, blocked_calls, spin_s, plan, device, before_sample, flush,
-                              wall, notes)
+        measurement = take(work, blocked_calls, spin_s, blocked_calls * max(kernels, 1),
+                           before_sample)
     except HostBlocked as exc:
         notes.append(f"blocked: {exc}")
         return DeviceTime(UNAVAILABLE, _join(notes))
@@ -205,9 +233,12 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
 def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
             device: Device, before_sample: Callable[[], None] | None,
             flush: Callable[[], None] | None, wall: Callable[[], float],
-            notes: list[str]) -> Measurement:
-    """Warm ``work`` up (growing the spin until it covers the host's enqueue), then sample it
-    with :func:`runner.timing.timer.sample`; each sample is valid or retaken."""
+            notes: list[str], *, settling: bool = False,
+            read_clock: Callable[[], Reading | None] | None = None) -> Measurement:
+    """The gapped protocol (burst and cold): warm ``work`` up (growing the spin until it
+    covers the host's enqueue), then sample it with :func:`runner.timing.timer.sample`; each
+    sample is valid or retaken. ``settling``: warm up until settled, else for at most
+    :data:`DEVICE_WARMUP_S` (the burst: the boost clock is what it measures)."""
     spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
     retaken, growths = [0], [0]
 
@@ -228,12 +259,11 @@ def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
             spin[0] = min(max(spin[0], 2 * t.host_s), SPIN_MAX_S)
         return t.work_s
 
-    # The device time is taken right after the loop time's samples: the GPU, its caches and
-    # its clock are already in the state the loop time settled (timer=sustained's long
-    # warm-up included). Its warm-up only has to settle this method's own work (a graph's
-    # first replays, the spin's length), so it is capped rather than paid twice.
-    warm_plan = replace(plan, warmup_s=min(plan.warmup_s, DEVICE_WARMUP_S))
-    warmup_times, warmup_s = warm_up(warm, warm_plan, wall)
+    warm_s = min(plan.warmup_s, DEVICE_WARMUP_S)
+    warm_plan = plan if settling else replace(plan, warmup_s=warm_s, settle_max_s=warm_s
+                                              or DEVICE_WARMUP_S)
+    warmup, verdict = warm_up(lambda: [warm()], warm_plan, wall, min_s=warm_s,
+                              read_clock=read_clock if settling else None)
 
     def take() -> float:
         for _ in range(MAX_RETAKES + 1):
@@ -250,8 +280,10 @@ def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
     if retaken[0]:
         notes.append(f"{retaken[0]} sample(s) retaken: the host's enqueue outlasted the spin")
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
-                       warmup_calls=len(warmup_times), warmup_s=warmup_s,
-                       stop_reason=stop_reason, target_rel=plan.target_rel)
+                       warmup_calls=len(warmup), warmup_s=verdict.elapsed_s,
+                       stop_reason=stop_reason, target_rel=plan.target_rel,
+                       settled=verdict.settled if settling else None,
+                       settle_reason=verdict.reason if settling else None)
 
 
 def _join(notes: list[str]) -> str | None:

@@ -13,7 +13,9 @@ Measurement hazards handled here (each is commented where it is handled):
    kernel. CUDA events are recorded *on the stream* and read only after the end event has
    completed.
 2. The first calls are slow (CUDA context, cuBLAS handles, lazy module loading, autotuning,
-   the caching allocator growing). They stay out of the samples: warm-up by count *and* time.
+   the caching allocator growing), and a compute-bound op near the power cap runs at the boost
+   clock for its first second. They stay out of the samples: warm-up by count *and* time, and
+   until the series has settled (``runner.timing.settle``), up to ``settle_max_s``.
 3. A sample that starts on an idle GPU charges the first launch's latency (~5-10 µs of host
    time between the start event and the kernel) to the op. For a 1 ms op that is noise; for a
    5 µs op it doubles the time, and whether a 9 µs op got batched or not would flip the
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
 
+from runner.timing.settle import Point, Reading, Settled, last_clock, settle
 from runner.timing.stats import SampleStats, median_ci_rel_halfwidth, summarize
 
 
@@ -152,12 +155,6 @@ def heat_device(device: Any, seconds: float, wall: Callable[[], float] = time.pe
     return launched
 
 
-#: Warm-up (s) after which an op at the power cap runs at its settled, capped clock (measured on
-#: an H200: 12 bf16 8192³ matmul trials in 6 processes agreed within 0.9% with 1.5 s, and read
-#: 1.40 or 1.61 ms with 0.05 s). ``conf/timer/sustained.yaml`` uses it.
-SETTLED_WARMUP_S = 1.5
-
-
 @dataclass(frozen=True)
 class TimerPlan:
     """The knobs of one measurement (a frozen copy of ``TimerSettings``)."""
@@ -171,6 +168,7 @@ class TimerPlan:
     batch_below_us: float = 1000.0
     batch_target_us: float = 1000.0
     max_calls_per_sample: int = 10000
+    settle_max_s: float = 3.0
 
     @classmethod
     def from_settings(cls, settings: Any) -> TimerPlan:
@@ -202,6 +200,12 @@ class Measurement:
     warmup_s: float
     stop_reason: str
     target_rel: float
+    #: whether the warm-up settled (``runner.timing.settle``) or hit ``settle_max_s``
+    settled: bool | None = None
+    settle_reason: str | None = None
+    #: SM clock at the end of the warm-up and during the samples (MHz; empty: not read)
+    settled_clock_mhz: float | None = None
+    clock_mhz: tuple[float, ...] = ()
 
     @cached_property
     def stats(self) -> SampleStats:
@@ -228,12 +232,16 @@ def choose_calls_per_sample(per_call_s: float, plan: TimerPlan) -> int:
 def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             wall: Callable[[], float] = time.perf_counter,
             before_sample: Callable[[], None] | None = None,
-            flush: Callable[[], None] | None = None) -> Measurement:
-    """Warm ``fn`` up, then sample it until the median is stable or a cap is reached.
+            flush: Callable[[], None] | None = None,
+            read_clock: Callable[[], Reading | None] | None = None) -> Measurement:
+    """Warm ``fn`` up until settled, then sample it until the median is stable or a cap is
+    reached.
 
     ``before_sample`` runs before every timed region, outside it (backward mode resets grads
     there, as ``triton.testing.do_bench`` does with ``grad_to_none``). ``flush`` too (L2).
     ``wall`` is the clock that enforces ``warmup_s`` and ``max_time_s``; tests inject a fake.
+    ``read_clock`` reads the SM clock and power (a ``Reading``) for the settle rule (None:
+    time alone).
     """
     def one_call() -> float:
         if before_sample:
@@ -242,7 +250,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
         fn()
         return clock.stop(token)
 
-    warmup_times, warmup_s = warm_up(one_call, plan, wall)
+    warmup, verdict = warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock)
+    warmup_times = [p.per_call_s for p in warmup]
     recent = sorted(warmup_times[-5:])
     # With an L2 flush every call must start cold: one call per sample (hazard 4).
     calls = 1 if flush else choose_calls_per_sample(recent[len(recent) // 2], plan)
@@ -259,24 +268,23 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
 
     samples, stop_reason = sample(take, plan, wall)
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
-                       warmup_calls=len(warmup_times), warmup_s=warmup_s,
-                       stop_reason=stop_reason, target_rel=plan.target_rel)
+                       warmup_calls=len(warmup_times), warmup_s=verdict.elapsed_s,
+                       stop_reason=stop_reason, target_rel=plan.target_rel,
+                       settled=verdict.settled, settle_reason=verdict.reason,
+                       settled_clock_mhz=last_clock(warmup))
 
 
-def warm_up(call: Callable[[], float], plan: TimerPlan,
-            wall: Callable[[], float] = time.perf_counter) -> tuple[list[float], float]:
-    """Hazard 2: run ``call`` (which times itself and returns seconds) until BOTH
-    ``warmup_calls`` and ``warmup_s`` are met; return its times and the warm-up's wall time.
-    At least one call always runs; a call slower than ``max_time_s`` ends warm-up after it."""
-    start = wall()
-    times: list[float] = []
-    while True:
-        times.append(call())
-        elapsed = wall() - start
-        done = len(times) >= plan.warmup_calls and elapsed >= plan.warmup_s
-        if done or elapsed >= plan.max_time_s:
-            break
-    return times, wall() - start
+def warm_up(step: Callable[[], list[float]], plan: TimerPlan,
+            wall: Callable[[], float] = time.perf_counter, *,
+            read_clock: Callable[[], Reading | None] | None = None,
+            min_s: float | None = None) -> tuple[list[Point], Settled]:
+    """Hazard 2: run ``step`` (which times itself and returns seconds per call, one per
+    sample) until ``warmup_calls`` samples and ``warmup_s`` (or ``min_s``) have passed AND the
+    series has settled (``runner.timing.settle``), or until ``settle_max_s``. At least one
+    step always runs; a step slower than the cap ends warm-up after it."""
+    return settle(step, min_s=plan.warmup_s if min_s is None else min_s,
+                  cap_s=max(plan.settle_max_s, min(plan.warmup_s, plan.max_time_s)),
+                  min_calls=plan.warmup_calls, wall=wall, read_clock=read_clock)
 
 
 def sample(take: Callable[[], float], plan: TimerPlan,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from runner.config.errors import ConfigError, bad_value
+from runner.core.errors import ConfigError, bad_value
 
 
 class DType(str, Enum):
@@ -97,6 +97,9 @@ class Axis:
     checker: Callable[[Any], Any] | None = None
     #: the result column's meaning, where it differs from the config key's
     column_doc: str | None = None
+    #: the mode axis this one refines (compile_dynamic refines compile): the mode label shows
+    #: it beside that mode, when that mode is on
+    refines: str | None = None
 
     @property
     def column_type(self) -> str:
@@ -225,11 +228,46 @@ AXES: tuple[Axis, ...] = (
     Axis("graph", GraphMode, "none", "replay from a captured CUDA graph", is_mode=True),
     Axis("compile", CompileMode, "none", "torch.compile mode", is_mode=True),
     Axis("compile_dynamic", bool, None, "torch.compile's dynamic argument (null = automatic)",
-         nullable=True),
-    Axis("fullgraph", bool, False, "torch.compile's fullgraph argument"),
+         nullable=True, refines="compile"),
+    Axis("fullgraph", bool, False, "torch.compile's fullgraph argument", refines="compile"),
     Axis("backward", bool, False, "each call runs forward and backward", is_mode=True),
 )
 
 AXIS_NAMES: tuple[str, ...] = tuple(axis.name for axis in AXES)
 AXES_BY_NAME: dict[str, Axis] = {axis.name: axis for axis in AXES}
 MODE_AXES: tuple[str, ...] = tuple(axis.name for axis in AXES if axis.is_mode)
+#: The mode label of a trial whose mode axes are all at their defaults.
+EAGER = "eager"
+
+
+def label_text(value: Any) -> str | None:
+    """An axis value as the command line spells it (``cuda_graph``, ``2``, ``true``), from a
+    spec (enums, tuples) or a results row (numpy scalars, pandas' missing values); ``None``
+    for a missing value."""
+    if isinstance(value, Enum):
+        value = value.value
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()  # numpy scalar -> Python
+    if value is None or str(value) in ("<NA>", "nan", "None", "NaT"):
+        return None
+    return yaml_text(value).lower() if isinstance(value, (bool, str)) else str(value)
+
+
+def mode_label(values: Any) -> str:
+    """How a trial ran, as the user would type it: each mode axis that is not at its default,
+    then what refines it, as ``key=value`` in registry order, space-joined (``streams=2
+    graph=cuda_graph``, ``compile=default compile_dynamic=true``); :data:`EAGER` when none is.
+
+    ``values`` is anything with ``.get(name)``: a dict of spec values, a results row."""
+    def changed(axis: Axis) -> str | None:
+        text = label_text(values.get(axis.name))
+        return None if text is None or text == label_text(axis.default) else text
+
+    parts = []
+    for axis in AXES:
+        shown = axis.is_mode or (axis.refines is not None
+                                 and changed(AXES_BY_NAME[axis.refines]) is not None)
+        text = changed(axis) if shown else None
+        if text is not None:
+            parts.append(f"{axis.name}={text}")
+    return " ".join(parts) or EAGER

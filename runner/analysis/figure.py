@@ -1,0 +1,83 @@
+"""What every plot of the report shares: the :class:`Plot` it returns, the rows it draws, and
+its log axes.
+
+``plots`` (the report's figures) and ``insight`` (the energy figure) both build on this, so
+neither imports the other for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+from runner.analysis.selection import MODE_AXES, ok_rows
+from runner.core.axes import EAGER, mode_label
+
+
+@dataclass
+class Plot:
+    """One figure of the report (or why it is absent)."""
+
+    name: str  # file stem, e.g. "scaling_matmul"
+    title: str
+    figure: Figure | None
+    note: str = ""
+
+
+def timed_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Timed trials only: the ok rows with a positive median."""
+    rows = ok_rows(df)
+    if rows.empty or "time_median_us" not in rows.columns:
+        return df.iloc[0:0]
+    return rows[(pd.to_numeric(rows["time_median_us"], errors="coerce") > 0).to_numpy()]
+
+
+def with_modes(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` plus a ``mode`` column: :func:`runner.core.axes.mode_label` of each row."""
+    cols = [c for c in MODE_AXES if c in df.columns]
+    if df.empty:
+        return df.assign(mode=pd.Series(dtype=object))
+    modes = [mode_label(dict(zip(cols, values, strict=True)))
+             for values in zip(*(df[c].astype(object).tolist() for c in cols), strict=True)] \
+        if cols else [EAGER] * len(df)
+    return df.assign(mode=modes)
+
+
+def time_column(df: pd.DataFrame) -> str:
+    """``time_per_op_us`` when present (it divides by streams), else ``time_median_us``."""
+    return "time_per_op_us" if "time_per_op_us" in df.columns and \
+        df["time_per_op_us"].notna().any() else "time_median_us"
+
+
+def spans_decade(values: pd.Series) -> bool:
+    values = pd.to_numeric(values, errors="coerce")
+    values = values[values > 0]
+    return len(values) > 1 and values.max() / values.min() >= 10
+
+
+def short_number(value: float) -> str:
+    """Tick text: ``0.02``, ``5``, ``50k``, ``2M``, ``1G`` (SI suffixes past a thousand)."""
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def log_axis(axis, values: pd.Series) -> None:
+    """Put ``axis`` (``ax.xaxis``/``ax.yaxis``) on a log scale with plain labels (1, 2, 5, 10...).
+
+    Over fewer than three decades, ticks at 1-2-5 steps keep enough labels to read values;
+    minor ticks stay unlabelled so labels never collide.
+    """
+    values = pd.to_numeric(values, errors="coerce")
+    values = values[values > 0]
+    span = np.log10(values.max() / values.min()) if len(values) > 1 else 0.0
+    if span < 3:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: short_number(v)))
+    axis.set_minor_formatter(NullFormatter())

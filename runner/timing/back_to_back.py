@@ -1,0 +1,127 @@
+"""Back-to-back device-time samples: what the GPU sustains (``runner.timing.device_time``).
+
+Chunks of samples, each ``event → work → event → ... → event``, two chunks queued ahead of the
+host and one sync per chunk: the GPU never idles between samples, so it runs at the clock a job
+running the op back to back sustains, and the warm-up (the same stream) runs until the series
+has settled (``runner.timing.settle``). A chunk is used only if the device had not reached its
+first event once the host had queued all of it. Only a chunk with nothing queued ahead of it
+waits behind a spin kernel; the blocked method (eager calls), when the host cannot keep
+ahead of the device, holds every chunk behind one, grown in the warm-up until it covers the
+host's enqueue.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from runner.timing.settle import Reading, last_clock
+from runner.timing.timer import Measurement, TimerPlan, sample, warm_up
+
+#: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
+#: 1024 launches on current drivers (benchmarks/device_time_check.py measures it: queueing
+#: launches behind a long spin, the host's time per launch jumps at the depth); a quarter of
+#: it leaves room for the events, the spin and the copies a call may also enqueue.
+LAUNCH_QUEUE_BUDGET = 256
+#: Shortest spin, seconds: covers enqueueing two events and a graph launch (~10-20 µs).
+SPIN_MIN_S = 50e-6
+#: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
+SPIN_MAX_S = 0.2
+#: Shortest warm-up (s) of the device time (and the whole warm-up of the burst time): long
+#: enough for NVML's instantaneous power to see the load (``runner.timing.settle``).
+DEVICE_WARMUP_S = 0.1
+#: Seconds of samples per back-to-back chunk (one sync per chunk) and the most samples in one.
+CHUNK_S, MAX_CHUNK_SAMPLES = 0.01, 64
+#: Rejected samples in a row after which a method is abandoned.
+MAX_RETAKES = 3
+#: Times the warm-up may grow the spin. A host that still outlasts it is waiting on the device
+#: (a sync or a pageable copy inside the call), and no spin will ever cover it.
+MAX_SPIN_GROWTHS = 4
+
+
+class HostBlocked(RuntimeError):
+    """The host's enqueue outlasted the spin kernel: the GPU may have waited on the host."""
+
+
+
+def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
+            device: Any, before_sample: Callable[[], None] | None,
+            wall: Callable[[], float], notes: list[str],
+            read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
+            launches_per_sample: int) -> Measurement:
+    """Back-to-back samples (module docstring): warm up until settled, then sample with
+    :func:`runner.timing.timer.sample`, all in one stream of chunks. ``launches_per_sample``:
+    0 for a graph replay, else the blocked method's kernels per sample."""
+    samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(CHUNK_S / max(sample_s, 1e-9))))
+    if launches_per_sample > 0:  # blocked: two chunks in flight stay within the queue budget
+        samples_per_chunk = max(1, min(samples_per_chunk,
+                                       LAUNCH_QUEUE_BUDGET // launches_per_sample))
+    spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
+    inflight: deque[tuple[Any, bool]] = deque()
+    # hold_every: whether every chunk waits behind a spin. Off at first: a chunk queued behind
+    # one still running needs none, and a spin between chunks is an idle gap in which a
+    # power-capped GPU recovers its clock. An eager (blocked) call the host enqueues slower
+    # than the device runs it falls behind; the warm-up then turns it on (that op is
+    # launch-bound, far from the power cap, so the gap costs it nothing).
+    counts = {"retaken": 0, "growths": 0, "hold_every": 0}
+
+    def enqueue() -> None:
+        hold = spin[0] if counts["hold_every"] or not inflight else 0.0
+        chunk = device.enqueue(work, samples_per_chunk, hold, before_sample)
+        # Valid when the device had not reached the chunk's first event once the host had
+        # queued all of it: the GPU cannot have waited on the host inside the chunk.
+        inflight.append((chunk, not device.reached(chunk)))
+
+    def next_chunk(warming: bool) -> list[float]:
+        # The warm-up retries until the spin has grown MAX_SPIN_GROWTHS times; the sampling
+        # retakes at most MAX_RETAKES chunks in a row.
+        attempts = MAX_RETAKES + 1 + (MAX_SPIN_GROWTHS + 2 if warming else 0)
+        for _ in range(attempts):
+            while len(inflight) < 2:
+                enqueue()
+            chunk, valid = inflight.popleft()
+            times = device.wait(chunk)
+            if valid:
+                return [t / calls for t in times]
+            if warming and launches_per_sample > 0 and not counts["hold_every"]:
+                counts["hold_every"] = 1  # the host falls behind: hold every chunk
+            elif warming:  # grow the spin until it covers the host (warm-up chunks only)
+                if counts["growths"] == MAX_SPIN_GROWTHS or spin[0] >= SPIN_MAX_S:
+                    raise HostBlocked(f"the host's enqueue still outlasted a "
+                                      f"{spin[0] * 1e6:.0f} µs spin after "
+                                      f"{counts['growths']} growths: the call waits on the "
+                                      "device (a sync or a pageable copy)")
+                counts["growths"] += 1
+                spin[0] = min(2 * spin[0], SPIN_MAX_S)
+            else:
+                counts["retaken"] += 1
+        raise HostBlocked(f"the host blocked: the device reached {MAX_RETAKES + 1} chunks in "
+                          "a row before the host had queued them")
+
+    clocks: list[float] = []
+    buffer: deque[float] = deque()
+    try:
+        warmup, verdict = warm_up(lambda: next_chunk(True), plan, wall, read_clock=read_clock,
+                                  min_s=DEVICE_WARMUP_S if plan.warmup_s > 0 else 0.0)
+
+        def take() -> float:
+            if not buffer:
+                reading = read_clock() if read_clock is not None else None
+                if reading is not None and reading.clock_mhz is not None:
+                    clocks.append(float(reading.clock_mhz))
+                buffer.extend(next_chunk(False))
+            return buffer.popleft()
+
+        samples, stop_reason = sample(take, plan, wall)
+    finally:
+        while inflight:  # the chunks queued past the last sample are waited for, not used
+            device.wait(inflight.popleft()[0])
+    if counts["retaken"]:
+        notes.append(f"{counts['retaken']} chunk(s) retaken: the device reached them before "
+                     "the host had queued them")
+    return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
+                       warmup_calls=len(warmup), warmup_s=verdict.elapsed_s,
+                       stop_reason=stop_reason, target_rel=plan.target_rel,
+                       settled=verdict.settled, settle_reason=verdict.reason,
+                       settled_clock_mhz=last_clock(warmup), clock_mhz=tuple(clocks))

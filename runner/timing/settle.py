@@ -1,0 +1,176 @@
+"""When a warm-up is over: the settle rule, a pure function over a series of samples.
+
+A compute-bound op near the board's power cap (a bf16 8192³ matmul on an H200, ~690 W of
+700) starts at the boost clock (1980 MHz) and is pulled towards ~1450 MHz by the power
+controller within a second or two; a sample taken in that second reads up to 20% faster than
+what a job running the op back to back sustains. A small or memory-bound op draws far less
+power and is at its steady speed after its first calls. A fixed warm-up is either too short
+for the first or a waste for the second, so the warm-up runs until the series says it is over:
+
+*settled* means the per-call time shows no trend and the SM clock (where it can be read) has
+stopped falling. Both are judged on two windows of the series: the last quarter of the
+elapsed time against the quarter before it. The power controller is slow: an op drawing near
+the board's limit still runs flat at the boost clock for its first few hundred milliseconds
+(an H200 bmm read 34 µs there, 39.6 µs sustained), so a series that has drawn
+:data:`POWER_NEAR_CAP` of the limit is not settled before :data:`CAPPED_MIN_S`.
+Comparing quarters of the *elapsed* time (not a fixed span) makes the test more sensitive
+the longer the fall lasts, so a slow tail is not mistaken for a plateau, while an op that is
+flat from the start, far below the power limit, settles as soon as the minimum warm-up is
+over. ``cap_s`` bounds it; hitting the cap is recorded, never hidden.
+
+Everything is injected (the work, the wall clock, the clock reader), so tests drive the rule
+with fake clocks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runner.timing.stats import median_ci_rel_halfwidth
+
+#: Medians of the two windows may differ by this share and still be "no trend".
+TIME_TOL = 0.01
+#: The SM clock may fall by this share between the two windows and still be "stopped
+#: falling" (NVML reports it in ~15 MHz bins: 1% of 1980 MHz is 20 MHz).
+CLOCK_TOL = 0.01
+#: Seconds between two reads of the SM clock (an NVML read costs tens of µs), and between two
+#: judgements of the series.
+CLOCK_READ_S = JUDGE_EVERY_S = 0.005
+#: Board power, as a share of its limit, from which the power controller will pull the clock
+#: down (an H200 ran bmm, linear and matmuls at 671-705 W of 700 once capped; a 2048² sum at
+#: 274 W, a 1-element add at 124 W).
+POWER_NEAR_CAP = 0.9
+#: Shortest warm-up (s) of a series that drew :data:`POWER_NEAR_CAP`: the clock starts to fall
+#: only after some hundreds of milliseconds at the cap (an H200's bf16 8192³ matmul read the
+#: same within 0.9% over 12 trials in 6 processes after 1.5 s, and 1.40 or 1.61 ms after 0.05 s).
+CAPPED_MIN_S = 1.5
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The device's state at one moment: SM clock (MHz) and board power over its limit."""
+
+    clock_mhz: float | None = None
+    power_share: float | None = None
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sample of the series: when it ended (s since the warm-up began), its time per
+    call (s) and the SM clock read closest before it (MHz; None where unreadable)."""
+
+    t_s: float
+    per_call_s: float
+    clock_mhz: float | None = None
+    power_share: float | None = None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The verdict: whether the series settled, when, and, if not, why."""
+
+    settled: bool
+    elapsed_s: float
+    reason: str | None = None
+
+
+def windows(points: Sequence[Point], elapsed_s: float) -> tuple[Sequence[Point],
+                                                               Sequence[Point]]:
+    """The quarter of ``elapsed_s`` before the last, and the last quarter (``points`` are in
+    time order, so the windows are found by bisection: the warm-up of a 1 µs op has tens of
+    thousands of points)."""
+    times = _TimeView(points)
+    half = bisect.bisect_right(times, 0.5 * elapsed_s)
+    three_quarters = bisect.bisect_right(times, 0.75 * elapsed_s)
+    return points[half:three_quarters], points[three_quarters:]
+
+
+class _TimeView(Sequence[float]):
+    """``points``' times as a sequence, without copying them."""
+
+    def __init__(self, points: Sequence[Point]) -> None:
+        self._points = points
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._points[index].t_s
+
+
+def judge(points: Sequence[Point], elapsed_s: float,
+          power_share: float | None = None) -> str | None:
+    """None when the series is settled at ``elapsed_s``, else what is still moving.
+    ``power_share``: the most power the series drew, over the limit (default: from
+    ``points``)."""
+    if power_share is None:
+        power_share = max((p.power_share for p in points if p.power_share is not None),
+                          default=None)
+    if power_share is not None and power_share >= POWER_NEAR_CAP and elapsed_s < CAPPED_MIN_S:
+        return (f"drawing {power_share:.0%} of the power limit: the clock may still be pulled "
+                f"down (at least {CAPPED_MIN_S:g} s)")
+    earlier, recent = windows(points, elapsed_s)
+    if not earlier or not recent:
+        return "too few samples to compare two windows"
+    before_sorted = sorted(p.per_call_s for p in earlier)
+    now_sorted = sorted(p.per_call_s for p in recent)
+    before, now = statistics.median(before_sorted), statistics.median(now_sorted)
+    # A noisy series (a 1 µs op on a busy host) moves its window medians by chance: a move
+    # within the two medians' CIs is noise, not a trend.
+    tol = TIME_TOL
+    if len(before_sorted) >= 6 and len(now_sorted) >= 6:
+        tol = max(tol, median_ci_rel_halfwidth(before_sorted)
+                  + median_ci_rel_halfwidth(now_sorted))
+    if before > 0 and abs(now / before - 1) > tol:
+        return f"time per call moved {100 * (now / before - 1):+.1f}% between the last windows"
+    clocks_before = [p.clock_mhz for p in earlier if p.clock_mhz is not None]
+    clocks_now = [p.clock_mhz for p in recent if p.clock_mhz is not None]
+    if clocks_before and clocks_now:
+        mhz_before, mhz_now = statistics.median(clocks_before), statistics.median(clocks_now)
+        if mhz_now < mhz_before * (1 - CLOCK_TOL):
+            return f"SM clock still falling ({mhz_before:.0f} → {mhz_now:.0f} MHz)"
+    return None
+
+
+def settle(step: Callable[[], Sequence[float]], *, min_s: float, cap_s: float,
+           min_calls: int = 1, wall: Callable[[], float] = time.perf_counter,
+           read_clock: Callable[[], Reading | None] | None = None
+           ) -> tuple[list[Point], Settled]:
+    """Run ``step`` (one call, or one chunk of back-to-back samples; it returns their times
+    per call in seconds) until the series has settled, at least ``min_s`` and ``min_calls``
+    samples in, or ``cap_s`` is reached (at least one step always runs). ``min_s=0`` asks
+    for no warm-up to speak of (``timer=smoke``): ``min_calls`` samples, not judged."""
+    start = wall()
+    points: list[Point] = []
+    reading, next_read, next_judge, power = Reading(), start, 0.0, None
+    moving = "minimum warm-up not reached"
+    while True:
+        now = wall()
+        if read_clock is not None and now >= next_read:
+            reading, next_read = read_clock() or Reading(), now + CLOCK_READ_S
+            if reading.power_share is not None:
+                power = max(power or 0.0, reading.power_share)
+        times = step()
+        elapsed = wall() - start
+        points.extend(Point(elapsed, s, reading.clock_mhz, reading.power_share) for s in times)
+        # Judged every JUDGE_EVERY_S or 5% of the elapsed time, whichever is longer: a
+        # judgement sorts two windows, which hold tens of thousands of calls of a 1 µs op.
+        if len(points) >= min_calls and elapsed >= min_s and (
+                elapsed >= next_judge or elapsed >= cap_s):
+            moving = judge(points, elapsed, power) if min_s > 0 else None
+            next_judge = elapsed + max(JUDGE_EVERY_S, elapsed / 20)
+            if moving is None:
+                return points, Settled(True, elapsed)
+        if elapsed >= cap_s:
+            return points, Settled(False, elapsed, f"hit the {cap_s:g} s cap: {moving}")
+
+
+def last_clock(points: Sequence[Point]) -> float | None:
+    """The last SM clock read in the series (the settled clock, after a warm-up)."""
+    clocks = [p.clock_mhz for p in points if p.clock_mhz is not None]
+    return clocks[-1] if clocks else None
