@@ -8,6 +8,9 @@ trial runs and before any result directory is created.
 
 from __future__ import annotations
 
+from runner.execution import timeline  # first: its import time is the "main" mark
+
+# isort: split
 import sys
 
 import hydra
@@ -34,11 +37,16 @@ def main() -> None:
     try:
         cmd = parse_command_line(sys.argv[1:])
         sys.argv[1:] = cmd.argv  # flags first: Hydra's parser wants overrides last
+        if cmd.runs_trials:
+            _prestart(cmd)
+            timeline.mark("spawned")
+            timeline.import_torch()  # what the checks and the planning need, timed apart
         if not (cmd.flags.help or cmd.flags.hydra_help or cmd.flags.shell_completion):
             check_overrides(cmd)
         if cmd.runs_trials:
-            _prestart(cmd)
+            timeline.mark("checked")
             preflight(cmd)
+            timeline.mark("preflight")
     except ConfigError as exc:
         fail(exc)
     _hydra_main()
@@ -49,14 +57,15 @@ def main() -> None:
 
 
 def _prestart(cmd: CommandLine) -> None:
-    """Start the trial worker now: its torch import runs on another core while every job is
-    composed and planned (runner.execution.worker). ``workers=N`` starts its own pool."""
-    in_process = any(a == "isolation=none" for a in cmd.texts)
-    pooled = any(a.startswith("workers=") and a != "workers=1" for a in cmd.texts)
-    if not (in_process or pooled):
-        from runner.execution.worker import supervisor
+    """Start the trial workers first, before the overrides are checked (a device check
+    imports torch), every job is composed and planned, and Hydra runs: their torch import and
+    CUDA context run on other cores meanwhile (runner.execution.pool). ``workers=N`` starts
+    a pool. A bad command line stops them again (exit 2)."""
+    if any(a == "isolation=none" for a in cmd.texts):
+        return
+    from runner.execution.pool import prestart_from_command_line
 
-        supervisor().prestart()
+    prestart_from_command_line(list(cmd.texts))
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         acc = "–" if accurate is None else ("[green]✓[/]" if accurate else "[red]✗[/]")
         note = (row.get("reason") or "")[:120]
         if status == "ok" and row.get("noisy"):
-            note = "[yellow]noisy (CI > target_rel)[/]"
+            note = f"[yellow]noisy ({row.get('noisy_reason') or 'CI > target_rel'})[/]"
         ok = status == "ok"
         table.add_row(
             row.get("op"), params, row.get("dtype"), row.get("shape_str"), mode_label(row),

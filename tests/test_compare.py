@@ -249,3 +249,29 @@ def test_time_gpu_does_not_compare_pairs_without_device_time():
     assert row["new_reason"] is None
     with pytest.raises(ValueError, match="time='wall' is not one of auto, gpu, loop"):
         compare(_run(5.0, None, "a", 0), _run(5.0, None, "b", 1), time="wall")
+
+
+def test_a_gate_that_matched_nothing_fails_with_its_own_status(tmp_path, capsys):
+    from runner.analysis.compare import EXIT_NOTHING_COMPARED
+
+    b = write_sweep(tmp_path, make_trials(grid(op="matmul", dtype=["fp32"], shape=[(64, 64, 64)]),
+                                          sweep_id="base"))
+    n = write_sweep(tmp_path, make_trials(grid(op="matmul", dtype=["bf16"], shape=[(64, 64, 64)]),
+                                          sweep_id="new"))
+    assert main([str(b), str(n), "--fail-on-regression", "5"]) == EXIT_NOTHING_COMPARED == 3
+    err = capsys.readouterr().err
+    assert "nothing compared" in err and "1 only in BASE, 1 only in NEW" in err
+    assert main([str(b), str(n)]) == 0  # without a gate, an empty comparison is only a report
+    # joined across the axis the user names, the pair is judged and its label keeps both dtypes
+    assert main([str(b), str(n), "--fail-on-regression", "5", "--ignore-axis", "dtype"]) == 0
+
+
+def test_ignore_axis_shape_joins_across_shapes_and_labels_both():
+    base = make_trials(grid(op="matmul", dtype=["fp32"], shape=[(64, 64, 64)]))
+    new = make_trials(grid(op="matmul", dtype=["fp32"], shape=[(128, 128, 128)]), seed=2)
+    assert len(compare(base, new).pairs) == 0
+    for name in ("shape", "shape_str"):
+        pairs = compare(base, new, ignore=[name]).pairs
+        assert list(pairs["trial"]) == ["matmul shape 64x64x64 → 128x128x128"], name
+    with pytest.raises(ValueError, match=r"--ignore-axis 'shpae'.*axes are: .*shape"):
+        compare(base, new, ignore=["shpae"])

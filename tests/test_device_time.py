@@ -136,7 +136,8 @@ def test_graph_captures_the_loops_k_and_divides_by_it() -> None:
     m = result.measurement
     assert m.calls_per_sample == 200
     assert m.samples_s == pytest.approx((0.94 * US,) * 3)
-    assert m.warmup_calls == 2 and m.stop_reason == "converged"
+    # three samples cannot bound a median at 95% (runner.timing.stats.median_ci_ranks)
+    assert m.warmup_calls == 2 and m.stop_reason == "max_samples"
     assert m.warmup_s == pytest.approx(2 * (dt.SPIN_MIN_S + 200 * 0.94 * US))
 
 

@@ -19,19 +19,36 @@ from runner.timing.stats import (
 
 
 @pytest.mark.parametrize(("n", "ranks"), [
-    # half = z·√n/2;  low = max(1, floor(n/2 - half));  high = min(n, ceil(1 + n/2 + half))
-    (1, (1, 1)),      # half 0.98: floor(-0.48) -> 1, ceil(2.48) = 3 -> capped at 1
-    (5, (1, 5)),      # half 2.19: floor(0.31) = 0 -> 1, ceil(5.69) = 6 -> 5
-    (10, (1, 10)),    # half 3.10: floor(1.90) = 1, ceil(9.10) = 10
-    (14, (3, 12)),    # half 3.67: floor(3.33) = 3, ceil(11.67) = 12
-    (100, (40, 61)),  # half 9.80: floor(40.20) = 40, ceil(60.80) = 61 (Conover's table)
+    # exact: the largest l with P(B <= l - 1) <= 2.5%, B ~ Binomial(n, 1/2); high = n + 1 - l
+    (1, None),        # even [x_(1), x_(n)] covers only 0%: no finite interval
+    (5, None),        # 1 - 2/32 = 93.75% < 95%
+    (6, (1, 6)),      # 1 - 2/64 = 96.9%
+    (10, (2, 9)),     # P(B <= 1) = 11/1024 = 1.1%; P(B <= 2) = 5.5% > 2.5%
+    (14, (3, 12)),
+    (100, (40, 61)),  # Conover's table
 ])
-def test_median_ci_ranks(n: int, ranks: tuple[int, int]) -> None:
+def test_median_ci_ranks(n: int, ranks: tuple[int, int] | None) -> None:
     assert median_ci_ranks(n) == ranks
 
 
+def test_median_ci_ranks_are_scipys_exact_binomial_ranks() -> None:
+    from scipy.stats import binom
+
+    for n in range(1, 300):
+        ranks = median_ci_ranks(n)
+        if ranks is None:  # no pair of samples reaches 95%
+            assert 1 - 2 * binom.cdf(0, n, 0.5) < 0.95, n
+            continue
+        low, high = ranks
+        assert low == int(binom.ppf(0.025, n, 0.5)) or binom.cdf(low - 1, n, 0.5) <= 0.025
+        coverage = binom.cdf(high - 1, n, 0.5) - binom.cdf(low - 1, n, 0.5)
+        assert coverage >= 0.95, (n, coverage)
+        narrower = binom.cdf(high - 2, n, 0.5) - binom.cdf(low, n, 0.5)
+        assert narrower < 0.95, n  # and it is the narrowest symmetric one that does
+
+
 def test_median_ci_ranks_bracket_the_median_and_stay_in_range() -> None:
-    for n in range(1, 400):
+    for n in range(6, 400):
         low, high = median_ci_ranks(n)
         assert 1 <= low <= high <= n
         assert low <= (n + 1) / 2 <= high
@@ -51,7 +68,7 @@ def test_median_ci_ranks_reach_95_percent_coverage() -> None:
         assert 0.95 <= coverage <= 0.99, (n, coverage)
 
 
-@pytest.mark.parametrize("n", [2, 3, 4, 7, 10, 37, 100, 101])
+@pytest.mark.parametrize("n", [6, 7, 10, 37, 100, 101])
 def test_summarize_matches_statistics_and_numpy(n: int) -> None:
     rng = random.Random(n)
     samples = [rng.lognormvariate(0, 0.5) for _ in range(n)]
@@ -79,11 +96,13 @@ def test_summarize_ignores_input_order_and_keeps_outliers() -> None:
     assert s.mean == pytest.approx(1015 / 6)  # ...but drags the mean
 
 
-def test_summarize_one_sample() -> None:
+def test_summarize_one_sample_has_an_unbounded_ci_not_a_zero_one() -> None:
     s = summarize([2.5])
     assert s == SampleStats(n=1, median=2.5, mean=2.5, std=0.0, min=2.5, max=2.5, q25=2.5,
-                            q75=2.5, ci_low=2.5, ci_high=2.5)
-    assert s.ci_rel_halfwidth == 0.0
+                            q75=2.5, ci_low=0.0, ci_high=math.inf)
+    assert s.ci_rel_halfwidth == math.inf
+    for n in range(2, 6):  # a few identical samples are no more certain
+        assert summarize([2.5] * n).ci_rel_halfwidth == math.inf
 
 
 def test_summarize_refuses_zero_samples() -> None:
@@ -92,8 +111,8 @@ def test_summarize_refuses_zero_samples() -> None:
 
 
 def test_ci_rel_halfwidth() -> None:
-    s = summarize([1.0, 2.0, 3.0, 4.0, 5.0])  # n=5: CI is the whole range [1, 5]
-    assert s.ci_rel_halfwidth == pytest.approx((5 - 1) / (2 * 3))
+    s = summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])  # n=6: CI is the whole range [1, 6]
+    assert s.ci_rel_halfwidth == pytest.approx((6 - 1) / (2 * 3.5))
     assert summarize([0.0, 0.0, 0.0]).ci_rel_halfwidth == math.inf
     assert summarize([-1.0, 2.0, -3.0]).ci_rel_halfwidth == math.inf  # median <= 0
 

@@ -137,6 +137,17 @@ def test_choose_calls_per_sample(per_call_s: float, expected: int) -> None:
 # Stopping: converged, max_samples, max_time
 # ---------------------------------------------------------------------------------------
 
+def test_one_slow_sample_is_noisy_and_says_why() -> None:
+    """A call slower than max_time_s stops the loop after one sample: fewer than min_samples,
+    so the trial is noisy with the reason, and its CI is unbounded, not zero-wide."""
+    clock = FakeClock([5.0] * 3)  # one warm-up call, one sample, each 5 s
+    m = run(clock, plan(min_samples=10, max_time_s=2.0))
+    assert len(m.samples_s) == 1 and m.stop_reason == "max_time"
+    assert m.noisy
+    assert m.noisy_reason == "1 sample < min_samples 10 (stopped: max_time)"
+    assert m.stats.ci_rel_halfwidth == math.inf and m.stats.ci_high == math.inf
+
+
 def test_identical_samples_converge_at_min_samples() -> None:
     clock = FakeClock([MS] + [5 * MS] * 100)
     m = run(clock, plan(min_samples=7))
@@ -148,12 +159,12 @@ def test_identical_samples_converge_at_min_samples() -> None:
 def test_converges_exactly_when_the_median_ci_is_tight() -> None:
     # Samples 10, 20, 30 ms then 10 ms forever. Sorted, n samples are (n-2) tens, 20, 30.
     # The CI is [x_(low), x_(high)] with (low, high) = median_ci_ranks(n); it is all tens
-    # (half-width 0) once high <= n - 2. median_ci_ranks: n=13 -> (2, 12), n=14 -> (3, 12).
-    assert median_ci_ranks(13) == (2, 12) and median_ci_ranks(14) == (3, 12)
+    # (half-width 0) once high <= n - 2. median_ci_ranks: n=11 -> (2, 10), n=12 -> (3, 10).
+    assert median_ci_ranks(11) == (2, 10) and median_ci_ranks(12) == (3, 10)
     clock = FakeClock([10 * MS] + [10 * MS, 20 * MS, 30 * MS] + [10 * MS] * 100)
     m = run(clock, plan(min_samples=3, target_rel=0.01))
     assert m.stop_reason == "converged"
-    assert len(m.samples_s) == 14
+    assert len(m.samples_s) == 12
     assert m.stats.ci_low == m.stats.ci_high == 10 * MS
 
 
@@ -268,10 +279,10 @@ def test_measurement_stats_are_exact() -> None:
     # inclusive (numpy linear) quartiles of 1..12: positions 2.75 and 8.25 (0-based)
     assert s.q25 == pytest.approx(3.75 * MS)
     assert s.q75 == pytest.approx(9.25 * MS)
-    # n = 12 -> ranks (2, 11): the 2nd and 11th smallest
-    assert (s.ci_low, s.ci_high) == (pytest.approx(2 * MS), pytest.approx(11 * MS))
-    assert s.ci_rel_halfwidth == pytest.approx((11 - 2) / (2 * 6.5))
-    assert m.noisy  # 0.69 > target 1e-9
+    # n = 12 -> exact ranks (3, 10): the 3rd and 10th smallest
+    assert (s.ci_low, s.ci_high) == (pytest.approx(3 * MS), pytest.approx(10 * MS))
+    assert s.ci_rel_halfwidth == pytest.approx((10 - 3) / (2 * 6.5))
+    assert m.noisy  # 0.54 > target 1e-9
     assert m.stop_reason == "max_samples"
 
 

@@ -1,5 +1,6 @@
-"""``workers=N`` / ``workers=per_gpu`` (issue 12, docs/scale-out.md): the trials of one job run
-in N supervised worker processes at once, fed from one longest-first queue.
+"""``workers=N`` / ``workers=per_gpu`` (docs/scale-out.md): the trials of one job run in N
+supervised worker processes at once, fed from one longest-first queue; where the time goes
+(start-up parts, each worker's busy time: ``runner.execution.timeline``).
 
 The CPU path is the same machinery as the GPU one (placement aside), so these runs prove the
 queue, the journal from several threads, crash isolation per worker and the merged file. GPU
@@ -8,19 +9,24 @@ placement (one GPU per worker, pinned trials) is checked on the GPU machine by t
 
 from __future__ import annotations
 
+import json
 import signal
+import threading
 import time
 from collections import Counter
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from runner.core.errors import ConfigError
-from runner.execution import pool
-from runner.storage.layout import SWEEP_FILE
+from runner.execution import placement, pool, timeline
+from runner.storage.files import METADATA_KEY
+from runner.storage.layout import JOB_FILE, SWEEP_FILE
 
 SWEEP = ["op=vector_add", "timer=smoke", "shape=[[8],[16],[32],[64]]", "dtype=[fp32,fp64]"]
 FINE = "ops.examples:gelu_mul"
@@ -130,16 +136,16 @@ def test_longest_first_orders_by_shape_product_and_dtype_bytes(planned: list) ->
 
 
 def test_cpu_workers_split_the_cores(planned: list) -> None:
-    plan = pool.plan_workers(2, "process", planned, set(), gpus=[], cpu_count=8)
+    plan = placement.plan_workers(2, "process", planned, set(), gpus=[], cpu_count=8)
     assert [(s.index, s.gpu, s.env, s.threads) for s in plan.slots] == \
         [(0, None, (), 4), (1, None, (), 4)]
     assert plan.pinned == {}
-    assert pool.plan_workers(1, "none", planned, set(), gpus=[]).slots[0].threads is None
+    assert placement.plan_workers(1, "none", planned, set(), gpus=[]).slots[0].threads is None
 
 
 def test_workers_own_the_visible_gpus_in_order(planned: list) -> None:
     trials = on_gpu(planned, "cuda:0")
-    plan = pool.plan_workers("per_gpu", "process", trials, set(), gpus=["4", "5"], cpu_count=8)
+    plan = placement.plan_workers("per_gpu", "process", trials, set(), gpus=["4", "5"], cpu_count=8)
     assert [(s.gpu, dict(s.env)) for s in plan.slots] == \
         [(0, {"CUDA_VISIBLE_DEVICES": "4"}), (1, {"CUDA_VISIBLE_DEVICES": "5"})]
     assert plan.pinned == {}  # device=cuda / auto: any worker's GPU
@@ -147,7 +153,7 @@ def test_workers_own_the_visible_gpus_in_order(planned: list) -> None:
 
 def test_cuda_n_pins_a_trial_to_its_worker(planned: list) -> None:
     trials = on_gpu(planned[:2], "cuda:1") + on_gpu(planned[2:], "cuda:0")
-    plan = pool.plan_workers(2, "process", trials, {"cuda:1"}, gpus=["0", "1"])
+    plan = placement.plan_workers(2, "process", trials, {"cuda:1"}, gpus=["0", "1"])
     assert plan.pinned == {trials[0].index: 1, trials[1].index: 1}
     queue = pool.TrialQueue(trials, plan.pinned)
     first = plan.slots[0]
@@ -161,25 +167,244 @@ def test_cuda_n_pins_a_trial_to_its_worker(planned: list) -> None:
 
 def test_bad_placements_are_config_errors(planned: list) -> None:
     with pytest.raises(ConfigError, match="'workers'.*no CUDA device"):
-        pool.plan_workers("per_gpu", "process", planned, set(), gpus=[])
+        placement.plan_workers("per_gpu", "process", planned, set(), gpus=[])
     with pytest.raises(ConfigError, match="'workers'.*isolation=none"):
-        pool.plan_workers(2, "none", planned, set(), gpus=[])
+        placement.plan_workers(2, "none", planned, set(), gpus=[])
     with pytest.raises(ConfigError, match="'workers': 3.*2 visible CUDA"):
-        pool.plan_workers(3, "process", on_gpu(planned, "cuda:0"), set(), gpus=["0", "1"])
+        placement.plan_workers(3, "process", on_gpu(planned, "cuda:0"), set(), gpus=["0", "1"])
     with pytest.raises(ConfigError, match="'cuda:2'.*workers=2 runs on visible GPUs 0..1"):
-        pool.plan_workers(2, "process", on_gpu(planned, "cuda:2"), {"cuda:2"},
+        placement.plan_workers(2, "process", on_gpu(planned, "cuda:2"), {"cuda:2"},
                           gpus=["0", "1", "2"])
 
 
 def test_only_cuda_n_as_written_pins() -> None:
     values = {"device": ["cuda", "cuda:1", "auto"], "cases": [{"device": "cuda:3"}, {"op": "x"}]}
-    assert pool.explicit_gpus(values) == {"cuda:1", "cuda:3"}
+    assert placement.explicit_gpus(values) == {"cuda:1", "cuda:3"}
 
 
 def test_the_pool_is_reused_for_the_same_placement() -> None:
-    slots = (pool.Slot(0, None, (), 1), pool.Slot(1, None, (), 1))
+    slots = (placement.Slot(0, None, (), 1), placement.Slot(1, None, (), 1))
     first = pool.pool(slots)
     assert pool.pool(slots) is first
     other = pool.pool(slots[:1])
     assert other is not first
     other.stop()
+
+
+# ---------------------------------------------------------------------------------------
+# Where the time goes: start-up parts, busy time per worker
+# ---------------------------------------------------------------------------------------
+
+def test_every_row_has_its_busy_time_and_job_0_its_startup(cli_runs: dict[str, Any]) -> None:
+    run = cli_runs["two"]
+    df = merged(run)
+    assert (df["worker_trial_wall_s"] > 0).all()
+    (sweep,) = (run.cwd / "results").iterdir()
+    startups = [json.loads(pq.read_schema(sweep / "jobs" / str(n) / JOB_FILE)
+                           .metadata[METADATA_KEY])["startup"] for n in (0, 1)]
+    parts, later = startups
+    assert later is None, "a later job of the multirun reuses the workers: no start-up"
+    driver = ("python_s", "worker_spawn_s", "driver_torch_import_s", "checks_s", "preflight_s",
+              "hydra_s", "planning_s")
+    for key in (*driver, "workers", "worker_process_s", "worker_torch_import_s",
+                "worker_imports_s", "worker_warm_s"):
+        assert parts[key] >= 0, key
+    assert parts["workers"] == 2
+    # the driver's steps add up to its planning; the workers start before the driver imports
+    # torch (workers=2 on the command line, no GPU here); the first trial starts once they
+    # are ready and the job is planned
+    assert sum(parts[key] for key in driver) == pytest.approx(parts["planned_at_s"], abs=0.01)
+    assert parts["workers_started_at_s"] <= parts["python_s"] + parts["worker_spawn_s"] + 0.002
+    assert parts["planned_at_s"] <= parts["first_trial_at_s"]
+    assert parts["workers_ready_at_s"] <= parts["first_trial_at_s"] + 0.05
+    assert "busy: worker 0 (cpu)" in run.err and "worker 1 (cpu)" in run.err
+    assert "start-up: first trial" in run.err and "2 worker(s) started at" in run.err
+
+
+def stamp(seconds: float) -> datetime:
+    return datetime.fromtimestamp(1_000_000 + seconds, timezone.utc)
+
+
+def test_busy_time_is_the_sum_of_a_worker_s_trials_over_the_trial_spans() -> None:
+    def row(job: int, worker: int, gpu: int, at: float, wall: float | None) -> dict:
+        return {"job_num": job, "worker": worker, "gpu_index": gpu, "timestamp": stamp(at),
+                "worker_trial_wall_s": wall}
+
+    rows = [row(0, 0, 3, 0, 6.0), row(0, 0, 3, 6, 4.0), row(0, 1, 5, 1, 7.0),  # 0..10 s
+            row(1, 0, 3, 100, 2.0), row(1, 1, 5, 101, 3.0),  # 100..104 s: gaps not counted
+            row(1, 1, 5, 101, None)]  # no busy time: not counted
+    busy = timeline.busy(rows)
+    assert {w: (b["busy_s"], b["trials"], b["gpus"]) for w, b in busy.items()} == \
+        {0: (12.0, 3, {3}), 1: (10.0, 2, {5})}
+    assert busy[0]["span_s"] == busy[1]["span_s"] == 14.0
+    assert busy[0]["fraction"] == pytest.approx(12 / 14)
+    line = timeline.busy_line(rows)
+    assert line.startswith("busy: worker 0 (GPU 3) 86% (3 trials), worker 1 (GPU 5) 71% "
+                           "(2 trials) of 14 s of trials"), line
+    driver = [{"job_num": 0, "worker": None, "timestamp": stamp(0), "worker_trial_wall_s": 1.0}]
+    assert "driver (cpu) 100%" in timeline.busy_line(driver)
+    assert timeline.busy_line([{"job_num": 0, "worker": 0}]) is None  # older files
+
+
+def test_startup_parts_are_measured_from_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    t0 = 1_000_000.0
+    monkeypatch.setattr(timeline, "_MARKS", {"main": t0 + 0.05, "spawned": t0 + 0.1,
+                                             "torch": t0 + 1.6, "checked": t0 + 1.7,
+                                             "preflight": t0 + 2.2, "job": t0 + 2.6,
+                                             "planned": t0 + 2.75})
+    workers = {f"opsweep-worker-{i}": {"spawned_at": t0 + 0.2 + i / 100, "main_at": t0 + 0.5,
+                                       "torch_import_s": 1.6 + i, "imports_s": 0.3,
+                                       "ready_at": t0 + 2.5 + i, "cuda_context_s": 0.4,
+                                       "warm_s": 0.6, "warmed_at": t0 + 3.1 + i}
+               for i in range(3)}
+    monkeypatch.setattr(timeline, "_WORKERS", workers)
+    monkeypatch.setattr(timeline, "_STARTUP", [])
+    monkeypatch.setattr(timeline, "_FIRST_TRIAL", [])
+    timeline.trial_started(stamp(4.0))
+    timeline.trial_started(stamp(3.5))  # rows come back in any order: the earliest counts
+    timeline.trial_started(None)  # a row without a timestamp changes nothing
+    parts = timeline.startup(command_at=t0)
+    assert parts == {
+        "first_trial_at_s": 3.5, "python_s": 0.05, "worker_spawn_s": 0.05,
+        "driver_torch_import_s": 1.5, "checks_s": 0.1, "preflight_s": 0.5, "hydra_s": 0.4,
+        "planning_s": 0.15, "planned_at_s": 2.75,
+        "workers": 3, "workers_started_at_s": 0.2, "worker_process_s": 0.3,
+        "worker_torch_import_s": 3.6, "worker_imports_s": 0.3, "worker_cuda_context_s": 0.4,
+        "worker_warm_s": 0.6, "workers_ready_at_s": 5.1}
+    assert timeline.startup(command_at=t0) is None, "only the first job has a start-up"
+    assert timeline.reported_startup() is parts
+    line = timeline.startup_line(parts)
+    assert line.startswith("start-up: first trial 3.50 s after the command. Driver: Python "
+                           "0.05, starting workers 0.05, torch import 1.50, checks 0.10, "
+                           "composing and planning every job 0.50, Hydra 0.40, planning "
+                           "0.15 (planned at 2.75 s)"), line
+    assert "3 worker(s) started at 0.20 s" in line and "CUDA context 0.40" in line
+
+
+def test_process_start_is_before_now() -> None:
+    started = timeline.process_start()
+    if started is None:
+        pytest.skip("no /proc on this platform")
+    assert 0 < time.time() - started < 3600
+
+
+# ---------------------------------------------------------------------------------------
+# Design for N: placement with any GPU count, predicted before Hydra composes the job
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("count", [2, 3, 8])
+def test_n_gpus_n_workers_each_owning_one(planned: list, count: int) -> None:
+    gpus = [str(10 + i) for i in range(count)]
+    trials = on_gpu(planned, "cuda:0")
+    plan = placement.plan_workers("per_gpu", "process", trials, set(), gpus=gpus, cpu_count=64)
+    assert [(s.index, s.gpu, dict(s.env), s.threads) for s in plan.slots] == \
+        [(i, i, {"CUDA_VISIBLE_DEVICES": gpus[i]}, 64 // count) for i in range(count)]
+    # what __main__ starts before Hydra composes the job is what the job then asks for, so
+    # the job reuses those workers (pool() compares slots)
+    assert placement.predicted_slots("per_gpu", gpus, 64) == plan.slots
+    half = placement.plan_workers(count // 2 or 1, "process", trials, set(), gpus=gpus,
+                                  cpu_count=64)
+    assert placement.predicted_slots(str(count // 2), gpus, 64) == \
+        (half.slots if count // 2 > 1 else None)
+
+
+def test_predicted_slots_for_cpu_workers_and_what_is_not_predicted(planned: list) -> None:
+    assert placement.predicted_slots("3", [], 6) == \
+        placement.plan_workers(3, "process", planned, set(), gpus=[], cpu_count=6).slots
+    assert placement.predicted_slots("1", ["0"], 6) is None  # one worker: the supervisor
+    assert placement.predicted_slots("per_gpu", ["0"], 6) is None
+    assert placement.predicted_slots("4", ["0", "1"], 6) is None  # refused by the job's check
+    assert placement.predicted_slots("two", ["0", "1"], 6) is None
+
+
+def test_devices_to_warm_are_guessed_from_the_command_line() -> None:
+    assert placement.guess_devices(["op=matmul"], ["0", "1"]) == ("cuda:0",)  # auto, with GPUs
+    assert placement.guess_devices(["op=matmul"], []) == ("cpu",)  # auto, without
+    assert placement.guess_devices(["device=cuda"], ["0"]) == ("cuda:0",)
+    assert placement.guess_devices(["device=cpu", "device=[cuda:1,cpu,cuda:1]"], ["0", "1"]) == \
+        ("cuda:1", "cpu")  # the last device= wins, as on Hydra's command line
+    assert placement.guess_devices(["device=cpu,auto", "-m"], ["0"]) == ("cpu", "cuda:0")
+
+
+def test_warm_devices_are_the_job_s_devices_once(planned: list) -> None:
+    trials = on_gpu(planned[:2], "cuda:1") + on_gpu(planned[2:], "cpu") + \
+        on_gpu(planned[:1], "cuda:1")
+    assert pool.warm_devices(trials) == ("cuda:1", "cpu")
+
+
+# ---------------------------------------------------------------------------------------
+# The driver round trip: workers never wait on the journal
+# ---------------------------------------------------------------------------------------
+
+class FakeSupervisor:
+    """Runs a 'trial' by calling ``on_run`` (in the worker's thread)."""
+
+    def __init__(self, on_run: Any) -> None:
+        self.on_run, self.calls = on_run, []
+
+    def wait_ready(self) -> None:
+        pass
+
+    def run(self, trial: Any, *args: Any) -> dict[str, Any]:
+        self.calls.append(trial.index)
+        self.on_run(trial)
+        return {"trial_index": trial.index}
+
+    def stop(self) -> None:
+        pass
+
+
+class NoStop:
+    requested = False
+
+
+def fake_pool(count: int, on_run: Any) -> pool.Pool:
+    workers = pool.Pool.__new__(pool.Pool)
+    workers.slots = tuple(placement.Slot(i, None, (), 1) for i in range(count))
+    workers.supervisors = [FakeSupervisor(on_run) for _ in range(count)]
+    return workers
+
+
+def test_a_worker_runs_its_next_trial_while_its_row_is_journaled(planned: list) -> None:
+    """While the journal is stuck, each worker runs exactly one trial past its last
+    journaled row, then waits: no worker waits on the journal for its next trial, and at
+    most one finished row per worker is not yet on disk."""
+    started: list[int] = []
+    two_each, release = threading.Event(), threading.Event()
+
+    def on_run(trial: Any) -> None:
+        started.append(trial.index)
+        if len(started) == 4:
+            two_each.set()
+
+    recorded: list[int] = []
+
+    def record(row: dict[str, Any], trial: Any) -> None:
+        assert release.wait(10), "the test did not release the journal"
+        assert threading.current_thread().name.startswith("opsweep-journal-")
+        recorded.append(row["trial_index"])
+
+    workers = fake_pool(2, on_run)
+    runner = threading.Thread(target=workers.run, args=(
+        list(planned), {}, ({"preset": "smoke"}, True, None, None)),
+        kwargs={"stop": NoStop(), "record": record})
+    runner.start()
+    assert two_each.wait(10), "the workers waited for the journal before their next trial"
+    time.sleep(0.2)
+    assert len(started) == 4, "a worker ran on with two rows not yet journaled"
+    assert [len(s.calls) for s in workers.supervisors] == [2, 2]
+    release.set()
+    runner.join(20)
+    assert sorted(recorded) == sorted(t.index for t in planned)
+
+
+def test_a_failing_record_stops_the_queue_and_is_raised(planned: list) -> None:
+    def record(row: dict[str, Any], trial: Any) -> None:
+        raise SystemExit(1)  # what a failed journal write does
+
+    workers = fake_pool(2, lambda trial: time.sleep(0.01))
+    with pytest.raises(SystemExit):
+        workers.run(list(planned), {}, ({"preset": "smoke"}, True, None, None),
+                    stop=NoStop(), record=record)
+    ran = sum(len(s.calls) for s in workers.supervisors)
+    assert ran < len(planned), "trials were still handed out after the journal failed"

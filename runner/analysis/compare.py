@@ -21,8 +21,11 @@ This module is the command; the work is in three modules, one job each:
 pair) and :mod:`~runner.analysis.compare_render` (:func:`render`: table, Markdown, CSV).
 Their entry points are importable from here (``from runner.analysis.compare import render``).
 
-Exit status: 0, or 1 with ``--fail-on-regression PCT`` when some trial got significantly
-slower by at least PCT percent (or failed in NEW after passing in BASE); 2 for bad arguments.
+Exit status: 0, or with ``--fail-on-regression PCT``: 1 when some trial got significantly
+slower by at least PCT percent (or failed in NEW after passing in BASE), 3
+(:data:`EXIT_NOTHING_COMPARED`) when no trial of NEW matched one of BASE with an ok time on
+both sides, so the gate judged nothing (the notes name the axes that differ; ``--ignore-axis``
+joins across one); 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ from runner.storage.load import load
 
 __all__ = ["Comparison", "build_parser", "compare", "main", "render"]
 
+EXIT_REGRESSION = 1
+EXIT_NOTHING_COMPARED = 3
+
 
 def build_parser() -> OneLineArgumentParser:
     p = OneLineArgumentParser(
@@ -49,8 +55,9 @@ def build_parser() -> OneLineArgumentParser:
     p.add_argument("--filter", action="append", default=[], metavar="AXIS=VALUE",
                    help="keep trials with AXIS=VALUE[,VALUE]; repeat to AND (op=matmul, impl=x)")
     p.add_argument("--ignore-axis", action="append", default=[], metavar="AXIS",
-                   help="leave AXIS out of the join (e.g. device_requested, or a param "
-                        "that only one side has)")
+                   help="leave AXIS out of the join, as the table names it (shape, device, "
+                        "dtype, streams, a param such as impl...): a pair's label then shows "
+                        "both sides' values")
     p.add_argument("--format", choices=("table", "csv", "markdown"), default="table")
     p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
@@ -62,7 +69,8 @@ def build_parser() -> OneLineArgumentParser:
                         "the loop time, host cost included (default auto)")
     p.add_argument("--fail-on-regression", type=float, metavar="PCT",
                    help="exit 1 if a trial is significantly slower by >= PCT percent "
-                        "or fails in NEW after passing in BASE")
+                        "or fails in NEW after passing in BASE; exit 3 if no trial matched "
+                        "(nothing compared)")
     p.add_argument("--n-boot", type=int, default=N_BOOT, help="bootstrap replicates (default 1000)")
     p.add_argument("--metric", choices=tuple(METRICS), default="time",
                    help="what decides: time (default, by --time), or a per-trial scalar, lower "
@@ -97,12 +105,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(text)
     if args.fail_on_regression is not None:
         bad = result.regressions(args.fail_on_regression)
+        if not bad and result.pairs.empty:
+            counts = result.counts()
+            print(f"nothing compared: no trial matched on both sides with an ok time "
+                  f"({counts['only_base']} only in BASE, {counts['only_new']} only in NEW, "
+                  f"{counts['not_compared']} not compared); a regression gate that judged "
+                  f"nothing fails (exit {EXIT_NOTHING_COMPARED}). The notes above name the "
+                  "axes that differ; --ignore-axis AXIS joins across one.", file=sys.stderr)
+            return EXIT_NOTHING_COMPARED
         if bad:
             print(f"regression: {len(bad)} trial(s) slower by >= {args.fail_on_regression:g}% "
                   "or newly failing:", file=sys.stderr)
             for line in bad:
                 print(f"  {line}", file=sys.stderr)
-            return 1
+            return EXIT_REGRESSION
     return 0
 
 

@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from runner.analysis.compare_join import (
-    axis_name,
+    USER_NAMES,
+    axis_names,
     axis_notes,
     collapse,
     key_columns,
@@ -42,6 +43,7 @@ from runner.analysis.compare_join import (
 )
 from runner.analysis.selection import (
     apply_filters,
+    canonical,
     spec_keys,
     spec_label,
     varying_columns,
@@ -185,8 +187,11 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
     if filters:
         base = apply_filters(base, filters)
         new = apply_filters(new, filters)
-    ignored = {axis_name(a, base, new) for a in ignore}
+    ignored = {c for a in ignore for c in axis_names(a, base, new)}
     keys = key_columns(base, new, ignored)
+    # the ignored axes that still tell a pair's sides apart: shown in its label (a → b)
+    shown = [c for c in ignored if c in base.columns and c in new.columns
+             and c not in ("shape", "device")]
     base = base.assign(_key=spec_keys(base, keys)) if len(base) else base.assign(_key=[])
     new = new.assign(_key=spec_keys(new, keys)) if len(new) else new.assign(_key=[])
     both = pd.concat([base[[c for c in keys if c in base.columns]],
@@ -195,13 +200,13 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
     label_cols = ["op", *[c for c in varying_columns(both, keys) if c not in ("op", "target")]]
     label_cols = [c for c in dict.fromkeys(label_cols) if c in both.columns]
 
-    base_specs = collapse(base, keys, METRICS[metric])
-    new_specs = collapse(new, keys, METRICS[metric])
+    base_specs = collapse(base, [*keys, *shown], METRICS[metric])
+    new_specs = collapse(new, [*keys, *shown], METRICS[metric])
     rows, not_compared, reps = [], [], []
     for key in (k for k in base_specs if k in new_specs):
         b, n = base_specs[key], new_specs[key]
         spec = spec_dict(b["row"], keys)
-        label = spec_label(spec, label_cols)
+        label = spec_label(spec, label_cols) + _ignored_label(b["row"], n["row"], shown)
         why = _not_comparable(b, n, time, metric)
         if why is not None:
             not_compared.append({"trial": label, "base_status": b["status"],
@@ -224,6 +229,16 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
                       label_columns=label_cols, geomean=g, geomean_low=lo, geomean_high=hi,
                       axis_notes=notes, alpha=alpha, threshold=threshold, time=time,
                       metric=metric)
+
+
+def _ignored_label(base_row: dict, new_row: dict, columns: list[str]) -> str:
+    """`` shape 64x64x64 → 128x128x128``: an ignored axis whose value differs between a
+    pair's sides, so that the table still says what was compared with what."""
+    parts = [f"{USER_NAMES.get(col, col.removeprefix('param_'))} "
+             f"{canonical(base_row.get(col))} → {canonical(new_row.get(col))}"
+             for col in sorted(columns)
+             if canonical(base_row.get(col)) != canonical(new_row.get(col))]
+    return "".join(f" {p}" for p in parts)
 
 
 def _not_comparable(b: dict, n: dict, time: str, metric: str) -> tuple | None:

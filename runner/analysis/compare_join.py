@@ -17,7 +17,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from runner.analysis.selection import canonical, param_columns, spec_columns, spec_label
+from runner.analysis.selection import (
+    JOINED_AS,
+    canonical,
+    param_columns,
+    spec_columns,
+    spec_label,
+)
 from runner.analysis.values import is_missing
 from runner.storage.columns import time_column
 
@@ -37,14 +43,27 @@ _ROW_FIELDS = ("status", "reason", *(c for t in TIME_FIELDS.values() for c in t.
 CLOCK_NOTE_REL = 0.05
 
 
-def axis_name(name: str, base: pd.DataFrame, new: pd.DataFrame) -> str:
-    """The column an ``--ignore-axis`` name means: itself, or its ``param_`` column."""
-    if name in base.columns or name in new.columns:
-        return name
-    if f"param_{name}" in base.columns or f"param_{name}" in new.columns:
-        return f"param_{name}"
-    raise ValueError(f"--ignore-axis {name!r}: no such column in BASE or NEW; "
-                     f"axes are: {', '.join(spec_columns(base) or spec_columns(new))}")
+#: The axis a user names for each joined column (``shape`` for ``shape_str``...).
+USER_NAMES = {column: axis for axis, column in JOINED_AS.items()}
+
+
+def axis_names(name: str, base: pd.DataFrame, new: pd.DataFrame) -> set[str]:
+    """The columns an ``--ignore-axis`` name means: the axis as the user sees it (``shape``,
+    ``device``) with the column the join uses for it (``shape_str``, ``device_requested``),
+    or a parameter's ``param_`` column."""
+    columns = set(base.columns) | set(new.columns)
+    axis = USER_NAMES.get(name, name)
+    found = {c for c in (axis, JOINED_AS.get(axis)) if c and c in columns}
+    if axis == "device":  # a file without device_requested joins on the resolved device
+        found |= {"device"} & columns
+    if found:
+        return found
+    if f"param_{name}" in columns:
+        return {f"param_{name}"}
+    shown = [USER_NAMES.get(c, c.removeprefix("param_"))
+             for c in (spec_columns(base) or spec_columns(new))]
+    raise ValueError(f"--ignore-axis {name!r}: no such axis in BASE or NEW; axes are: "
+                     f"{', '.join(dict.fromkeys(shown))}")
 
 
 def key_columns(base: pd.DataFrame, new: pd.DataFrame, ignored: set[str]) -> list[str]:

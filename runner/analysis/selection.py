@@ -20,15 +20,15 @@ from runner.storage.columns import AXIS_COLUMNS, MODE_COLUMNS
 #: How an axis column is joined: ``shape`` (a list) by its text ``shape_str``; ``device``
 #: (resolved, e.g. ``cuda:1``) by ``device_requested`` so that a run on another GPU index
 #: still matches.
-_JOINED_AS = {"shape": "shape_str", "device": "device_requested"}
+JOINED_AS = {"shape": "shape_str", "device": "device_requested"}
 
 #: Columns a trial is joined on (when present), in label order ("matmul bf16 64x64x64 ..."):
 #: the op, the dtype and its math settings, the shape, then the registry's other axes.
 #: ``torch_dtype`` and ``numel`` are derived from ``dtype``/``shape``.
 _LEADING = ("op", "target", "dtype", "tf32", "matmul_precision", "shape_str")
 SPEC_AXES: tuple[str, ...] = _LEADING + tuple(
-    _JOINED_AS.get(name, name) for name in AXIS_COLUMNS
-    if _JOINED_AS.get(name, name) not in _LEADING)
+    JOINED_AS.get(name, name) for name in AXIS_COLUMNS
+    if JOINED_AS.get(name, name) not in _LEADING)
 
 #: Axes that name the execution mode, used for "eager / graph / compile / streams" views.
 MODE_AXES: tuple[str, ...] = MODE_COLUMNS

@@ -33,9 +33,9 @@ def _shape(row: pd.Series) -> tuple[int, ...]:
 
 
 def streams_help_underused_kernels(rows: pd.DataFrame, claim: Claim) -> Verdict:
-    """Seed 000's "streams only help kernels that under-use the GPU" is two facts at once: the
-    256³ matmul gains at least ``claim.at_least`` with 2 or 4 streams (the better of the two)
-    AND the 4096³ one gains less than that with 2."""
+    """The streams lesson's "streams only help kernels that under-use the GPU" is two facts at
+    once: the 256³ matmul gains at least ``claim.at_least`` with 2 or 4 streams (the better
+    of the two) AND the 4096³ one gains less than that with 2."""
     ok = select(ok_rows(rows), claim.where)
     gain = claim.at_least if claim.at_least is not None else 1.1
 
@@ -96,6 +96,8 @@ def overlap_ideal(rows: pd.DataFrame, claim: Claim) -> Measurement:
     return Measurement(None, "; ".join(parts))
 
 
+#: What the allocator claims read (a verdict names it in place of a time).
+ALLOCATOR_READS = "reserved bytes after each allocation (extra_reserved_bytes_*)"
 #: The alloc op's per-step readings: extra_{allocated,reserved}_bytes_step<k>_cols<c>.
 ALLOCATOR_COLUMN = re.compile(r"extra_(allocated|reserved)_bytes_step(\d+)_cols(\d+)$")
 
@@ -133,7 +135,7 @@ def allocator_reuse(rows: pd.DataFrame, claim: Claim) -> Measurement:
                          f"{fmt_num(steps[s]['reserved'] / MIB)} MiB" for s in (1, 2, 3))
     value = steps[2]["reserved"] / steps[1]["reserved"]
     return Measurement(value, f"reserved after step 2 / step 1 = {fmt_ratio(value)} "
-                              f"(reserved: {reserved})")
+                              f"(reserved: {reserved})", reads=ALLOCATOR_READS)
 
 
 def allocator_growth(rows: pd.DataFrame, claim: Claim) -> Measurement:
@@ -143,9 +145,34 @@ def allocator_growth(rows: pd.DataFrame, claim: Claim) -> Measurement:
     if found is None:
         return Measurement(None, "no extra_reserved_bytes_* columns (CUDA only)")
     row, steps = found
-    esize = {"fp64": 8, "fp32": 4, "tf32": 4}.get(str(row.get("dtype")), 2)
+    esize = ELEMENT_BYTES.get(str(row.get("dtype")), 2)
     size3 = _shape(row)[0] * steps[3]["cols"] * esize
     grown = steps[3]["reserved"] - steps[1]["reserved"]
     value = grown / size3
     return Measurement(value, f"reserved grew by {fmt_num(grown / MIB)} MiB for a "
-                              f"{fmt_num(size3 / MIB)} MiB tensor: {fmt_ratio(value)} of it")
+                              f"{fmt_num(size3 / MIB)} MiB tensor: {fmt_ratio(value)} of it",
+                       reads=ALLOCATOR_READS)
+
+
+#: Bytes per element of each dtype axis value (tf32 is stored as float32).
+ELEMENT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+
+
+def peak_saving(rows: pd.DataFrame, claim: Claim) -> Measurement:
+    """How many output tensors of peak memory the ``denominator`` rows save against the
+    ``numerator`` rows: (peak numerator − peak denominator) / (numel × element size). A
+    difference, not a ratio: the peak also holds what the harness keeps allocated while it
+    times, which a ratio of peaks would mix into the answer."""
+    ok = select(ok_rows(rows), claim.where)
+    metric = claim.metric or "peak_allocated_bytes"
+    top = aggregate(select(ok, claim.numerator or {}), metric)
+    bottom = aggregate(select(ok, claim.denominator or {}), metric)
+    if top is None or bottom is None:
+        return Measurement(None, f"no {metric} rows (CUDA only)")
+    row = ok.iloc[0]
+    size = float(row["numel"]) * ELEMENT_BYTES.get(str(row.get("dtype")), 4)
+    value = (top - bottom) / size
+    return Measurement(value, f"peak {fmt_num(top / MIB)} − {fmt_num(bottom / MIB)} MiB = "
+                              f"{fmt_num((top - bottom) / MIB)} MiB saved, "
+                              f"{fmt_ratio(value)} the {fmt_num(size / MIB)} MiB output",
+                       reads=metric)

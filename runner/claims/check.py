@@ -4,9 +4,19 @@
   checks them (``runner.execution.callbacks``);
 * ``python -m runner.check RESULT [RESULT ...]`` checks saved results.
 
-Exit status: 0 when every claim held or could not be measured, 1 when one did not hold or
-errored, 2 for bad arguments or malformed claims. A claim that is *not measured* does not fail:
-a GPU experiment checked on a CPU-only machine measures nothing, and says so.
+Exit status (so that CI can tell the cases apart):
+
+* 0: every claim that could be judged held, and at least one could (a GPU claim checked on a
+  CPU-only machine is *not measured*, which alone fails nothing);
+* 1 (:data:`EXIT_FAILED`): a claim did not hold, or errored;
+* 2: bad arguments or malformed claims;
+* 3 (:data:`EXIT_NOTHING_MEASURED`): no claim could be judged: every one was *not measured*
+  (e.g. ``experiment=dtype_cliff smoke=true check=true`` on a CPU) or the results state none.
+  A gate that passes on nothing is no gate.
+
+Several sweeps of one experiment (a results root, two sweep directories) are judged each on
+its own rows, one verdict per sweep: a median pooled over a smoke run and a full run is a
+number neither measured.
 """
 
 from __future__ import annotations
@@ -20,19 +30,28 @@ from runner.claims.spec import ClaimSpecError
 
 PROG = "python -m runner.check"
 EXIT_FAILED = 1
+EXIT_NOTHING_MEASURED = 3
 
 STYLE = {HELD: "green", NOT_HELD: "bold red", ERROR: "bold red"}
 
 
 def check(results: Results, conf_dir: Path = CONF_DIR, prefer: str = "conf",
           trust: bool = False) -> list[tuple[str, Verdict]]:
-    """Every experiment's verdicts, as ``(experiment, verdict)`` pairs. Claims come from the
-    experiment configs under ``conf_dir``; a results file never names code that runs
+    """Every experiment's verdicts, as ``(experiment, verdict)`` pairs; an experiment found in
+    several sweeps is judged once per sweep, labelled ``experiment @ sweep``. Claims come from
+    the experiment configs under ``conf_dir``; a results file never names code that runs
     (``runner.claims.results``)."""
     out = []
     for name in results.experiments():
         claims = results.expectations(name, conf_dir, prefer, trust).claims
-        out += [(name, verdict) for verdict in judge(claims, results.of(name))]
+        rows = results.of(name)
+        sweeps = list(dict.fromkeys(rows["sweep_id"].astype(str))) if "sweep_id" in rows else []
+        if len(sweeps) <= 1:
+            out += [(name, verdict) for verdict in judge(claims, rows)]
+            continue
+        for sweep in sweeps:
+            own = rows[rows["sweep_id"].astype(str) == sweep]
+            out += [(f"{name} @ {sweep}", verdict) for verdict in judge(claims, own)]
     return out
 
 
@@ -43,24 +62,37 @@ def print_table(verdicts: Sequence[tuple[str, Verdict]]) -> None:
     from runner import console
 
     if not verdicts:
-        console.stderr.print("check: these results state no claims (expect: in the "
-                             "experiment's YAML)")
+        console.stderr.print("check: nothing measured: these results state no claims (expect: "
+                             f"in the experiment's YAML); exit {EXIT_NOTHING_MEASURED}")
         return
     table = Table(title="claims", show_lines=True)
-    for column in ("experiment", "claim", "measured", "criterion", "verdict"):
+    for column in ("experiment", "claim", "measured", "criterion", "time", "verdict"):
         table.add_column(column, overflow="fold")
     for name, v in verdicts:
         style = STYLE.get(v.status, "yellow")
-        table.add_row(name, v.claim, v.measured, v.criterion or "-",
+        table.add_row(name, v.claim, v.measured, v.criterion or "-", v.time or "-",
                       f"[{style}]{v.status}[/{style}]")
     console.stdout.print(table)
     failed = [v for _, v in verdicts if v.status in FAILING]
-    console.stderr.print(f"check: {len(verdicts)} claims, {len(failed)} failed"
+    judged = [v for _, v in verdicts if v.status in (HELD, NOT_HELD)]
+    console.stderr.print(f"check: {len(verdicts)} claims, {len(judged)} judged, "
+                         f"{len(failed)} failed"
                          + (" (did not hold or error)" if failed else ""), highlight=False)
+    if not judged and not failed:
+        console.stderr.print(
+            f"check: nothing measured: no claim could be judged on these results (exit "
+            f"{EXIT_NOTHING_MEASURED}). The rows the claims need are missing: a GPU claim on a "
+            "CPU-only run, or a size smoke=true clamped away. Run at full size on the device "
+            "the claims name.", highlight=False)
 
 
 def exit_status(verdicts: Sequence[tuple[str, Verdict]]) -> int:
-    return EXIT_FAILED if any(v.status in FAILING for _, v in verdicts) else 0
+    """1 when a claim failed, else 3 when none could be judged, else 0 (module docstring)."""
+    if any(v.status in FAILING for _, v in verdicts):
+        return EXIT_FAILED
+    if not any(v.status in (HELD, NOT_HELD) for _, v in verdicts):
+        return EXIT_NOTHING_MEASURED
+    return 0
 
 
 def check_sweep(merged: Path) -> int:
@@ -78,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = OneLineArgumentParser(
         prog=PROG, description="Judge the claims (expect:) of saved results; exit 1 when one "
-                               "did not hold or errored.")
+                               "did not hold or errored, 3 when none could be judged (nothing "
+                               "measured).")
     add_results_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -18,6 +18,7 @@ not by its exact number.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import pandas as pd
 
 from runner.analysis.selection import ok_rows, select
 from runner.analysis.values import fmt_num, fmt_ratio, fmt_time_us, is_missing
-from runner.claims.spec import Aggregate, Claim, resolve
+from runner.claims.spec import TIME_METRICS, Aggregate, Claim, Pivot, Time, resolve
 
 HELD, NOT_HELD, NOT_MEASURED, MEASURED, ERROR = (
     "held", "did not hold", "not measured", "measured", "error")
@@ -46,6 +47,7 @@ class Verdict:
     criterion: str = ""
     value: float | None = None
     source: str = ""
+    time: str = ""
 
     def line(self) -> str:
         parts = [f"- **{self.status}**: {self.claim.rstrip('.')}."]
@@ -53,17 +55,21 @@ class Verdict:
             parts.append(f"Measured: {self.measured}.")
         if self.criterion:
             parts.append(f"*Criterion: {self.criterion}.*")
+        if self.time:
+            parts.append(f"*Time: {self.time}.*")
         return " ".join(parts)
 
 
 @dataclass
 class Measurement:
     """What a ``_target_`` function measured: the value the comparison judges, and its text.
-    ``ratio`` formats the value and the thresholds as ``1.5x``."""
+    ``ratio`` formats the value and the thresholds as ``1.5x``; ``reads`` names what it read
+    when that is not the claim's time (the verdict's *time* says so)."""
 
     value: float | None
     text: str
     ratio: bool = True
+    reads: str = ""
 
 
 class ClaimDataError(ValueError):
@@ -120,12 +126,47 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------
+# Which time
+# ---------------------------------------------------------------------------------------
+
+def metric_for(spec: Claim | Pivot, rows: pd.DataFrame) -> str:
+    """The column ``spec`` reads on ``rows`` (its selected ok rows): its ``metric``, the
+    column of its ``time``, or by default the device time when every row is a CUDA row with
+    one, else the loop time (``runner.claims.spec``, "Which time")."""
+    if spec.metric is not None:
+        return spec.metric
+    if spec.time is not None:
+        return TIME_METRICS[Time(spec.time)]
+    device = TIME_METRICS[Time.device]
+    if rows.empty or "device" not in rows or device not in rows:
+        return TIME_METRICS[Time.loop]
+    on_cuda = rows["device"].astype(str).str.startswith("cuda").all()
+    has_device_time = pd.to_numeric(rows[device], errors="coerce").notna().all()
+    return device if on_cuda and has_device_time else TIME_METRICS[Time.loop]
+
+
+def time_words(metric: str, spec: Claim | Pivot | None = None) -> str:
+    """Which time ``metric`` is, in words, as a verdict names it; "(default)" when the spec
+    left the choice to :func:`metric_for`."""
+    words = {TIME_METRICS[Time.device]: "device time per op",
+             TIME_METRICS[Time.loop]: "loop time per op",
+             "tflops": "TFLOP/s (at the device time where a row has one)",
+             "gbps": "GB/s (at the device time where a row has one)"}.get(metric)
+    if words is None:
+        return metric
+    chosen = spec is None or spec.time is not None or spec.metric is not None
+    return words if chosen or metric not in TIME_METRICS.values() else f"{words} (default)"
+
+
+# ---------------------------------------------------------------------------------------
 # Measuring a declared claim
 # ---------------------------------------------------------------------------------------
 
 def measure(claim: Claim, df: pd.DataFrame) -> Measurement:
     """The claim's value on ``df``'s ok rows (see ``runner.claims.spec``)."""
     ok = ok_rows(df)
+    if claim.metric is None:
+        claim = dataclasses.replace(claim, metric=metric_for(claim, select(ok, claim.where)))
     items = claim.each if claim.each is not None else [{}]
     values, texts = [], []
     for item in items:
@@ -188,10 +229,14 @@ def criterion(claim: Claim, is_ratio: bool) -> tuple[str, Any]:
 
 def judge_one(claim: Claim, df: pd.DataFrame) -> Verdict:
     """One claim's verdict on ``df`` (the experiment's rows). Raises on a code error."""
+    metric = metric_for(claim, select(ok_rows(df), claim.where))
+    time = time_words(metric, claim)
+    claim = dataclasses.replace(claim, metric=metric, time=None)
     if claim._target_ is not None:
         out = resolve(claim._target_)(df, claim)
         if isinstance(out, Verdict):
             out.source = out.source or claim.source
+            out.time = out.time or time
             return out
         if not isinstance(out, Measurement):
             raise TypeError(f"{claim._target_} returned {type(out).__name__}; expected a "
@@ -200,6 +245,7 @@ def judge_one(claim: Claim, df: pd.DataFrame) -> Verdict:
     else:
         measurement = measure(claim, df)
     words, holds = criterion(claim, measurement.ratio)
+    time = measurement.reads or time
     value = measurement.value
     if holds is None:
         status = MEASURED
@@ -207,7 +253,7 @@ def judge_one(claim: Claim, df: pd.DataFrame) -> Verdict:
         status = NOT_MEASURED
     else:
         status = HELD if holds(value) else NOT_HELD
-    return Verdict(claim.claim, status, measurement.text, words, value, claim.source)
+    return Verdict(claim.claim, status, measurement.text, words, value, claim.source, time)
 
 
 def judge(claims: Sequence[Claim], df: pd.DataFrame) -> list[Verdict]:

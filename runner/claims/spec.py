@@ -7,29 +7,14 @@ fix, and add the checks a type cannot express (a selector on a column that does 
 comparisons, a ``_target_`` that does not import). Both run before any trial.
 
 A claim reads **rows** (``where``, plus ``numerator``/``denominator`` for a ratio of two row
-sets), reduces each row set to one number (``metric`` over the rows, by ``aggregate``), and
-compares it with **one** criterion::
-
-    - claim: fp32 matmul is 15.6× faster than fp64 (seed 001, T4, 2048³)
-      source: seed 001, lesson 2
-      where: {device: cuda, op: matmul, shape: [2048, 2048, 2048]}
-      numerator: {dtype: fp64}          # time(fp64) / time(fp32): the speedup of fp32
-      denominator: {dtype: fp32}
-      half_of_claimed_gain: 15.63       # held if >= 1 + (15.63 - 1) / 2
-      label: fp64/fp32 time at 2048³
-
-Selectors (``where``, ``numerator``, ``denominator``) name result columns
-(``runner/storage/columns.py``), or op parameters by their bare name (``impl`` is
-``param_impl``). ``device: cuda`` matches every ``cuda:N`` (``cpu`` the CPU rows), ``shape:`` is
-one exact shape, ``null`` matches a missing value, and a list is any of its values.
-
-``each`` repeats the measurement over a list of partial selectors (``where``/``numerator``/
-``denominator``/``label``), and ``combine`` (max or min) reduces them: "the worst of these four
-size pairs", "the larger of the CPU and GPU error". Every item must be measured.
-
-``_target_`` names a function ``fn(rows, claim)`` for the few claims no selector can state
-(``runner/claims/bespoke.py``); it returns a :class:`~runner.claims.engine.Measurement`, judged
-by the claim's comparison, or a finished :class:`~runner.claims.engine.Verdict`.
+sets), reduces each row set to one number (its ``time``, or ``metric``, by ``aggregate``), and
+compares it with **one** criterion. ``time: device`` reads ``gpu_time_per_op_us`` (what the
+GPU did), ``time: loop`` ``time_per_op_us`` (what the host's loop paid, launches included);
+without either, the device time when every selected row is a CUDA row that has one, else the
+loop time. Selectors name result columns or op parameters by their bare name; ``each`` repeats
+over partial selectors and ``combine`` reduces them; ``_target_`` names ``fn(rows, claim)``
+for the few claims no selector states (``runner/claims/bespoke.py``). The keys, with an
+example: docs/claims.md.
 
 May import: pyarrow/omegaconf, ``runner.core`` and ``runner.storage.columns``. Never torch,
 never the run side.
@@ -67,6 +52,19 @@ class Aggregate(str, Enum):
     one = "one"
 
 
+class Time(str, Enum):
+    """Which time a claim or pivot reads (docs/timing.md): ``device`` is the GPU's own time
+    per op (``gpu_time_per_op_us``), ``loop`` the host loop's time per op
+    (``time_per_op_us``, launch cost included)."""
+
+    device = "device"
+    loop = "loop"
+
+
+#: The column each ``time:`` reads.
+TIME_METRICS = {Time.device: "gpu_time_per_op_us", Time.loop: "time_per_op_us"}
+
+
 class Combine(str, Enum):
     """How the values of ``each`` item become the claim's value."""
 
@@ -85,7 +83,8 @@ class Claim:
     claim: str = MISSING
     source: str = ""
     where: dict[str, Any] = field(default_factory=dict)
-    metric: str = "time_per_op_us"
+    time: Time | None = None
+    metric: str | None = None
     numerator: dict[str, Any] | None = None
     denominator: dict[str, Any] | None = None
     each: list[dict[str, Any]] | None = None
@@ -118,7 +117,8 @@ class Pivot:
     where: dict[str, Any] = field(default_factory=dict)
     rows: list[str] = field(default_factory=lambda: ["shape"])
     columns: str | None = None
-    metric: str = "time_per_op_us"
+    time: Time | None = None
+    metric: str | None = None
     aggregate: Aggregate = Aggregate.median
 
 
@@ -165,7 +165,7 @@ def parse(raw: Any, kind: type, key: str) -> list[Any]:
 
 
 def _type_fix(kind: type, name: str) -> str:
-    enums = {"aggregate": Aggregate, "combine": Combine}
+    enums = {"aggregate": Aggregate, "combine": Combine, "time": Time}
     if name in enums:
         return f"Valid choices: {', '.join(e.value for e in enums[name])}."
     if name in ("claim", "title"):
@@ -209,7 +209,7 @@ def check(claims: Sequence[Claim], pivots: Sequence[Pivot], params: Iterable[str
     for index, pivot in enumerate(pivots):
         where = f"pivots[{index}]"
         _check_selector(pivot.where, f"{where}.where", keys)
-        _check_metric(pivot.metric, f"{where}.metric")
+        _check_time(pivot, where)
         for name in [*pivot.rows, *([pivot.columns] if pivot.columns else [])]:
             _check_column(name, f"{where}.rows/columns", keys)
 
@@ -229,7 +229,7 @@ def _check_claim(claim: Claim, where: str, keys: set[str]) -> None:
     if claim.within is not None and (len(claim.within) != 2 or claim.within[0] > claim.within[1]):
         raise ClaimSpecError(f"invalid value for '{where}.within': {list(claim.within)}. "
                              "Expected [low, high] with low <= high, e.g. within: [8, 32].")
-    _check_metric(claim.metric, f"{where}.metric")
+    _check_time(claim, where)
     _check_selector(claim.where, f"{where}.where", keys)
     items = claim.each if claim.each is not None else [{}]
     if claim.each is not None and not claim.each:
@@ -268,6 +268,16 @@ def _check_column(name: str, where: str, keys: set[str]) -> None:
     raise ClaimSpecError(f"invalid key in '{where}': {name!r} is neither a result column "
                          f"(runner/storage/columns.py) nor a parameter of an op in this "
                          f"experiment.{hint}")
+
+
+def _check_time(spec: Claim | Pivot, where: str) -> None:
+    if spec.metric is not None and spec.time is not None:
+        raise ClaimSpecError(
+            f"'{where}' states both time: {spec.time.value} and metric: {spec.metric}. Keep "
+            f"one: time: device|loop reads {TIME_METRICS[Time.device]} or "
+            f"{TIME_METRICS[Time.loop]}; metric: names any other numeric column.")
+    if spec.metric is not None:
+        _check_metric(spec.metric, f"{where}.metric")
 
 
 def _check_metric(metric: str, where: str) -> None:

@@ -12,7 +12,7 @@ import pandas as pd
 from runner.analysis.selection import canonical, column_for, ok_rows, select
 from runner.analysis.values import fmt_num, fmt_time_us, is_missing, markdown_table
 from runner.claims.bespoke import ALLOCATOR_COLUMN, allocator_steps
-from runner.claims.engine import MIB, aggregate, fmt_metric
+from runner.claims.engine import MIB, aggregate, fmt_metric, metric_for
 from runner.claims.spec import Pivot
 from runner.core.axes import mode_label
 
@@ -40,15 +40,19 @@ def _mib(v: Any) -> str:
 def _extra_columns(df: pd.DataFrame, metrics: Iterable[str]) -> list[tuple[str, Cell]]:
     """The columns a table shows beyond the common ones, as (header, cell function). Peak
     memory and rel_error are on nearly every row: shown where a claim or pivot reads them."""
-    metrics = set(metrics)
+    metrics = {m for m in metrics if m}
     cols: list[tuple[str, Cell]] = []
 
     def has(col: str) -> bool:
         return col in df and df[col].notna().any()
 
-    if has("time_per_op_us") and "streams" in df and (pd.to_numeric(
-            df["streams"], errors="coerce") > 1).any():
-        cols.append(("per op", lambda r: fmt_time_us(r.get("time_per_op_us"))))
+    streams = "streams" in df and (pd.to_numeric(df["streams"], errors="coerce") > 1).any()
+    if has("time_per_op_us") and streams:
+        cols.append(("loop per op", lambda r: fmt_time_us(r.get("time_per_op_us"))))
+    if has("gpu_time_median_us"):
+        cols.append(("device median", lambda r: fmt_time_us(r.get("gpu_time_median_us"))))
+        if streams:
+            cols.append(("device per op", lambda r: fmt_time_us(r.get("gpu_time_per_op_us"))))
     if has("peak_allocated_bytes") and metrics & {"peak_allocated_bytes", "peak_reserved_bytes"}:
         cols.append(("peak alloc MiB", lambda r: _mib(r.get("peak_allocated_bytes"))))
         cols.append(("peak reserved MiB", lambda r: _mib(r.get("peak_reserved_bytes"))))
@@ -80,7 +84,7 @@ def results_table(df: pd.DataFrame, metrics: Iterable[str] = ()) -> str:
     if ok.empty:
         return "_No trial ran (ok) in this experiment's results._"
     extra = _extra_columns(ok, metrics)
-    headers = ["op", "params", "dtype", "shape", "device", "mode", "median",
+    headers = ["op", "params", "dtype", "shape", "device", "mode", "loop median",
                "TFLOP/s", "GB/s"] + [h for h, _ in extra]
     rows = []
     for _, r in ok.iterrows():
@@ -104,9 +108,11 @@ def not_run_table(df: pd.DataFrame) -> str:
 
 
 def pivot_table(df: pd.DataFrame, pivot: Pivot) -> str:
-    """A declared pivot: ``pivot.metric`` by the ``rows`` columns (× ``columns``), in the order
-    the values first appear; empty when no ok row matches."""
+    """A declared pivot: its time or metric (``runner.claims.engine.metric_for``) by the
+    ``rows`` columns (× ``columns``), in the order the values first appear; empty when no ok
+    row matches."""
     rows = select(ok_rows(df), pivot.where)
+    metric = metric_for(pivot, rows)
     keys = [column_for(rows.columns, k) for k in pivot.rows]
     across = column_for(rows.columns, pivot.columns) if pivot.columns else None
     if rows.empty or None in keys or (pivot.columns and across is None):
@@ -122,11 +128,11 @@ def pivot_table(df: pd.DataFrame, pivot: Pivot) -> str:
     out = []
     for label in dict.fromkeys(labels):
         at = rows[labels == label]
-        out.append([*label] + [fmt_metric(pivot.metric, aggregate(
-            at[heads[at.index] == head], pivot.metric, pivot.aggregate))
+        out.append([*label] + [fmt_metric(metric, aggregate(
+            at[heads[at.index] == head], metric, pivot.aggregate))
             for head in dict.fromkeys(heads)])
     columns = [f"{pivot.columns} = {h}" for h in dict.fromkeys(heads)] if across else [
-        pivot.metric]
+        metric]
     return markdown_table([*pivot.rows, *columns], out)
 
 

@@ -1,6 +1,7 @@
-"""An experiment's claims (``expect:``) and tables (``pivots:``), checked with the rest of its
-config before any trial runs: a typo in a claim is a :class:`ConfigError` naming the key, the
-value and the fix, not a surprise when the sweep ends (``runner.claims.spec`` has the checks).
+"""An experiment's description (``title``, ``question``, ``expected``, ``why``, ``source``),
+claims (``expect:``) and tables (``pivots:``), checked with the rest of its config before any
+trial runs: a typo in a claim is a :class:`ConfigError` naming the key, the value and the fix,
+not a surprise when the sweep ends (``runner.claims.spec`` has the claim checks).
 """
 
 from __future__ import annotations
@@ -15,9 +16,26 @@ from runner.claims.spec import Claim, ClaimSpecError, Pivot, check, parse
 from runner.config.ops import OP_META_KEYS
 from runner.core.errors import ConfigError
 
+#: The experiment's description: typed text keys of the run config (runner.config.schema),
+#: rendered by the experiments report.
+DESCRIPTION_KEYS = ("title", "question", "expected", "why", "source")
+
+
+def check_description(node: Mapping[str, Any], where: str = "") -> None:
+    """Each description key, when present, is one piece of text."""
+    for key in DESCRIPTION_KEYS:
+        value = node.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(
+                f"invalid value for '{where}{key}': {value!r}. Expected text (a string), e.g. "
+                f"{key}: \"does a second stream overlap two matmuls?\"; quote text that "
+                "contains ': ' or starts with '[' or '{'.")
+
 
 def check_expectations(node: Mapping[str, Any], params: Iterable[str], where: str = "") -> None:
-    """Parse and check ``node``'s ``expect`` and ``pivots``; selectors may name ``params``."""
+    """Parse and check ``node``'s description, ``expect`` and ``pivots``; selectors may name
+    ``params``."""
+    check_description(node, where)
     try:
         claims = parse(node.get("expect"), Claim, "expect")
         pivots = parse(node.get("pivots"), Pivot, "pivots")

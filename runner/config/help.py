@@ -33,13 +33,20 @@ COMMANDS = """\
 
 
 def first_comment(path: Path, limit: int = 100) -> str:
-    """A YAML file's description: the first sentence of its opening comment block (directives
-    such as ``# @package`` skipped), cut to ``limit`` characters."""
+    """A YAML file's description: an experiment's one-line ``title:`` key, else the first
+    sentence of its opening comment block (directives such as ``# @package`` skipped), cut to
+    ``limit`` characters. Plain text scanning, no YAML parser: --help stays fast."""
     words: list[str] = []
     for line in path.read_text().splitlines():
         text = line.strip()
-        if not text.startswith("#"):
+        if line.startswith("title: "):
+            words = [text[len("title: "):].strip().strip("'\"")]
             break
+        if not text.startswith("#"):
+            if words or not line.startswith(("title", "question", "expected", "why", "source",
+                                              " ")):
+                break
+            continue
         text = text.lstrip("#").strip()
         if text.startswith("@package"):
             continue

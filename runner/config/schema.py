@@ -177,6 +177,14 @@ class RunConfig(InsightSettings, AxisFields):
     num_shards: int = setting(1, "split the job's trials into this many shards: "
                                  "-m shard='range(n)' num_shards=n", minimum=1,
                               example=SHARDS_EXAMPLE)
+    # What the experiment asks, in words: typed, checked before any trial
+    # (runner.config.expect), rendered by the experiments report (runner.claims.report).
+    title: str = setting("", "the experiment's one-line title")
+    question: str = setting("", "the question the experiment asks")
+    expected: str = setting("", "what the source tutorial measured or claimed, and what to "
+                                "expect on this hardware")
+    why: str = setting("", "the mechanism: why the answer should be so")
+    source: str = setting("", "the tutorial (by title) and lesson the question comes from")
     # What the experiment claims (runner.claims.spec), judged on its results by the report,
     # `check=true` and `python -m runner.check`; pivots are its informational tables.
     expect: list[Claim] = field(default_factory=list, metadata={"doc": (
@@ -184,7 +192,8 @@ class RunConfig(InsightSettings, AxisFields):
     pivots: list[Pivot] = field(default_factory=list, metadata={"doc": (
         "informational tables for the experiments report")})
     check: bool = setting(False, "judge `expect` when the sweep ends; exit 1 if a claim did "
-                                 "not hold (a CI gate)")
+                                 "not hold, 3 if none could be judged (a CI gate; "
+                                 "docs/claims.md)")
     # Crash isolation (runner.execution.worker): a trial that kills, poisons or hangs its
     # worker becomes a `crashed` / `timeout` row and a fresh worker runs the next one.
     isolation: str = setting("process", "process: trials run in a supervised worker process | "

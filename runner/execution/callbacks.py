@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from runner import console
 from runner.cli import fail
-from runner.execution import interrupt
+from runner.execution import interrupt, timeline
 from runner.storage import lock
 from runner.storage.files import FormatError
 from runner.storage.journal import check_formats, merge_sweep
@@ -171,4 +171,7 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     console.stderr.print(f"{len(rows)} trials ({tally}) → {merged}", highlight=False)
+    for line in (timeline.busy_line(rows), timeline.startup_line(timeline.reported_startup())):
+        if line:
+            console.stderr.print(line, highlight=False)
     return merged

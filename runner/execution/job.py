@@ -25,7 +25,7 @@ from runner.cli import fail
 from runner.config.guards import check_job
 from runner.config.planner import plan_job
 from runner.core.errors import ConfigError
-from runner.execution import pool, worker
+from runner.execution import pool, timeline, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
 from runner.storage import journal, lock
@@ -45,13 +45,17 @@ def run_job(cfg: DictConfig) -> Path | None:
     # runner.execution.trial._release scans only what trials allocate (~0.3 s per collection
     # otherwise).
     gc.freeze()
+    timeline.job_started()  # start-up accounting: Hydra has composed this job
     job = Job.from_hydra()
     planned, insight, workers = _plan(cfg, job)
+    timeline.mark("planned")
     runner_ = _choose_runner(cfg, workers)
     job.metadata = _metadata(cfg, job)
     todo = _todo(planned, job)
     if todo and isinstance(runner_, (worker.Supervisor, pool.Pool)):
-        runner_.prestart()  # its torch import overlaps what the driver does until trial 0
+        # usually started by __main__ already; each worker warms the job's devices (a pool's
+        # worker: its own GPU) unless it was already asked to warm exactly those
+        runner_.prestart(pool.warm_devices(t for _, t in todo))
     stop = _run_trials(cfg, job, runner_, todo, workers, insight)
     # evidence for the isolation design: the driver must never have created a CUDA context
     torch = sys.modules.get("torch")
@@ -59,6 +63,7 @@ def run_job(cfg: DictConfig) -> Path | None:
                                                    and torch.cuda.is_initialized())
     job.metadata["isolation"] = cfg.isolation
     job.metadata["workers"] = len(workers.slots)
+    job.metadata["startup"] = timeline.startup()  # command → first trial, in parts (job 0)
     path = _write_job_file(job.dir, job.metadata, cfg.results_dir)
     if stop.requested:
         _stopped(job.sweep_dir, job.dir)

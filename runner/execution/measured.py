@@ -123,7 +123,8 @@ def timing_columns(measurement: Measurement | None, ops_per_sample: int,
         "min_us": stats.min * us, "max_us": stats.max * us, "q25_us": stats.q25 * us,
         "q75_us": stats.q75 * us, "ci_low_us": stats.ci_low * us,
         "ci_high_us": stats.ci_high * us, "ci_rel_halfwidth": stats.ci_rel_halfwidth,
-        "noisy": measurement.noisy, "per_op_us": stats.median * us / ops_per_sample,
+        "noisy": measurement.noisy, "noisy_reason": measurement.noisy_reason,
+        "per_op_us": stats.median * us / ops_per_sample,
     }
     return {result_columns.time_column(time, stat): value for stat, value in values.items()}
 

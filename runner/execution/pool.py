@@ -4,21 +4,22 @@ worker process per GPU, fed from one queue (docs/scale-out.md).
 Why: a sweep ran its trials one after another on one GPU; a user with an 8-GPU node used one
 of them. Design, on top of the crash-isolation worker (``runner.execution.worker``):
 
-* **Placement.** Worker *i* is a :class:`~runner.execution.worker.Supervisor` whose processes
-  start with ``CUDA_VISIBLE_DEVICES`` set to the *i*-th GPU visible to the driver (the
-  driver's own ``CUDA_VISIBLE_DEVICES`` list is respected), so it owns exactly one device and
-  two trials never share a GPU. Inside it ``cuda`` / ``cuda:0`` is its GPU.
-* **Pinning.** A trial whose device was written as ``cuda:N`` runs only on the worker owning
-  visible GPU N (rewritten to ``cuda:0`` inside it). Its row keeps ``device=cuda:N`` (the
-  driver's numbering, what the user asked) and its ``trial_id``; ``gpu_index`` / ``gpu_uuid``
-  say which physical GPU ran it. ``device=cuda`` or ``auto`` (resolved to ``cuda:0``) is not
-  pinned: any worker runs it on its own GPU, and its row says ``cuda:0``.
+* **Placement** (which worker owns which GPU, ``cuda:N`` pins, the CPU split):
+  ``runner.execution.placement``. Worker *i* is a :class:`~runner.execution.worker.Supervisor`
+  whose processes own visible GPU *i*; inside it ``cuda`` / ``cuda:0`` is its GPU. A pinned
+  trial's row keeps ``device=cuda:N`` and its ``trial_id``; ``gpu_index`` / ``gpu_uuid`` say
+  which physical GPU ran it.
 * **Order.** One queue, longest first (:func:`cost`); each worker's thread takes the next
   trial it may run when it finishes one.
-* **CPU.** Every worker runs with ``cpu_count // N`` intra-op threads (a trial's
-  ``num_threads`` still wins), so N CPU workers split the cores and CI tests this path.
 * **Reuse.** One pool per driver process (:func:`pool`), reused by every Hydra job of a
   multirun with the same placement: worker start (importing torch) is paid once per worker.
+* **Start.** ``python -m runner ... workers=N|per_gpu`` starts the pool before Hydra composes
+  anything (:func:`prestart_from_command_line`: GPUs counted without torch),
+  so every worker imports torch while the driver composes and plans; then each warms its own
+  GPU (``runner.execution.warmup``), all at once. A job placed otherwise replaces the pool.
+* **Driver round trip.** A worker's row is journaled while it already runs its next trial
+  (at most one finished row per worker not yet on disk), and the workers' journal writes
+  do not wait on each other (each trial has its own journal file).
 """
 
 from __future__ import annotations
@@ -26,105 +27,54 @@ from __future__ import annotations
 import atexit
 import math
 import os
-import re
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
-from runner.core.errors import ConfigError
+from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_gpus: job.py's)
+    PER_GPU,
+    Slot,
+    explicit_gpus,
+    gpus_without_torch,
+    guess_devices,
+    plan_workers,
+    predicted_slots,
+)
 from runner.execution.worker import START_TIMEOUT_S, Supervisor
 
-PER_GPU = "per_gpu"
 #: per-call cost of fwd+bwd relative to forward only (about two more passes)
 BACKWARD_FACTOR = 3
-_PINNED = re.compile(r"cuda:(\d+)")
 
 
-@dataclass(frozen=True)
-class Slot:
-    """One worker: its number (the ``worker`` column), the visible GPU it owns (the driver's
-    numbering; None: no GPU), its environment and its intra-op thread count."""
+def prestart_from_command_line(args: list[str]) -> None:
+    """Start the workers the command line will most likely get, before Hydra composes the
+    job, and have each warm the device it will most likely use (:func:`guess_devices`): a
+    pool for ``workers=N|per_gpu``, else the one supervised worker. Nothing is started when
+    unsure (the job starts its workers after planning). A job placed otherwise (CPU trials on
+    a GPU machine, an experiment's own ``workers`` or ``device``) replaces or re-warms them."""
+    from runner.execution.worker import supervisor
 
-    index: int
-    gpu: int | None
-    env: tuple[tuple[str, str], ...]
-    threads: int | None
-
-
-@dataclass(frozen=True)
-class WorkerPlan:
-    """The job's workers and which trials are pinned to a visible GPU (trial index → GPU)."""
-
-    slots: tuple[Slot, ...]
-    pinned: dict[int, int]
-
-
-def visible_gpus() -> list[str]:
-    """The ``CUDA_VISIBLE_DEVICES`` entry of each GPU the driver sees, in CUDA's order.
-
-    Counted by ``torch.cuda.device_count()`` (NVML / cudaGetDeviceCount): no CUDA context is
-    made in the driver."""
-    from runner.core.axes import cuda_device_count
-
-    count = cuda_device_count()
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is None:
-        return [str(i) for i in range(count)]
-    return [entry.strip() for entry in listed.split(",") if entry.strip()][:count]
+    values = [a.partition("=")[2] for a in args if a.startswith("workers=")]
+    workers = values[-1] if values else "1"
+    gpus = gpus_without_torch()
+    if gpus is None:
+        if workers == "1":
+            supervisor().prestart()
+        return
+    devices = guess_devices(args, gpus)
+    if workers == "1" or (workers == PER_GPU and len(gpus) == 1):
+        supervisor().prestart(devices)
+        return
+    slots = predicted_slots(workers, gpus, os.cpu_count() or 1)
+    if slots is not None:
+        pool(slots).prestart(devices)
 
 
-def explicit_gpus(values: dict[str, Any]) -> set[str]:
-    """Devices written as ``cuda:N`` in the job's config (its ``device`` and its cases'): the
-    only ones that pin. ``cuda`` and ``auto`` resolve to ``cuda:0`` too but do not pin."""
-    from runner.config.trials import as_choices
-
-    raws = list(as_choices(values.get("device")))
-    for case in values.get("cases") or []:
-        if isinstance(case, dict) and "device" in case:
-            raws += list(as_choices(case["device"]))
-    return {str(raw) for raw in raws if _PINNED.fullmatch(str(raw))}
-
-
-def plan_workers(workers: Any, isolation: str, planned: list, explicit: set[str],
-                 gpus: list[str] | None = None, cpu_count: int | None = None) -> WorkerPlan:
-    """The workers of one job; :class:`ConfigError` (exit 2) for a placement that cannot
-    work. ``gpus``/``cpu_count`` default to this machine's (tests inject them)."""
-    gpus = visible_gpus() if gpus is None else gpus
-    cpu_count = cpu_count or os.cpu_count() or 1
-    if workers == PER_GPU:
-        if not gpus:
-            raise ConfigError("invalid value for 'workers': 'per_gpu' makes one worker per GPU, "
-                              "but no CUDA device is visible on this machine. Use workers=N to "
-                              "split the CPU's cores over N workers, or workers=1.")
-        n = len(gpus)
-    else:
-        n = int(workers)
-    if n > 1 and isolation != "process":
-        raise ConfigError(f"invalid value for 'workers': {workers!r} with isolation="
-                          f"{isolation}: trials in the driver process cannot run in parallel. "
-                          "Use isolation=process, or workers=1.")
-    uses_cuda = any(t.spec.device.startswith("cuda") for t in planned)
-    if uses_cuda and n > len(gpus):
-        raise ConfigError(f"invalid value for 'workers': {workers!r}. This machine has "
-                          f"{len(gpus)} visible CUDA device(s) and each worker owns one; use "
-                          f"workers={max(len(gpus), 1)} or workers=per_gpu.")
-    pin = uses_cuda or n <= len(gpus)
-    threads = max(1, cpu_count // n) if n > 1 else None
-    slots = tuple(Slot(i, i if pin else None,
-                       (("CUDA_VISIBLE_DEVICES", gpus[i]),) if pin else (), threads)
-                  for i in range(n))
-    pinned = {}
-    for trial in planned:
-        if n > 1 and trial.spec.device in explicit:
-            gpu = int(trial.spec.device.partition(":")[2])
-            if gpu >= n:
-                raise ConfigError(f"invalid value for 'device': {trial.spec.device!r} pins "
-                                  f"trials to visible GPU {gpu}, but workers={workers} runs on "
-                                  f"visible GPUs 0..{n - 1}. Use workers=per_gpu, or "
-                                  "device=cuda (any worker's GPU).")
-            pinned[trial.index] = gpu
-    return WorkerPlan(slots, pinned)
+def warm_devices(trials: Iterable[Any]) -> tuple[str, ...]:
+    """The devices a job's trials run on, each once, in plan order."""
+    return tuple(dict.fromkeys(trial.spec.device for trial in trials))
 
 
 def cost(spec: Any) -> float:
@@ -168,30 +118,56 @@ class Pool:
         self.supervisors = [Supervisor(dict(s.env), s.threads, f"opsweep-worker-{s.index}")
                             for s in slots]
 
-    def prestart(self) -> None:
-        for supervisor in self.supervisors:
-            supervisor.prestart()
+    def prestart(self, warm: tuple[str, ...] | None = None) -> None:
+        """Start every worker (all at once: each imports torch on its own core). ``warm``:
+        the job's devices; each worker warms its own GPU (``cuda:0`` inside it)."""
+        for slot, supervisor in zip(self.slots, self.supervisors):
+            local = None
+            if warm is not None:
+                cuda = any(device.startswith("cuda") for device in warm)
+                local = ("cuda:0",) if cuda and slot.gpu is not None else ("cpu",)
+            supervisor.prestart(local)
 
     def stop(self) -> None:
+        """Kill every worker first, then wait for each: N GPU contexts are torn down at once,
+        not one after another."""
+        for supervisor in self.supervisors:
+            if supervisor.worker is not None and supervisor.worker.alive():
+                supervisor.worker.process.kill()
         for supervisor in self.supervisors:
             supervisor.stop()
 
     def run(self, trials: list, pinned: dict[int, int], args: tuple, *, stop: Any,
             record: Callable[[dict[str, Any], Any], None], heat_s: float = 0.0) -> None:
-        """Run ``trials`` on every worker at once; ``record(row, trial)`` is called under one
-        lock as each finishes. ``args``: (timer, check_accuracy, timeout_s, insight).
+        """Run ``trials`` on every worker at once; ``record(row, trial)`` is called as each
+        finishes. ``args``: (timer, check_accuracy, timeout_s, insight).
+
+        The driver's round trip stays off the workers' time: a worker's thread hands its row
+        to its own writer thread and sends the worker its next trial at once, so the row is
+        journaled while that trial runs. Before handing over the next row it waits for the
+        previous one to be on disk: per worker, at most one finished row is not yet journaled.
+        ``record`` runs in those writer threads, one per worker, concurrently: it must be
+        thread-safe (the journal is: each trial has its own file; the progress bar locks).
 
         Stops handing out trials once ``stop.requested`` (first Ctrl-C): the trials in flight
         finish and are recorded. A ``KeyboardInterrupt`` (second Ctrl-C) kills the workers;
-        what they were running is not recorded."""
-        queue = TrialQueue(trials, pinned)
-        lock, abort, errors = threading.Lock(), threading.Event(), []
+        what they were running is not recorded. A failing ``record`` (a full disk) stops
+        handing out trials; it is raised once the workers are idle."""
+        from omegaconf import DictConfig, OmegaConf
+
+        timer = args[0]
+        if isinstance(timer, DictConfig):  # once, not once per trial in every thread
+            args = (OmegaConf.to_container(timer), *args[1:])
+        trial_queue = TrialQueue(trials, pinned)
+        abort, errors = threading.Event(), []
         barrier = threading.Barrier(len(self.slots))
         heat = heat_s > 0 and any(t.spec.device.startswith("cuda") for t in trials)
 
         def serve(slot: Slot, supervisor: Supervisor) -> None:
+            writer = ThreadPoolExecutor(1, thread_name_prefix=f"opsweep-journal-{slot.index}")
+            writing: Future | None = None
             try:
-                supervisor.wait_ready()
+                supervisor.wait_ready()  # imports done, own GPU warmed (prestart's request)
                 if heat and slot.gpu is not None:
                     supervisor.heat("cuda:0", heat_s)
                 try:  # all start together, so the longest trials go to different workers
@@ -199,17 +175,23 @@ class Pool:
                 except threading.BrokenBarrierError:
                     pass
                 while not stop.requested and not abort.is_set():
-                    trial = queue.take(slot)
+                    trial = trial_queue.take(slot)
                     if trial is None:
-                        return
+                        break
                     row = run_on(supervisor, slot, trial, args)
-                    with lock:
-                        if not abort.is_set():
-                            record(row, trial)
+                    if writing is not None:
+                        writing.result()  # the previous row is on disk (or its error raised)
+                    if abort.is_set():
+                        break
+                    writing = writer.submit(record, row, trial)
+                if writing is not None:
+                    writing.result()
             except BaseException as exc:  # noqa: BLE001 (SystemExit of a failed journal write)
                 errors.append(exc)
                 abort.set()
                 barrier.abort()
+            finally:
+                writer.shutdown(wait=True)
 
         threads = [threading.Thread(target=serve, args=(slot, sup), daemon=True,
                                     name=f"opsweep-worker-{slot.index}")

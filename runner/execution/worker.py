@@ -23,6 +23,7 @@ Design (standard library only: ``multiprocessing`` with the ``spawn`` start meth
   trials both happen in the worker.
 * The worker ignores SIGINT: Ctrl-C reaches the whole process group, and the driver decides
   (``runner.execution.interrupt``) whether the trial in flight finishes.
+* This module is the driver's side; the worker process's loop is ``runner.execution.worker_loop``.
 """
 
 from __future__ import annotations
@@ -30,64 +31,26 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import multiprocessing.util  # noqa: F401  (registers its exit handler before ours, see below)
-import os
 import signal
 import sys
-import traceback
+import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from runner.execution import timeline
+from runner.execution.worker_loop import (  # noqa: F401  (is_poisoned: for callers)
+    failed_row,
+    is_poisoned,
+    run_trial_safely,
+    serve,
+)
 from runner.storage.columns import Status
 
-#: Error text that means the CUDA context of the process is unusable from now on.
-POISONED_CUDA = (
-    "device-side assert", "illegal memory access", "an illegal instruction",
-    "misaligned address", "unspecified launch failure", "CUDA error: an illegal",
-    "CUBLAS_STATUS_EXECUTION_FAILED", "operation not permitted when stream is capturing",
-)
 #: Seconds a fresh worker may take to import torch and report ready.
 START_TIMEOUT_S = 300.0
 _POLL_S = 0.25
 _CTX = multiprocessing.get_context("spawn")
-
-
-# ---------------------------------------------------------------------------------------
-# Both paths: one trial into one row, whatever happens.
-# ---------------------------------------------------------------------------------------
-
-def run_trial_safely(spec: Any, plan: Any, timer: Any, check_accuracy: bool,
-                     insight: Any = None) -> dict[str, Any]:
-    """``run_trial``, plus the failures it cannot turn into a row itself (its clean-up raising
-    after a device-side assert). A poisoned CUDA context makes the row ``crashed``."""
-    from runner.execution.trial import run_trial, spec_columns
-
-    try:
-        row = run_trial(spec, plan, timer, check_accuracy=check_accuracy, insight=insight)
-    except Exception as exc:  # the trial's own handler failed too: still one row
-        row = spec_columns(spec)
-        row.update(timestamp=datetime.now(timezone.utc), timer_preset=timer.preset,
-                   status=Status.error.value, reason=f"{type(exc).__name__}: {exc}"[:500],
-                   error_traceback=traceback.format_exc())
-    if row.get("status") == Status.error.value and is_poisoned(row):
-        row["status"] = Status.crashed.value
-        row["reason"] = f"CUDA context poisoned, worker replaced: {row['reason']}"
-    return row
-
-
-def is_poisoned(row: dict[str, Any]) -> bool:
-    text = f"{row.get('reason') or ''}\n{row.get('error_traceback') or ''}"
-    return any(marker in text for marker in POISONED_CUDA)
-
-
-def failed_row(spec: Any, timer: Any, status: Status, reason: str) -> dict[str, Any]:
-    """The row of a trial whose worker died or hung: identity and status, no measurement."""
-    from runner.execution.trial import spec_columns
-
-    row = spec_columns(spec)
-    row.update(timestamp=datetime.now(timezone.utc), timer_preset=timer.preset,
-               status=status.value, reason=reason)
-    return row
 
 
 class InProcess:
@@ -96,76 +59,16 @@ class InProcess:
 
     def run(self, trial: Any, timer: Any, check_accuracy: bool,
             timeout_s: float | None, insight: Any = None) -> dict[str, Any]:
-        return run_trial_safely(trial.spec, trial.op, timer, check_accuracy, insight)
+        start = time.perf_counter()
+        row = run_trial_safely(trial.spec, trial.op, timer, check_accuracy, insight)
+        row["worker_trial_wall_s"] = time.perf_counter() - start
+        timeline.trial_started(row.get("timestamp"))
+        return row
 
     def heat(self, device: str, seconds: float) -> None:
         from runner.timing.timer import heat_device
 
         heat_device(device, seconds)
-
-
-# ---------------------------------------------------------------------------------------
-# The worker process.
-# ---------------------------------------------------------------------------------------
-
-def _serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = None) -> None:
-    """The worker's main loop: answer requests until the driver hangs up.
-
-    ``env`` is applied first thing: the CUDA driver reads ``CUDA_VISIBLE_DEVICES`` when it
-    initialises (the first CUDA call, in a trial), so a pinned worker sees only its GPU.
-    ``threads``: torch intra-op threads of this worker (a trial's ``num_threads`` still wins
-    for that trial; ``context.trial_settings`` restores this value after it)."""
-    os.environ.update(env or {})
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
-    import gc
-
-    from omegaconf import OmegaConf
-
-    import runner.execution.trial  # noqa: F401  (torch: paid once, before "ready")
-    from runner.config.ops import resolve_target
-
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    gc.collect()
-    gc.freeze()  # imports live for the process: keep per-trial gc.collect() short
-    conn.send(("ready", os.getpid()))
-    builders: dict[str, Any] = {}
-    while True:
-        try:
-            kind, payload = conn.recv()
-        except (EOFError, OSError):
-            return
-        if kind == "trial":
-            spec, plan, timer, check_accuracy, insight = payload
-            if plan.target not in builders:
-                builders[plan.target] = resolve_target(plan.target)
-            plan = replace(plan, builder=builders[plan.target])
-            row = run_trial_safely(spec, plan, OmegaConf.create(timer), check_accuracy, insight)
-            retire = row["status"] == Status.crashed.value
-            conn.send(("row", row, retire))
-            if retire:
-                return
-        elif kind == "heat":
-            from runner.timing.timer import heat_device
-
-            heat_device(*payload)
-            conn.send(("done", None, False))
-
-
-def _die_with_parent() -> None:
-    """Linux: the worker gets SIGKILL when the driver dies (even by SIGKILL), so no orphan
-    keeps a GPU busy."""
-    if sys.platform != "linux":
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 class WorkerLost(Exception):
@@ -181,17 +84,38 @@ class Worker:
 
     def __init__(self, env: dict[str, str] | None = None, threads: int | None = None,
                  name: str = "opsweep-worker") -> None:
+        self.name = name
+        self.info: dict[str, Any] = {"spawned_at": time.time()}
         self.conn, child = _CTX.Pipe()
-        self.process = _CTX.Process(target=_serve, args=(child, env, threads), name=name)
+        self.process = _CTX.Process(target=serve, args=(child, env, threads), name=name)
         self.process.start()
         child.close()
         self.ready = False
+        self.pending = 0  # answers to posted requests (warm-up) not read yet
+        self.warmed: tuple[str, ...] = ()
+
+    def post(self, message: tuple) -> None:
+        """Send a request without waiting: the worker answers it when it gets to it (after
+        its imports), and :meth:`wait_ready` reads the answer."""
+        try:
+            self.conn.send(message)
+            self.pending += 1
+        except (BrokenPipeError, OSError):
+            pass  # the next request reports the dead worker
 
     def wait_ready(self) -> None:
-        """Wait until the worker has imported torch; raise :class:`WorkerLost`."""
+        """Wait until the worker has imported torch and answered what was posted; raise
+        :class:`WorkerLost`."""
         if not self.ready:
-            self._wait(START_TIMEOUT_S, "starting (importing torch)")
+            _, info, _ = self._wait(START_TIMEOUT_S, "starting (importing torch)")
+            self.info.update(info)
             self.ready = True
+            timeline.worker_report(self.name, self.info)
+        while self.pending:
+            _, info, _ = self._wait(START_TIMEOUT_S, "warming up (CUDA context)")
+            self.pending -= 1
+            self.info.update(info)
+            timeline.worker_report(self.name, self.info)
 
     def request(self, message: tuple, timeout_s: float | None) -> Any:
         """Send one request and wait for its answer; raise :class:`WorkerLost`."""
@@ -206,8 +130,6 @@ class Worker:
         return value
 
     def _wait(self, timeout_s: float | None, doing: str) -> Any:
-        import time
-
         deadline = None if not timeout_s else time.monotonic() + timeout_s
         while True:
             # short polls: a Ctrl-C handler gets to run, and a dead worker is seen at once
@@ -261,12 +183,20 @@ class Supervisor:
         self.worker: Worker | None = None
         self.starts = 0
         self.env, self.threads, self.name = env, threads, name
+        self.warm_devices: tuple[str, ...] = ()
 
-    def prestart(self) -> None:
-        """Start the worker now, so its torch import overlaps the driver's planning."""
+    def prestart(self, warm: tuple[str, ...] | None = None) -> None:
+        """Start the worker now, so its torch import overlaps the driver's planning.
+        ``warm``: devices whose one-off costs (``runner.execution.warmup``) the worker pays
+        right after its imports, before any trial; a replacement worker is warmed alike."""
+        if warm is not None:
+            self.warm_devices = tuple(warm)
         if self.worker is None or not self.worker.alive():
             self.worker = Worker(self.env, self.threads, self.name)
             self.starts += 1
+        if self.warm_devices and self.worker.warmed != self.warm_devices:
+            self.worker.post(("warm", self.warm_devices))
+            self.worker.warmed = self.warm_devices
 
     def wait_ready(self) -> None:
         """Start the worker if needed and wait for it; a worker that fails to start is
@@ -284,11 +214,15 @@ class Supervisor:
 
         plan = replace(trial.op, builder=None, params={})  # the worker imports the builder
         settings = OmegaConf.to_container(timer) if isinstance(timer, DictConfig) else timer
+        sent, sent_at = time.perf_counter(), datetime.now(timezone.utc)
         try:
-            return self._request(
+            row = self._request(
                 ("trial", (trial.spec, plan, settings, check_accuracy, insight)), timeout_s)
-        except WorkerLost as lost:
-            return failed_row(trial.spec, timer, lost.status, str(lost))
+        except WorkerLost as lost:  # the driver's view: sent at, waited for
+            row = failed_row(trial.spec, timer, lost.status, str(lost))
+            row.update(timestamp=sent_at, worker_trial_wall_s=time.perf_counter() - sent)
+        timeline.trial_started(row.get("timestamp"))
+        return row
 
     def heat(self, device: str, seconds: float) -> None:
         try:

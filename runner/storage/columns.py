@@ -69,7 +69,9 @@ _TIME_STATS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("ci_low_us", _F, "95% CI of the {what}'s median, low end, µs (order statistics)"),
     ("ci_high_us", _F, "95% CI of the {what}'s median, high end, µs"),
     ("ci_rel_halfwidth", _F, "half the CI's width over the median, {what}"),
-    ("noisy", _B, "true when the {what}'s CI never got within timer.target_rel"),
+    ("noisy", _B, "true when the {what} is not to be trusted: fewer samples than "
+                  "timer.min_samples, or a CI that never got within timer.target_rel"),
+    ("noisy_reason", _S, "why the {what} is noisy (null when it is not)"),
     ("per_op_us", _F, "{what} median / op instances per call (streams=N)"),
 )
 #: The two times (docs/timing.md): the loop time keeps its historical column names.
@@ -102,6 +104,10 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "num_shards": (_I, "how many shards the job's trials were split into (1: not sharded)"),
     "worker": (_I, "which of the job's worker processes ran the trial (0..workers-1; null: "
                    "isolation=none, in the driver)"),
+    "worker_trial_wall_s": (_F, "seconds the worker spent on this trial, from receiving it to "
+                                "sending its row (build, checks, timing, clean-up; the "
+                                "driver's wait for a crashed or hung one): a worker's busy "
+                                "time is the sum over its rows"),
     "trial_id": (_S, "stable hash of the trial spec (op, axes, params); equal on every machine"),
     "timestamp": (_TS, "UTC time the trial started"),
     "status": (_S, " | ".join(status.value for status in Status)),

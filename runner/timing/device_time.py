@@ -283,7 +283,8 @@ def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
                        warmup_calls=len(warmup), warmup_s=verdict.elapsed_s,
                        stop_reason=stop_reason, target_rel=plan.target_rel,
                        settled=verdict.settled if settling else None,
-                       settle_reason=verdict.reason if settling else None)
+                       settle_reason=verdict.reason if settling else None,
+                       min_samples=plan.min_samples)
 
 
 def _join(notes: list[str]) -> str | None:

@@ -206,6 +206,8 @@ class Measurement:
     #: SM clock at the end of the warm-up and during the samples (MHz; empty: not read)
     settled_clock_mhz: float | None = None
     clock_mhz: tuple[float, ...] = ()
+    #: the preset's min_samples: fewer samples than this is noisy (:attr:`noisy_reason`)
+    min_samples: int = 1
 
     @cached_property
     def stats(self) -> SampleStats:
@@ -213,8 +215,24 @@ class Measurement:
 
     @property
     def noisy(self) -> bool:
-        """True when the median's CI never got within ``target_rel``: report, don't trust."""
-        return self.stats.ci_rel_halfwidth > self.target_rel
+        """True when the median is not to be trusted: fewer samples than the preset's
+        ``min_samples`` (a call slower than ``max_time_s``), or a CI that never got within
+        ``target_rel``. Report, don't trust; :attr:`noisy_reason` says which."""
+        return self.noisy_reason is not None
+
+    @property
+    def noisy_reason(self) -> str | None:
+        n = len(self.samples_s)
+        if n < self.min_samples:
+            return (f"{n} sample{'s' if n != 1 else ''} < min_samples {self.min_samples} "
+                    f"(stopped: {self.stop_reason})")
+        if self.stats.ci_rel_halfwidth > self.target_rel:
+            return f"CI ±{_pct(self.stats.ci_rel_halfwidth)} > target_rel ±{_pct(self.target_rel)}"
+        return None
+
+
+def _pct(fraction: float) -> str:
+    return "inf" if math.isinf(fraction) else f"{100 * fraction:.3g}%"
 
 
 def choose_calls_per_sample(per_call_s: float, plan: TimerPlan) -> int:
@@ -271,7 +289,7 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
                        warmup_calls=len(warmup_times), warmup_s=verdict.elapsed_s,
                        stop_reason=stop_reason, target_rel=plan.target_rel,
                        settled=verdict.settled, settle_reason=verdict.reason,
-                       settled_clock_mhz=last_clock(warmup))
+                       settled_clock_mhz=last_clock(warmup), min_samples=plan.min_samples)
 
 
 def warm_up(step: Callable[[], list[float]], plan: TimerPlan,

@@ -1,0 +1,159 @@
+"""Placement of ``workers=N`` / ``workers=per_gpu``: which worker owns which GPU, which trials
+are pinned to one, and (before Hydra composes the job) what the command line will most likely
+ask for. No processes here: ``runner.execution.pool`` runs what this places.
+
+* Worker *i* owns the *i*-th GPU visible to the driver (its ``CUDA_VISIBLE_DEVICES`` entry;
+  the driver's own list is respected). Nothing assumes a GPU count: N GPUs, N workers.
+* A trial whose device was written as ``cuda:N`` is pinned to the worker owning visible GPU N.
+* N > 1 workers split the CPU's cores (``cpu_count // N`` intra-op threads each).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.core.errors import ConfigError
+
+PER_GPU = "per_gpu"
+_PINNED = re.compile(r"cuda:(\d+)")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One worker: its number (the ``worker`` column), the visible GPU it owns (the driver's
+    numbering; None: no GPU), its environment and its intra-op thread count."""
+
+    index: int
+    gpu: int | None
+    env: tuple[tuple[str, str], ...]
+    threads: int | None
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """The job's workers and which trials are pinned to a visible GPU (trial index → GPU)."""
+
+    slots: tuple[Slot, ...]
+    pinned: dict[int, int]
+
+
+def visible_gpus() -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` entry of each GPU the driver sees, in CUDA's order.
+
+    Counted by ``torch.cuda.device_count()`` (NVML / cudaGetDeviceCount): no CUDA context is
+    made in the driver."""
+    from runner.core.axes import cuda_device_count
+
+    return _listed(cuda_device_count())
+
+
+def explicit_gpus(values: dict[str, Any]) -> set[str]:
+    """Devices written as ``cuda:N`` in the job's config (its ``device`` and its cases'): the
+    only ones that pin. ``cuda`` and ``auto`` resolve to ``cuda:0`` too but do not pin."""
+    from runner.config.trials import as_choices
+
+    raws = list(as_choices(values.get("device")))
+    for case in values.get("cases") or []:
+        if isinstance(case, dict) and "device" in case:
+            raws += list(as_choices(case["device"]))
+    return {str(raw) for raw in raws if _PINNED.fullmatch(str(raw))}
+
+
+def plan_workers(workers: Any, isolation: str, planned: list, explicit: set[str],
+                 gpus: list[str] | None = None, cpu_count: int | None = None) -> WorkerPlan:
+    """The workers of one job; :class:`ConfigError` (exit 2) for a placement that cannot
+    work. ``gpus``/``cpu_count`` default to this machine's (tests inject them)."""
+    gpus = visible_gpus() if gpus is None else gpus
+    cpu_count = cpu_count or os.cpu_count() or 1
+    if workers == PER_GPU:
+        if not gpus:
+            raise ConfigError("invalid value for 'workers': 'per_gpu' makes one worker per GPU, "
+                              "but no CUDA device is visible on this machine. Use workers=N to "
+                              "split the CPU's cores over N workers, or workers=1.")
+        n = len(gpus)
+    else:
+        n = int(workers)
+    if n > 1 and isolation != "process":
+        raise ConfigError(f"invalid value for 'workers': {workers!r} with isolation="
+                          f"{isolation}: trials in the driver process cannot run in parallel. "
+                          "Use isolation=process, or workers=1.")
+    uses_cuda = any(t.spec.device.startswith("cuda") for t in planned)
+    if uses_cuda and n > len(gpus):
+        raise ConfigError(f"invalid value for 'workers': {workers!r}. This machine has "
+                          f"{len(gpus)} visible CUDA device(s) and each worker owns one; use "
+                          f"workers={max(len(gpus), 1)} or workers=per_gpu.")
+    slots = make_slots(n, gpus, uses_cuda or n <= len(gpus), cpu_count)
+    pinned = {}
+    for trial in planned:
+        if n > 1 and trial.spec.device in explicit:
+            gpu = int(trial.spec.device.partition(":")[2])
+            if gpu >= n:
+                raise ConfigError(f"invalid value for 'device': {trial.spec.device!r} pins "
+                                  f"trials to visible GPU {gpu}, but workers={workers} runs on "
+                                  f"visible GPUs 0..{n - 1}. Use workers=per_gpu, or "
+                                  "device=cuda (any worker's GPU).")
+            pinned[trial.index] = gpu
+    return WorkerPlan(slots, pinned)
+
+
+def make_slots(n: int, gpus: list[str], pin: bool, cpu_count: int) -> tuple[Slot, ...]:
+    """N workers: worker *i* owns visible GPU *i* when ``pin``; N > 1 split the cores."""
+    threads = max(1, cpu_count // n) if n > 1 else None
+    return tuple(Slot(i, i if pin else None,
+                      (("CUDA_VISIBLE_DEVICES", gpus[i]),) if pin else (), threads)
+                 for i in range(n))
+
+
+def gpus_without_torch() -> list[str] | None:
+    """:func:`visible_gpus` without importing torch: the NVIDIA driver's GPU count (NVML, else
+    ``/proc/driver/nvidia/gpus``; no driver: none), then ``CUDA_VISIBLE_DEVICES``. None where
+    only CUDA knows (entries that are UUIDs or MIG devices, no ``/proc``)."""
+    driver = Path("/proc/driver/nvidia/gpus")
+    if driver.is_dir():  # microseconds, where NVML takes a tenth of a second to start
+        count = len(list(driver.iterdir()))
+    else:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            count = pynvml.nvmlDeviceGetCount()
+        except Exception:
+            if not Path("/proc/self").is_dir():
+                return None
+            count = 0  # Linux without the NVIDIA driver: torch sees no GPU either
+    entries = _listed(count)
+    return None if any(not entry.isdigit() for entry in entries) else entries
+
+
+def _listed(count: int) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` entries of the ``count`` GPUs CUDA shows."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return [str(i) for i in range(count)]
+    return [entry.strip() for entry in listed.split(",") if entry.strip()][:count]
+
+
+def predicted_slots(workers: str, gpus: list[str], cpu_count: int) -> tuple[Slot, ...] | None:
+    """The slots :func:`plan_workers` gives ``workers=<value>`` when the job's trials use
+    the GPUs (or, with no GPU, the CPU); None when that is not a pool of 2 or more."""
+    try:
+        n = len(gpus) if workers == PER_GPU else int(workers)
+    except ValueError:
+        return None  # the job's own check says what is wrong with it
+    if n < 2 or n > len(gpus) > 0:
+        return None
+    return make_slots(n, gpus, bool(gpus), cpu_count)
+
+
+def guess_devices(args: list[str], gpus: list[str]) -> tuple[str, ...]:
+    """The devices ``device=`` on the command line names (``auto`` and ``cuda`` as the job
+    resolves them; unset is ``auto``), to warm before the job is planned."""
+    values = [a.partition("=")[2] for a in args if a.startswith("device=")]
+    names = re.findall(r"auto|cpu|cuda(?::\d+)?", values[-1]) if values else ["auto"]
+    resolved = [("cuda:0" if gpus else "cpu") if name == "auto" else
+                "cuda:0" if name == "cuda" else name for name in names]
+    return tuple(dict.fromkeys(resolved))
