@@ -1,30 +1,59 @@
 # opsweep: `make run` to see it work, `make test` to check it. Both set up .venv first.
+# `make help` lists every target.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# torch is pinned so pip takes the local CPU wheel instead of GBs of CUDA packages;
-# override with `make setup TORCH_SPEC=torch` on a machine where you want another build.
+# torch is pinned so pip takes the local CPU wheel instead of GBs of CUDA packages. For a GPU:
+#   make setup TORCH_SPEC=torch TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
+# TORCH_SPEC is passed to pip as words, so it may hold several (`torch==2.7.1 --pre`).
 TORCH_SPEC ?= torch==2.13.0
+# An extra package index for torch (the CUDA wheels); empty: pip's configured index only.
+TORCH_INDEX_URL ?=
+# opsweep's extras: dev (tests, ruff, notebook) always, gpu (nvidia-ml-py: clocks, power,
+# throttle reasons, energy) wherever nvidia-smi runs; `GPU_EXTRA=` leaves it out.
+EXTRAS ?= dev
+GPU_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,)
+comma := ,
+empty :=
+space := $(empty) $(empty)
+ALL_EXTRAS := $(subst $(space),$(comma),$(strip $(EXTRAS) $(GPU_EXTRA)))
+# The stamp names what was installed: a different TORCH_SPEC, index or extra reinstalls.
+STAMP := $(VENV)/.installed-$(shell printf '%s|%s|%s' '$(TORCH_SPEC)' '$(TORCH_INDEX_URL)' \
+           '$(ALL_EXTRAS)' | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint gpu-check clean-venv
+.PHONY: help setup run test lint gpu-check clean-venv
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+help:  ## list the targets
+	@echo "make TARGET [TORCH_SPEC=... TORCH_INDEX_URL=... EXTRAS=... GPU_EXTRA=...]"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
+		awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
+	@echo "now: TORCH_SPEC=$(TORCH_SPEC) TORCH_INDEX_URL=$(TORCH_INDEX_URL)" \
+		"extras=$(ALL_EXTRAS)"
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q $(if $(TORCH_INDEX_URL),--extra-index-url $(TORCH_INDEX_URL)) \
+		$(TORCH_SPEC)
+	$(PY) -m pip install -q -e ".$(if $(ALL_EXTRAS),[$(ALL_EXTRAS)])"
+	rm -f $(VENV)/.installed*
 	touch $@
 
-setup: $(VENV)/.installed
+setup: $(STAMP)  ## make .venv: torch (TORCH_SPEC), opsweep editable, [dev] and [gpu] extras
 
-run: setup
+run: setup  ## run the quickstart experiment (cuda:0 when there is a GPU, else the CPU)
 	$(PY) -m runner experiment=quickstart
 
-test: setup
+test: setup  ## the test suite (GPU tests are skipped without CUDA); CI runs this
 	$(PY) -m pytest -q
 
-lint: setup
+lint: setup  ## ruff
 	$(PY) -m ruff check .
 
-clean-venv:
+gpu-check: setup  ## only the GPU tests (needs a CUDA device)
+	$(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else \
+		'gpu-check: no CUDA device visible to torch (make setup TORCH_SPEC=... for a CUDA build)')"
+	$(PY) -m pytest -q -m gpu
+
+clean-venv:  ## remove .venv (the next target sets it up again)
 	rm -rf $(VENV)

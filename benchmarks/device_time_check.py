@@ -1,4 +1,5 @@
-"""Issue 9's "Done when", in one call on a GPU machine: do two processes agree on gpu_time?
+"""The device time's acceptance checks, in one call on a GPU machine: do two processes agree on
+gpu_time?
 
     python benchmarks/device_time_check.py --out DIR            # on a CUDA machine
     python benchmarks/device_time_check.py --out DIR --smoke    # CPU dry run (smoke sizes)
@@ -227,7 +228,7 @@ def _f(value: float) -> str:
 
 def criteria(t: pd.DataFrame, floor_us: float | None, wall_1: float, wall_2: float,
              wall_old: float) -> list[tuple[str, bool, str]]:
-    """Issue 9's Done-when, each as (name, passed, numbers)."""
+    """The acceptance checks, each as (name, passed, numbers)."""
     out = []
     has = t[t["dgpu"].notna()]
     med = has["dgpu"].median()

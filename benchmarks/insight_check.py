@@ -1,5 +1,5 @@
-"""GPU checks of profile=true / energy=true (issue 13) and the bf16 8192³ bimodality probe
-(issue 9, item 5), in one script for one call of the GPU machine:
+"""GPU checks of profile=true / energy=true  and the bf16 8192³ bimodality probe
+, in one script for one call of the GPU machine:
 
     python benchmarks/insight_check.py --out $OUT            # on the GPU machine
     python benchmarks/insight_check.py --out /tmp/x --dry-run  # on a CPU: tiny, every step

@@ -1,4 +1,4 @@
-"""GPU check of crash isolation (issue 11): one script, one device run.
+"""GPU check of crash isolation: one script, one device run.
 
     python benchmarks/isolation_check.py OUT_DIR [--device cuda] [--spin-s 60]
 

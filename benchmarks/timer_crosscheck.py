@@ -13,7 +13,7 @@ synchronises around blocks of calls with a host clock, so it includes one sync p
 
     python benchmarks/timer_crosscheck.py --cold      # the cold (L2-flushed) offset
 
-``--cold`` (issue 9, item 4) times short kernels cold with *method-matched* references, to
+``--cold`` times short kernels cold with *method-matched* references, to
 find where the 1-2 µs between opsweep's flushed median and do_bench's comes from:
 
 * ``queued``: do_bench's own loop (flush, start event, call, end event, for every sample,
@@ -52,7 +52,7 @@ CASES = [
 ]
 
 
-#: Kernels of 3-50 µs, where the cold offset shows (issue 9, item 4).
+#: Kernels of 3-50 µs, where the cold offset shows.
 COLD_CASES = [
     ("add 1M fp32", elementwise.build_add, (1 << 20,), torch.float32, {}),
     ("sum transposed 2048^2 fp32", sum_op.build, (2048, 2048), torch.float32,

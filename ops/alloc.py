@@ -1,6 +1,8 @@
-"""Short-lived allocations through PyTorch's caching allocator (seed 000, "Memory allocation").
+"""Short-lived allocations through PyTorch's caching allocator (the CUDA-operations tutorial,
+"Memory allocation").
 
-Seed 000 allocates ``torch.empty(4096, cols)`` inside a function (so it is freed on return)
+The CUDA-operations tutorial allocates ``torch.empty(4096, cols)`` inside a function (so it is
+freed on return)
 for cols = 2048, then 1024, then 3072, and watches ``memory_reserved``: the 1024-column tensor
 reuses the cached 32 MiB block, the 3072-column one does not fit and a second segment is
 reserved (80 MiB in all). This op repeats that sequence and times it.
@@ -17,7 +19,7 @@ from ops.common import shape_dims
 
 
 def column_sequence(max_cols: int) -> tuple[int, ...]:
-    """The seed's widths scaled to ``max_cols``: 2/3, 1/3, then all of it (2048, 1024, 3072).
+    """The tutorial's widths scaled to ``max_cols``: 2/3, 1/3, then all of it (2048, 1024, 3072).
 
     Medium, then smaller (fits the cached block), then larger (does not): the order is the
     lesson, so it is kept for any ``max_cols``. Widths are at least one column.
@@ -51,7 +53,7 @@ def build(ctx: OpContext) -> Workload:
                 tag = f"step{step}_cols{cols}"
                 extra[f"allocated_bytes_{tag}"] = torch.cuda.memory_allocated(device)
                 extra[f"reserved_bytes_{tag}"] = torch.cuda.memory_reserved(device)
-            del block  # freed here, like the seed's function-local tensor
+            del block  # freed here, like the tutorial's function-local tensor
         pending[0] = False
         return ()
 

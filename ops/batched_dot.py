@@ -1,6 +1,8 @@
-"""Row-wise dot products of two [B, D] matrices, three ways (seed 000, "Benchmarking intro").
+"""Row-wise dot products of two [B, D] matrices, three ways (the CUDA-operations tutorial,
+"Benchmarking intro").
 
-Seed 000 shows that the same result, ``out[i] = a[i] · b[i]``, costs very different amounts of
+The CUDA-operations tutorial shows that the same result, ``out[i] = a[i] · b[i]``, costs very
+different amounts of
 time depending on how it is phrased: ``mul`` + ``sum`` (two kernels and a [B, D] temporary)
 versus reshaping into a ``bmm`` of [B,1,D] @ [B,D,1]. ``einsum`` is added as the third phrasing,
 since it lets PyTorch pick the contraction itself.
@@ -20,12 +22,14 @@ Impl = Literal["mul_sum", "bmm", "einsum"]
 
 
 def batched_dot_mul_sum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Seed 000's ``batched_dot_mul_sum``: elementwise product, then a sum over the last dim."""
+    """The CUDA-operations tutorial's ``batched_dot_mul_sum``: elementwise product, then a sum over
+    the last dim."""
     return a.mul(b).sum(-1)
 
 
 def batched_dot_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Seed 000's ``batched_dot_bmm``: B independent [1,D] @ [D,1] products through ``bmm``."""
+    """The CUDA-operations tutorial's ``batched_dot_bmm``: B independent [1,D] @ [D,1] products
+    through ``bmm``."""
     a = a.reshape(-1, 1, a.shape[-1])
     b = b.reshape(-1, b.shape[-1], 1)
     return torch.bmm(a, b).flatten(-3)
@@ -46,7 +50,7 @@ IMPLS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 def build(ctx: OpContext, impl: Impl = "mul_sum") -> Workload:
     """``out[i] = sum_d a[i, d] * b[i, d]`` for a, b of shape [B, D]; output shape [B].
 
-    The seed passes the same tensor twice (``f(x, x)``); two distinct inputs are used here so
+    The tutorial passes the same tensor twice (``f(x, x)``); two distinct inputs are used here so
     that the bytes read really are 2·B·D elements. With one tensor the second read would be
     served from cache and the reported bandwidth would be inflated.
 

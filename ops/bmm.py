@@ -1,6 +1,7 @@
-"""Batched matrix multiply ``A[B,M,K] @ B[B,K,N]`` (seed 001, lesson 4).
+"""Batched matrix multiply ``A[B,M,K] @ B[B,K,N]`` (the CUDA 101 tutorial, lesson 4).
 
-Seed 001 contrasts a Python loop of 32 small ``torch.mm`` calls with one ``torch.bmm``: batching
+The CUDA 101 tutorial contrasts a Python loop of 32 small ``torch.mm`` calls with one
+``torch.bmm``: batching
 raises arithmetic intensity and removes per-launch overhead. This op is the batched side.
 """
 

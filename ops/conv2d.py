@@ -1,6 +1,8 @@
-"""2-D convolution with "same" padding (seed 002's fused-kernel and tensor-core examples).
+"""2-D convolution with "same" padding (the graphed-callables tutorial's fused-kernel and
+tensor-core examples).
 
-Seed 002 names ``nn.functional.conv2d`` with bias as the example of a fused kernel and of an op
+The graphed-callables tutorial names ``nn.functional.conv2d`` with bias as the example of a fused
+kernel and of an op
 that uses tensor cores in the right dtypes. The default shape is a ResNet stage-1 layer.
 """
 

@@ -1,4 +1,5 @@
-"""Bulk copies device↔device, host→device and device→host (seed 000 streams, seed 001 L1/L3).
+"""Bulk copies device↔device, host→device and device→host (the CUDA-operations tutorial streams,
+the CUDA 101 tutorial L1/L3).
 
 Copies are the other half of every seed's advice ("create tensors on the device", "pin host
 memory", "keep data on the GPU"): this op measures the bandwidth each of those rests on.

@@ -1,10 +1,12 @@
-"""A big matmul and a train of pinned host→device copies: seed 000's streams example.
+"""A big matmul and a train of pinned host→device copies: the CUDA-operations tutorial's streams
+example.
 
-Seed 000 runs ``torch.matmul(A, A)`` (A: 10240²) and 100 ``pinned.to("cuda", non_blocking=True)``
+The CUDA-operations tutorial runs ``torch.matmul(A, A)`` (A: 10240²) and 100 ``pinned.to("cuda",
+non_blocking=True)``
 copies of 4096² matrices, first one after the other (1.03 s on a T4), then on a compute stream
 and a copy stream (551 ms): the copy engine works while the SMs multiply. The two halves are
 exposed as ``parts`` so that ``streams=2`` puts each on its own stream; ``fn`` runs them in
-sequence, which is the seed's ``sequential_execution``.
+sequence, which is the tutorial's ``sequential_execution``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ def build(ctx: OpContext) -> Workload:
     """Shape [matmul size S, copy size C, n_copies]: ``A[S,S] @ A`` plus n_copies copies of
     pinned host [C, C] matrices to the device.
 
-    The seed's ``.to("cuda")`` allocates a fresh device tensor per copy; here every copy
+    The tutorial's ``.to("cuda")`` allocates a fresh device tensor per copy; here every copy
     writes into one destination allocated at build time (stream-ordered, so the writes do not
     race), which keeps the allocator out of the timing and device memory at one C² buffer.
     ``fn`` returns ``(A @ A, destination)``: the destination then holds the last matrix.

@@ -1,6 +1,7 @@
-"""Sum a matrix on the device, or via a round trip through numpy (seed 001, lesson 3).
+"""Sum a matrix on the device, or via a round trip through numpy (the CUDA 101 tutorial, lesson 3).
 
-Seed 001's "bad" pattern copies ``x`` to the host, sums it with numpy and sends the scalar back
+The CUDA 101 tutorial's "bad" pattern copies ``x`` to the host, sums it with numpy and sends the
+scalar back
 (``torch.tensor(x.cpu().numpy().sum(), device=...)``); the "good" one is ``x.sum()`` on the
 device. The host path synchronises and crosses the bus twice, which is the point of the lesson.
 """

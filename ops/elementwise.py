@@ -1,7 +1,10 @@
-"""Binary elementwise ``x + y`` and ``x * y``, out of place or in place (seed 001, lesson 5).
+"""Binary elementwise ``x + y`` and ``x * y``, out of place or in place (the CUDA 101 tutorial,
+lesson 5).
 
-Seed 001 contrasts ``z = x + y`` (a new tensor per call) with ``x.add_(y)`` (no allocation).
-The same builders serve seed 004's ``vector_add`` (``u = a + b`` on 1-D vectors): that op is
+The CUDA 101 tutorial contrasts ``z = x + y`` (a new tensor per call) with ``x.add_(y)`` (no
+allocation).
+The same builders serve the GPU-devices tutorial's ``vector_add`` (``u = a + b`` on 1-D vectors):
+that op is
 only a different shape, so ``conf/op/vector_add.yaml`` points at :func:`build_add`.
 
 Measurement hazard of the in-place variants: every call updates ``x``, so after warm-up and

@@ -1,6 +1,7 @@
-"""``nn.Linear`` applied to a batch (seed 000, "Benchmarking GPU code").
+"""``nn.Linear`` applied to a batch (the CUDA-operations tutorial, "Benchmarking GPU code").
 
-Seed 000 times ``torch.nn.Linear(512, 1024, bias=False)`` on ``x[10000, 512]`` to show that
+The CUDA-operations tutorial times ``torch.nn.Linear(512, 1024, bias=False)`` on ``x[10000, 512]``
+to show that
 an unsynchronised timer measures launch time, not work. This op is that module, seeded.
 """
 

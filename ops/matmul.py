@@ -1,6 +1,7 @@
 """Dense matrix multiply ``A[M,K] @ B[K,N]``: the compute-bound baseline of every sweep.
 
-Seeds 000 and 001 time ``torch.mm``/``torch.matmul`` on square matrices across dtypes; this op
+The CUDA-operations and CUDA 101 tutorials time ``torch.mm``/``torch.matmul`` on square matrices
+across dtypes; this op
 is that computation with a general M, N, K so tensor-core alignment can be swept per dim.
 """
 

@@ -1,6 +1,7 @@
-"""``x @ x @ ... @ x``: seed 000's floating-point precision example.
+"""``x @ x @ ... @ x``: the CUDA-operations tutorial's floating-point precision example.
 
-Seed 000 computes ``x @ x @ x @ x @ x @ x`` for a 5000×5000 ``randn`` matrix on CPU, GPU and
+The CUDA-operations tutorial computes ``x @ x @ x @ x @ x @ x`` for a 5000×5000 ``randn`` matrix on
+CPU, GPU and
 numpy and gets three different sums: summation order differs between libraries and devices.
 This op times the same chain and, through the runner's float64 reference, measures the error.
 """
@@ -26,10 +27,11 @@ def chained_power(x: torch.Tensor, power: int) -> torch.Tensor:
 def build(ctx: OpContext, power: int = 6) -> Workload:
     """``x`` to the ``power`` by ``power − 1`` chained matmuls, x of shape [n, n].
 
-    Unlike the seed, x is ``randn / sqrt(n)``: the seed's raw ``randn`` has spectral radius
+    Unlike the tutorial, x is ``randn / sqrt(n)``: the tutorial's raw ``randn`` has spectral radius
     ≈ sqrt(n), so x⁶ has entries ~n³ ≈ 10¹¹ at n = 5000, past fp16's 65504 and turning the
     comparison into inf-vs-inf. Scaled, the spectral radius is ≈ 1 and every power stays O(1)
-    in every dtype, while the rounding behaviour the seed is about is unchanged. The seed also
+    in every dtype, while the rounding behaviour the tutorial is about is unchanged. The tutorial
+    also
     ends with ``.sum().item()``; the matrix itself is returned here so that the accuracy check
     sees every element and no host sync lands inside ``fn``.
 

@@ -1,6 +1,8 @@
-"""Matrix–vector product ``A[N,M] @ v[M]`` (seed 004, ``cu_mv_product`` / ``torch.matmul``).
+"""Matrix–vector product ``A[N,M] @ v[M]`` (the GPU-devices tutorial, ``cu_mv_product`` /
+``torch.matmul``).
 
-Seed 004 writes this kernel by hand in Numba (one thread per output row) and compares it with
+The GPU-devices tutorial writes this kernel by hand in Numba (one thread per output row) and
+compares it with
 ``torch.matmul(x, y)`` on a tall, thin 100000×100 matrix. It is memory-bound: every element of
 A is used once.
 """

@@ -1,6 +1,7 @@
-"""Monte-Carlo estimate of π, vectorised (seed 003, ``monte_carlo_pi_pytorch``).
+"""Monte-Carlo estimate of π, vectorised (the GPU-computation tutorial, ``monte_carlo_pi_pytorch``).
 
-Seed 003 uses it to show Python-loop overhead versus vectorised torch versus ``torch.compile``
+The GPU-computation tutorial uses it to show Python-loop overhead versus vectorised torch versus
+``torch.compile``
 (which fuses the random draws, squares, compare and sum into one kernel). Drawing the random
 numbers inside ``fn`` is the op: the generator's work is part of what is timed.
 """
@@ -34,7 +35,7 @@ def tolerance(n_samples: int, dtype: torch.dtype) -> float:
 
 def monte_carlo_pi(n_samples: int, generator: torch.Generator, device: torch.device,
                    dtype: torch.dtype) -> torch.Tensor:
-    """The seed's function, with the trial's generator and dtype passed in."""
+    """The tutorial's function, with the trial's generator and dtype passed in."""
     x = torch.rand(n_samples, generator=generator, device=device, dtype=dtype) * 2 - 1
     y = torch.rand(n_samples, generator=generator, device=device, dtype=dtype) * 2 - 1
     inside_circle = (x**2 + y**2 <= 1).sum()
@@ -44,7 +45,7 @@ def monte_carlo_pi(n_samples: int, generator: torch.Generator, device: torch.dev
 def build(ctx: OpContext) -> Workload:
     """π ≈ 4 · (fraction of n uniform points of [−1, 1]² inside the unit circle).
 
-    The draws are made in the storage dtype, as in the seed. There is no float64 reference for
+    The draws are made in the storage dtype, as in the tutorial. There is no float64 reference for
     a random result: ``accuracy`` is |estimate − π| and the tolerance is :func:`tolerance`
     (about 6 standard deviations of sampling noise plus the dtype's rounding bias).
 

@@ -1,9 +1,10 @@
-"""Seed 000's ``slow_function``: a long chain of tiny pointwise kernels (the CUDA-graphs demo).
+"""The CUDA-operations tutorial's ``slow_function``: a long chain of tiny pointwise kernels (the
+CUDA-graphs demo).
 
 Each iteration is ``y = x*2; z = sigmoid(y); a = z + 5.0; b = relu(a); x = b``. Eagerly that is
 4 kernel launches per iteration on a 5-element tensor, so the time is almost all launch
 overhead; CUDA graphs and ``torch.compile`` remove it. The output converges to ~6.0 (as printed
-in the seed), whatever the input.
+in the tutorial), whatever the input.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ops.common import any_shape, require_positive
 
 
 def slow_function(x: torch.Tensor, iterations: int) -> torch.Tensor:
-    """The seed's loop, verbatim apart from the iteration count being a parameter."""
+    """The tutorial's loop, verbatim apart from the iteration count being a parameter."""
     b = x
     for _ in range(iterations):
         y = x * 2

@@ -1,6 +1,8 @@
-"""Project a vector onto the column space of a tall matrix (seed 003, ProjectIntoColumnSpace).
+"""Project a vector onto the column space of a tall matrix (the GPU-computation tutorial,
+ProjectIntoColumnSpace).
 
-Seed 003's module stores ``A`` (10000×1000) and lazily builds ``P = A @ pinv(A)`` on its first
+The GPU-computation tutorial's module stores ``A`` (10000×1000) and lazily builds ``P = A @
+pinv(A)`` on its first
 forward, then times ``P @ x``: its first, much slower call is that hidden set-up. Here P is
 built once at build time, so every timed call is the steady-state ``P @ x`` (a 10000×10000
 matrix-vector product, memory-bound).
@@ -15,7 +17,8 @@ from ops.common import shape_dims
 
 
 class ProjectIntoColumnSpace(torch.nn.Module):
-    """The seed's module with ``P`` computed eagerly; ``A`` is not kept (forward never reads it).
+    """The tutorial's module with ``P`` computed eagerly; ``A`` is not kept (forward never reads
+    it).
 
     ``pinv`` has no fp16/bf16 kernels, so P is computed in float32 (float64 for an fp64
     trial) and stored as a buffer in the trial's dtype.

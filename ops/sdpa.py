@@ -1,6 +1,7 @@
 """Scaled dot-product attention through ``F.scaled_dot_product_attention``.
 
-The fused attention kernels (flash / memory-efficient) are the clearest case of seed 002's
+The fused attention kernels (flash / memory-efficient) are the clearest case of the
+graphed-callables tutorial's
 "native fused kernels": the [seq, seq] score matrix never reaches memory.
 """
 

@@ -1,8 +1,10 @@
-"""Column sums of a matrix stored row-major or as a transposed view (seed 001, lesson 7).
+"""Column sums of a matrix stored row-major or as a transposed view (the CUDA 101 tutorial, lesson
+7).
 
-Seed 001 sums ``x.T`` over dim 0, once as the strided view and once after ``.contiguous()``,
+The CUDA 101 tutorial sums ``x.T`` over dim 0, once as the strided view and once after
+``.contiguous()``,
 and finds (against its own advice) that the view is faster: summing dim 0 of ``x.T`` is a
-reduction along x's contiguous rows. The seed also times the ``.contiguous()`` copy inside
+reduction along x's contiguous rows. The tutorial also times the ``.contiguous()`` copy inside
 the "good" variant; here the copy is made at build time, so both layouts time only the sum.
 """
 

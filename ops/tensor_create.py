@@ -1,6 +1,8 @@
-"""Create a random matrix on the device, or on the host and copy it over (seed 001, lesson 1).
+"""Create a random matrix on the device, or on the host and copy it over (the CUDA 101 tutorial,
+lesson 1).
 
-Seed 001's "bad" ``torch.randn(size, size).cuda()`` versus "good" ``torch.randn(size, size,
+The CUDA 101 tutorial's "bad" ``torch.randn(size, size).cuda()`` versus "good" ``torch.randn(size,
+size,
 device='cuda')``: the first pays for host RNG and a PCIe transfer, the second for one device
 kernel. Both are timed here with the random draw inside ``fn``, because creation is the op.
 """
@@ -19,7 +21,7 @@ Where = Literal["device", "host_then_copy"]
 
 def build(ctx: OpContext, where: Where = "device") -> Workload:
     """``torch.randn(R, C)`` in the storage dtype, made on ``ctx.device`` or made on the host
-    and moved with ``.to(device)`` (a blocking copy, as in the seed).
+    and moved with ``.to(device)`` (a blocking copy, as in the tutorial).
 
     The device path draws from the trial's generator; the host path from a CPU generator
     seeded with the trial's seed (a device generator cannot draw on the host). There is no

@@ -1,6 +1,8 @@
-"""``x * y`` on inputs that change between calls: seed 003's recompilation lesson.
+"""``x * y`` on inputs that change between calls: the GPU-computation tutorial's recompilation
+lesson.
 
-Seed 003 compiles ``element_wise_mult(A, B)`` and then calls it with int64 tensors (a new
+The GPU-computation tutorial compiles ``element_wise_mult(A, B)`` and then calls it with int64
+tensors (a new
 dtype: recompiles), with CPU tensors (a new device: recompiles) and with 2000², 500² and
 20000² tensors (a new shape: one recompile into a *dynamic* graph, after which other sizes
 reuse it). The runner resets dynamo before and after every trial, so those recompiles have to
@@ -12,7 +14,8 @@ longer recompiles, with ``compile_dynamic=false`` every new shape does.
 How the cycling stays out of the compiled graph: the pair is picked by a small function
 wrapped in ``torch._dynamo.disable``, so dynamo breaks the graph there, runs the pick eagerly,
 and compiles the rest (``x * y``) as a function of the two tensors it receives, guarded on
-their shape and dtype, exactly like seed 003's compiled function receiving new arguments. The
+their shape and dtype, exactly like the GPU-computation tutorial's compiled function receiving new
+arguments. The
 price is one graph break per compiled trial (``graph_break_count`` = 1, and ``fullgraph=true``
 fails by design). Had the index lived inside the traced code, dynamo would specialise on its
 value and recompile on every call even for ``vary=none``.
@@ -37,7 +40,8 @@ Vary = Literal["none", "shape", "dtype"]
 N_PAIRS = 3
 
 #: Float dtypes used by ``vary=dtype`` after the trial's own, in order of preference. All are
-#: floating point so that the float64 reference and ``rel_error`` stay meaningful (seed 003's
+#: floating point so that the float64 reference and ``rel_error`` stay meaningful (the
+#: GPU-computation tutorial's
 #: int64 example would only change the guard, not the lesson).
 _OTHER_DTYPES = (torch.float64, torch.float16, torch.bfloat16, torch.float32)
 

@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from runner.cli import fail
 from runner.config import schema
 from runner.config.commandline import CommandLine, parse_command_line
+from runner.config.ops import CONF_DIR
 from runner.config.overrides import check_overrides
 from runner.config.preflight import preflight
 from runner.core.errors import ConfigError
@@ -26,7 +27,9 @@ from runner.core.errors import ConfigError
 schema.register()
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+# An absolute path: Hydra reads a relative one against the calling module, which for the
+# installed `opsweep` script is a package (runner) and not this file's folder.
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> object:
     from runner.execution.job import run_job  # imports torch: keep `--help` fast
 
@@ -42,6 +45,8 @@ def main() -> None:
             timeline.mark("spawned")
         if not (cmd.flags.help or cmd.flags.hydra_help or cmd.flags.shell_completion):
             check_overrides(cmd)
+        if cmd.flags.help:
+            _help_for_op(cmd)
         if cmd.runs_trials:
             timeline.mark("checked")
             preflight(cmd)
@@ -53,6 +58,16 @@ def main() -> None:
 
     if MERGE_FAILED:
         raise SystemExit(1)
+
+
+def _help_for_op(cmd: CommandLine) -> None:
+    """``op=NAME --help``: put that op's parameters on the help page."""
+    ops = [text.partition("=")[2] for text in cmd.texts if text.startswith("op=")]
+    if ops:
+        from runner.config import help
+        from runner.config.schema import RunConfig
+
+        help.register(CONF_DIR, RunConfig, op=ops[-1])
 
 
 def _prestart(cmd: CommandLine) -> None:

@@ -9,13 +9,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
-
-from runner.core.axes import mode_label
 
 
 def _console(stderr: bool) -> Console:
@@ -33,8 +40,33 @@ MAX_SUMMARY_ROWS = 60
 
 
 def _bar_columns() -> tuple[Any, ...]:
-    return (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("{task.fields[current]}"))
+    # a fixed bar width: a long label must not squeeze the bar to nothing
+    return (TextColumn("[bold]{task.description}"), BarColumn(bar_width=24),
+            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+            TimeRemainingColumn(), TextColumn("{task.fields[current]}"))
+
+
+#: Longest progress title / trial label shown (the full text is in the row and the table).
+MAX_LABEL = 70
+
+
+def plain(text: object, limit: int = MAX_LABEL) -> str:
+    """``text`` as rich shows it literally: markup escaped, so ``op.impl=[mul_sum,bmm]``
+    stays visible, and cut to ``limit`` characters."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return escape(text)
+
+
+def distinct_parts(labels: Sequence[str]) -> list[str]:
+    """Labels with the words every label shares left out (``matmul fp32 64x64x64 streams=2``
+    and ``... streams=4`` become ``streams=2`` and ``streams=4``): what tells items apart
+    is what a progress line has room for. A label left empty keeps its full text."""
+    if len(labels) < 2:
+        return list(labels)
+    common = set.intersection(*(set(label.split()) for label in labels))
+    return [" ".join(w for w in label.split() if w not in common) or label for label in labels]
 
 
 @contextmanager
@@ -42,17 +74,19 @@ def progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
     """A progress bar for work that finishes out of order (``workers=N``): yields
     ``advance(label)``, to call as each item finishes (under the caller's lock)."""
     with Progress(*_bar_columns(), console=stderr, transient=False) as bar:
-        task = bar.add_task(title, total=total, current="")
-        yield lambda label: bar.update(task, current=label, advance=1)
+        task = bar.add_task(plain(title), total=total, current="")
+        yield lambda label: bar.update(task, current=plain(label), advance=1)
         bar.update(task, current="done")
 
 
 def track(items: Sequence[Any], title: str, label: Any = str) -> Iterator[Any]:
-    """Yield ``items`` under a progress bar whose text shows the current item's label."""
+    """Yield ``items`` under a progress bar whose text shows the current item's label (the
+    words that tell it from the other items)."""
+    labels = distinct_parts([str(label(item)) for item in items])
     with Progress(*_bar_columns(), console=stderr, transient=False) as progress:
-        task = progress.add_task(title, total=len(items), current="")
-        for item in items:
-            progress.update(task, current=label(item))
+        task = progress.add_task(plain(title), total=len(items), current="")
+        for item, text in zip(items, labels, strict=True):
+            progress.update(task, current=plain(text))
             yield item
             progress.advance(task)
         progress.update(task, current="done")
@@ -66,36 +100,104 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def summary_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
-    """Compact per-trial table: what ran, how long, how fast, how sure, how accurate, and a
-    note (why a trial is not ok, or that its median is noisy)."""
+def _number(row: dict[str, Any], name: str) -> float | None:
+    value = row.get(name)
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if math.isnan(value) or math.isinf(value) else float(value)
+
+
+def _time_cell(value: float | None) -> str:
+    return "–" if value is None else _fmt(value)
+
+
+def _blank_reason(rows: Sequence[dict[str, Any]], column: str, what: str) -> str | None:
+    """Why an ok row has no ``column`` (TFLOP/s, GB/s), for the caption: the op declares no
+    ``what`` (copies count no FLOPs; a custom op's FLOPs may be unknown)."""
+    for row in rows:
+        if row.get("status") == "ok" and _number(row, column) is None:
+            return f"– under {column_title(column)}: the op declares no {what}"
+    return None
+
+
+def column_title(column: str) -> str:
+    return {"tflops": "TFLOP/s", "gbps": "GB/s"}.get(column, column)
+
+
+#: What varies between the rows: headers, each row's cells for them, and one line of what
+#: does not (``runner.analysis.selection.spec_cells`` makes it; the console draws it).
+Spec = tuple[list[str], list[list[str]], str]
+
+
+def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None = None
+                  ) -> Table:
+    """Compact per-trial table: what varies between the trials (every axis and op parameter
+    that takes more than one value, each its own column; the ones that do not are one line
+    under the title), how long, how fast, how sure, how accurate, and a note (why a trial is
+    not ok, or that its median is noisy).
+
+    On rows with a device time (CUDA) that time is the headline, next to the loop time, with
+    ``bound``; TFLOP/s and GB/s come from the device time there (``tflops``, ``gbps``).
+    ``spec``: what varies, for the first :data:`MAX_SUMMARY_ROWS` rows (None: the op only)."""
+    shown = list(rows[:MAX_SUMMARY_ROWS])
+    headers, spec_texts, fixed = spec if spec is not None else ([], [[] for _ in shown], "")
+    has_device = any(_number(r, "gpu_time_median_us") is not None for r in shown)
+    has_bound = any(r.get("bound") for r in shown)
     table = Table(title=title, title_justify="left", header_style="bold")
-    for name, justify in (("op", "left"), ("params", "left"), ("dtype", "left"),
-                          ("shape", "left"), ("mode", "left"), ("status", "left"),
-                          ("median µs", "right"), ("±CI", "right"), ("TFLOP/s", "right"),
-                          ("GB/s", "right"), ("n", "right"), ("acc", "center"),
-                          ("note", "left")):
-        table.add_column(name, justify=justify, overflow="fold",
-                         no_wrap=name not in ("params", "note", "shape"))
+    if fixed:
+        table.title = f"{title}\n" + escape(fixed)
+    measures = [("status", "left")]
+    measures += [("device µs", "right"), ("loop µs", "right")] if has_device \
+        else [("median µs", "right")]
+    measures += [("±CI", "right"), ("TFLOP/s", "right"), ("GB/s", "right")]
+    measures += [("bound", "left")] if has_bound else []
+    has_note = any(r.get("reason") or r.get("noisy") for r in shown)
+    measures += [("n", "right"), ("acc", "center")] + ([("note", "left")] if has_note else [])
+    table.add_column("op", no_wrap=True)
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for name, justify in measures:
+        # the note wraps at words, never mid-word, and keeps room to be read
+        table.add_column(name, justify=justify, no_wrap=name != "note",
+                         min_width=30 if name == "note" else None)
     styles = {"ok": "green", "skipped": "yellow"}
-    for row in rows[:MAX_SUMMARY_ROWS]:
+    for index, row in enumerate(shown):
         status = row.get("status") or "?"
-        params = " ".join(f"{k[6:]}={row[k]}" for k in row
-                          if k.startswith("param_") and row[k] is not None)
-        ci = row.get("ci_rel_halfwidth")
-        ci_text = "–" if ci is None or math.isinf(ci) else f"{100 * ci:.1f}%"
+        ok = status == "ok"
+        device = _number(row, "gpu_time_median_us")
+        ci = _number(row, "gpu_time_ci_rel_halfwidth" if device is not None
+                     else "ci_rel_halfwidth")
+        ci_text = "–" if ci is None else f"{100 * ci:.1f}%"
         accurate = row.get("accuracy_ok")
         acc = "–" if accurate is None else ("[green]✓[/]" if accurate else "[red]✗[/]")
-        note = (row.get("reason") or "")[:120]
-        if status == "ok" and row.get("noisy"):
-            note = f"[yellow]noisy ({row.get('noisy_reason') or 'CI > target_rel'})[/]"
-        ok = status == "ok"
-        table.add_row(
-            row.get("op"), params, row.get("dtype"), row.get("shape_str"), mode_label(row),
-            f"[{styles.get(status, 'red')}]{status}[/]",
-            _fmt(row.get("time_median_us")) if ok else "", ci_text if ok else "",
-            _fmt(row.get("tflops")) if ok else "", _fmt(row.get("gbps")) if ok else "",
-            _fmt(row.get("n_samples")) if ok else "", acc if ok else "", note)
+        note = escape((row.get("reason") or "")[:160])
+        if ok and row.get("noisy"):
+            note = escape(f"noisy ({row.get('noisy_reason') or 'CI > target_rel'})")
+            note = f"[yellow]{note}[/]"
+        cells = [escape(str(row.get("op"))),
+                 *(escape(text) for text in spec_texts[index]),
+                 f"[{styles.get(status, 'red')}]{status}[/]"]
+        times = [_time_cell(device) if has_device else None,
+                 _time_cell(_number(row, "time_median_us"))]
+        cells += [t if ok else "" for t in times if t is not None]
+        cells += [ci_text if ok else "", _fmt(row.get("tflops")) if ok else "",
+                  _fmt(row.get("gbps")) if ok else ""]
+        cells += [escape(str(row.get("bound") or "–")) if ok else ""] if has_bound else []
+        cells += [_fmt(row.get("n_samples")) if ok else "", acc if ok else ""]
+        cells += [note] if has_note else []
+        table.add_row(*cells)
+    captions = [text for text in (
+        _blank_reason(shown, "tflops", "FLOP count (a copy; for op=custom set op.flops)"),
+        _blank_reason(shown, "gbps", "byte count")) if text]
     if len(rows) > MAX_SUMMARY_ROWS:
-        table.caption = f"{len(rows) - MAX_SUMMARY_ROWS} more rows in the Parquet file"
+        captions.append(f"{len(rows) - MAX_SUMMARY_ROWS} more rows in the Parquet file")
+    traces = sorted({str(Path(r["trace_path"]).parent) for r in rows if r.get("trace_path")})
+    if traces:
+        captions.append(escape(f"profile traces (trace_path): {', '.join(traces)} under the "
+                               "sweep folder; open one in ui.perfetto.dev"))
+    if has_device:
+        captions.append("device µs: the GPU's own time per call (docs/timing.md); loop µs: "
+                        "a back-to-back eager loop on this host")
+    table.caption = "\n".join(captions) or None
+    table.caption_justify = "left"
     return table

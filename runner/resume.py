@@ -1,6 +1,6 @@
-"""``python -m runner.resume``: the command; the code is :mod:`runner.storage.resume`."""
+"""``python -m runner.resume``: the command; the code is :mod:`runner.execution.resume`."""
 
-from runner.storage.resume import main
+from runner.execution.resume import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

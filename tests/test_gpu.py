@@ -126,7 +126,7 @@ def test_steady_device_time_settles_and_burst_is_apart(run_one: Any) -> None:
 
 def test_cuda_graph_replays_faster_than_eager_launches(run_one: Any) -> None:
     """pointwise_chain is launch-bound (2000 tiny kernels): a graph replay removes the launch
-    overhead, which is the point of the mode (seed 000's demo: about 3-4x)."""
+    overhead, which is the point of the mode (the CUDA-operations tutorial's demo: about 3-4x)."""
     eager = run_one("device=cuda", "timer=quick", "op=pointwise_chain", "shape=[5]")
     graph = run_one("device=cuda", "timer=quick", "op=pointwise_chain", "shape=[5]",
                     "graph=cuda_graph")

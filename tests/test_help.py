@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from runner.config.help import first_comment, help_template
 from runner.config.schema import RunConfig
 from runner.core.axes import AXES
@@ -37,3 +39,72 @@ def test_descriptions_come_from_the_first_sentence_of_the_opening_comment(tmp_pa
 def test_help_text_has_no_interpolations() -> None:
     """Hydra runs the template through OmegaConf and string.Template: no ``${`` or ``$``."""
     assert "$" not in help_template(CONF, RunConfig)
+
+
+def test_help_speaks_plainly_and_lists_every_command(start_cli, tmp_path) -> None:
+    from runner.config.help import COMMANDS
+
+    run = start_cli(["--help"], tmp_path).wait()
+    assert "issue" not in run.stdout.lower()
+    for module in ("runner.resume", "runner.check", "runner.claims.report", "runner.history",
+                   "runner.compare", "runner.report", "runner.collect"):
+        assert f"python -m {module}\n" in run.stdout, module
+    assert {module for module, *_ in COMMANDS} >= {"runner", "runner.history"}
+
+
+def test_op_help_lists_its_parameters_types_and_choices(start_cli, tmp_path) -> None:
+    run = start_cli(["op=batched_dot", "--help"], tmp_path).wait()
+    assert run.returncode == 0, run.explain()
+    assert "== Op batched_dot" in run.stdout
+    assert "impl           one of mul_sum | bmm | einsum (default mul_sum)" in run.stdout
+    linear = start_cli(["op=linear", "--help"], tmp_path / "l").wait()
+    assert "bias           bool (default" in linear.stdout
+    assert "== Ops" in run.stdout  # the rest of the page follows
+
+
+def test_every_command_in_help_is_a_console_script() -> None:
+    import importlib
+
+    from runner.config.help import COMMANDS
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = tomllib.loads((CONF.parent / "pyproject.toml").read_text())
+    scripts = pyproject["project"]["scripts"]
+    for module, script, *_ in COMMANDS:
+        path, _, name = scripts[script].partition(":")
+        assert path == (module if module != "runner" else "runner.__main__"), script
+        if module != "runner":  # importing runner.__main__ registers Hydra's schema
+            assert callable(getattr(importlib.import_module(path), name)), script
+
+
+def test_readme_covers_every_op_and_experiment() -> None:
+    readme = (CONF.parent / "README.md").read_text(encoding="utf-8")
+    for group in ("op", "experiment"):
+        for path in sorted(CONF.glob(f"{group}/*.yaml")):
+            assert f"`{path.stem}`" in readme, f"README.md never names {group} {path.stem}"
+
+
+def test_the_product_speaks_to_users_not_to_its_history() -> None:
+    """No process words (issue numbers) or unexplained tutorial numbers in what users read."""
+    import re
+
+    root = CONF.parent
+    files = [root / "README.md", *root.glob("docs/*.md"), *root.glob("conf/**/*.yaml"),
+             *root.glob("runner/**/*.py"), *root.glob("ops/*.py")]
+    words = re.compile(r"\bissues? \d+|\bfoundation issue\b|\bseeds? \d{3}\b", re.IGNORECASE)
+    found = [f"{path.relative_to(root)}: {m.group(0)}" for path in files
+             for m in words.finditer(path.read_text(encoding="utf-8"))]
+    assert not found, found
+
+
+def test_the_installed_opsweep_script_finds_its_config_from_any_folder(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(sys.executable).parent / "opsweep"
+    if not script.is_file():
+        pytest.skip("opsweep is not installed in this environment (pip install -e .)")
+    out = subprocess.run([str(script), "op=add", "--help"], cwd=tmp_path, text=True,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "== Op add" in out.stdout and "== Experiments" in out.stdout

@@ -265,8 +265,8 @@ def test_report_shows_kernel_and_energy_columns_and_the_energy_plot():
 
     df = _energy_sweep("s", [60.0, 30.0])
     table = trial_table(df)
-    assert list(table["kernels/call"]) == ["1", "1"]
-    assert list(table["mJ/call"]) == ["60", "30"]
+    assert list(table["kernels/call"]) == [1.0, 1.0]
+    assert list(table["mJ/call"]) == [60.0, 30.0]
     assert table["top kernel"].iloc[0] == "sm90_xmma_gemm_f32"
     plot = insight.plot_energy(df)
     assert plot.figure is not None

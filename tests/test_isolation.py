@@ -1,4 +1,4 @@
-"""Never lose a result (issue 11): crash isolation, timeouts, the journal, SIGKILL and resume,
+"""Never lose a result: crash isolation, timeouts, the journal, SIGKILL and resume,
 Ctrl-C, concurrent sweeps, damaged files.
 
 The runs that need a whole ``python -m runner`` are declared in ``CLI_RUNS`` (started by
@@ -120,6 +120,9 @@ def journaled(cwd: Path) -> int:
 
 def test_sigkill_at_ten_random_moments_then_resume_gives_every_trial_once(
         start_cli: Any, tmp_path: Path) -> None:
+    """``kill -9`` of the single top process, as a user or a scheduler does it: the first
+    time the run, later the resume command, which *is* the run (it replaces itself with it),
+    so nothing is left running to race the next resume for the sweep."""
     rng = random.Random(11)
     seen: dict[tuple, Any] = {}  # (job, index) → timestamp of its ok row, once journaled
     run = start_cli(FORTY, tmp_path)
@@ -146,6 +149,9 @@ def test_sigkill_at_ten_random_moments_then_resume_gives_every_trial_once(
     keys = list(zip(df["job_num"], df["trial_index"]))
     assert len(df) == 40 and len(set(keys)) == 40 and set(df["status"]) == {"ok"}
     assert set(df["trial_id"]) == set(df["trial_id"].unique()) and df["trial_id"].is_unique
+    oks = [r["trial_index"] for t in journal.read_entries(sweep / "jobs" / "0")
+           for r in t.select(["trial_index", "status"]).to_pylist() if r["status"] == "ok"]
+    assert sorted(oks) == list(range(40)), "a trial has two ok attempts"
     for key, stamp in seen.items():  # every trial finished before a kill was kept, not re-run
         assert df.set_index(["job_num", "trial_index"]).loc[key, "timestamp"] == stamp
 

@@ -24,9 +24,10 @@ def _launcher_params(preset: str, *overrides: str) -> dict:
     from runner.config import schema
 
     schema.register()
+    # composed only: nothing is written under results_dir
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", return_hydra_config=True,
-                      overrides=[f"hydra/launcher={preset}", "results_dir=/tmp/r",
+                      overrides=[f"hydra/launcher={preset}", "results_dir=r",
                                  "sweep_id=s", *overrides])
     params = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
     params.pop("_target_")

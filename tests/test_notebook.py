@@ -1,8 +1,9 @@
-"""notebooks/explore.ipynb runs top to bottom (nbclient) against a real tiny CPU sweep."""
+"""notebooks/explore.ipynb runs top to bottom (nbclient) against real tiny CPU sweeps, from
+``notebooks/`` (where Jupyter starts), and compares the newest sweep with the one before."""
 
 from __future__ import annotations
 
-import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,15 +21,17 @@ def test_explore_notebook_runs(tmp_path_factory, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="pip install nbformat nbclient ipykernel")
     nbclient = pytest.importorskip("nbclient", reason="pip install nbclient ipykernel")
     pytest.importorskip("ipykernel", reason="pip install ipykernel")
-    sweep = tiny_cpu_sweep(tmp_path_factory)
-    monkeypatch.setenv("OPSWEEP_SWEEP", str(sweep))
-    monkeypatch.delenv("OPSWEEP_BASE", raising=False)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    tiny = tiny_cpu_sweep(tmp_path_factory)
+    results = tmp_path / "results"  # two sweeps: the notebook must pick both, newest last
+    base = shutil.copytree(tiny, results / "2026-01-01_00-00-00.000000")
+    sweep = shutil.copytree(tiny, results / "2026-01-02_00-00-00.000000")
+    monkeypatch.setenv("OPSWEEP_RESULTS", str(results))
+    for name in ("OPSWEEP_SWEEP", "OPSWEEP_BASE", "OPSWEEP_RESULTS_ROOT", "PYTHONPATH"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
     client.execute()  # raises CellExecutionError, with the cell and traceback, on failure
 
     def text_of(cell) -> str:
@@ -39,7 +42,7 @@ def test_explore_notebook_runs(tmp_path_factory, tmp_path, monkeypatch):
         return "\n".join(parts)
 
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert str(sweep) in text_of(code[0])
+    assert f"sweep: {sweep}" in text_of(code[0]) and f"base:  {base}" in text_of(code[0])
     assert "ok" in text_of(code[1])
     assert "compared:" in text_of(code[2]) and "0 faster, 0 slower" in text_of(code[2])
     images = [o for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {})]

@@ -345,7 +345,7 @@ def test_batched_dot_impls_agree_with_mul_sum(impl: str) -> None:
 
 
 def test_pointwise_chain_converges_like_the_seed() -> None:
-    """Seed 000 prints tensor([6., 6., 6., 6., 6.]) after 500 iterations."""
+    """The CUDA-operations tutorial prints tensor([6., 6., 6., 6., 6.]) after 500 iterations."""
     out = build("pointwise_chain").fn()
     assert torch.allclose(out, torch.full((5,), 6.0), atol=1e-3)
 
@@ -363,7 +363,7 @@ def test_projection_is_idempotent() -> None:
     assert module is not None
     once = workload.fn()
     assert torch.allclose(module(once), once, atol=1e-10)
-    assert list(module.parameters()) == []  # P is a buffer, as in the seed
+    assert list(module.parameters()) == []  # P is a buffer, as in the tutorial
 
 
 def test_monte_carlo_tolerance_covers_noise_and_rounding() -> None:

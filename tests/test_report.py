@@ -126,7 +126,10 @@ def test_markdown_report_links_existing_pngs(tmp_path):
     text = report.read_text()
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert len(links) == 3 and all((tmp_path / "md" / link).is_file() for link in links)
-    assert "| op | params | dtype | shape | mode | status |" in text
+    # what varies is a column; what does not is one line above
+    assert "| op | dtype | shape | status | loop time median (µs) | ±CI (%) |" in text
+    assert "| matmul | fp32 | 8192x8192x8192 | ok | 27,488 |" in text
+    assert "- **same in every trial**: device=cuda:0  mode=eager" in text
 
 
 def test_cli(tmp_path, capsys):
@@ -152,3 +155,16 @@ def test_report_from_a_real_tiny_cpu_sweep(tmp_path_factory, tmp_path):
     assert "skipped" in page and "cuda_graph" in page
     assert "no CPU calibration" not in page or "roofline" in page
     assert np.isfinite(df.loc[df["status"] == "ok", "time_median_us"]).all()
+
+
+def test_trials_csv_is_numbers_with_units_in_the_headers(tmp_path):
+    import pandas as pd
+
+    sweep = write_sweep(tmp_path, make_trials(gpu_sweep()[:4], sweep_id="gpu"))
+    build_report(sweep, tmp_path / "r", results_root=tmp_path)
+    table = pd.read_csv(tmp_path / "r" / "trials.csv")
+    for column in ("loop time median (µs)", "±CI (%)", "TFLOP/s", "GB/s", "% of peak"):
+        assert pd.api.types.is_float_dtype(table[column]), column
+    assert table["loop time median (µs)"].gt(0).all()
+    text = (tmp_path / "r" / "trials.csv").read_text()
+    assert " µs" not in text.split("\n", 1)[1] and "%," not in text

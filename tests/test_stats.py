@@ -128,3 +128,11 @@ def test_median_ci_rel_halfwidth_equals_summarize(n: int) -> None:
 def test_median_ci_rel_halfwidth_of_nonpositive_median_is_inf() -> None:
     assert median_ci_rel_halfwidth([0.0, 0.0, 1.0]) == math.inf
     assert median_ci_rel_halfwidth([-2.0, -1.0, 0.0, 5.0]) == math.inf
+
+
+def test_many_samples_get_a_finite_ci_without_overflow():
+    """Thousands of samples (a small op's adaptive stop) must not overflow 2**n as a float."""
+    stats = summarize([1.0 + (i % 7) * 1e-3 for i in range(5000)])
+    assert 1.0 <= stats.ci_low <= stats.median <= stats.ci_high < 1.01
+    low, high = median_ci_ranks(5000)
+    assert 2400 < low < 2500 and high == 5001 - low

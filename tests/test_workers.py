@@ -64,6 +64,9 @@ def test_two_workers_give_the_trial_set_of_one_in_one_file(cli_runs: dict[str, A
         assert sorted(job["trial_index"]) == list(range(8))
         assert set(job["worker"]) == {0, 1}, "both workers must have run trials of each job"
     assert set(one["worker"]) == {0}
+    # each of two workers runs with its share of the cores, and the rows say how many
+    import os
+    assert set(two["num_threads_used"]) == {max(1, (os.cpu_count() or 1) // 2)}
     # same trial, same index, in both runs
     assert dict(zip(two["trial_id"], two["trial_index"])) == \
         dict(zip(one["trial_id"], one["trial_index"]))

@@ -10,8 +10,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from runner.analysis.figure import Plot, log_axis, spans_decade, timed_rows, with_modes
-from runner.analysis.selection import param_columns, spec_label, varying_columns
-from runner.analysis.values import fmt_num, is_missing
+from runner.analysis.selection import label_columns, spec_label
+from runner.analysis.values import is_missing
 
 #: Longest kernel name shown in the trial table (cuBLAS names run to 100+ characters).
 KERNEL_NAME_CHARS = 48
@@ -22,23 +22,27 @@ def has(df: pd.DataFrame, column: str) -> bool:
     return column in df.columns and bool(df[column].notna().any())
 
 
-def table_columns(df: pd.DataFrame) -> dict[str, list[str]]:
-    """Trial-table columns for kernels and energy (empty when the sweep has neither)."""
-    def cells(column: str, fmt) -> list[str]:
-        return [fmt(v) if not is_missing(v) else "-" for v in df[column]]
+def table_columns(df: pd.DataFrame) -> dict[str, pd.Series]:
+    """Trial-table columns for kernels and energy, as numbers with the unit in the header
+    (empty when the sweep has neither)."""
+    def number(column: str, scale: float = 1.0) -> pd.Series:
+        if column not in df.columns:
+            return pd.Series([float("nan")] * len(df), index=df.index)
+        return pd.to_numeric(df[column], errors="coerce") * scale
 
-    out: dict[str, list[str]] = {}
+    out: dict[str, pd.Series] = {}
     if has(df, "kernel_count"):
-        out["kernels/call"] = cells("kernel_count", lambda v: f"{v:.4g}")
-        out["kernel sum"] = cells("kernel_time_sum_us", lambda v: f"{v:.4g} µs")
-        out["GPU idle"] = cells("gpu_idle_fraction", lambda v: f"{v * 100:.1f}%")
-        out["top kernel"] = cells("top_kernel", _short_name)
+        out["kernels/call"] = number("kernel_count")
+        out["kernel sum (µs)"] = number("kernel_time_sum_us")
+        out["GPU idle (%)"] = number("gpu_idle_fraction", 100.0)
+        out["top kernel"] = df["top_kernel"].map(
+            lambda v: "" if is_missing(v) else _short_name(v)) \
+            if "top_kernel" in df.columns else pd.Series([""] * len(df), index=df.index)
     if has(df, "energy_per_call_mJ"):
-        out["mJ/call"] = cells("energy_per_call_mJ", fmt_num)
-        out["W"] = cells("avg_power_W", lambda v: f"{v:.0f}")
-        out["TFLOP/J"] = cells("tflops_per_joule", fmt_num) if "tflops_per_joule" in df \
-            else ["-"] * len(df)
-        out["SM MHz (energy)"] = cells("energy_sm_clock_mhz_median", lambda v: f"{v:.0f}")
+        out["mJ/call"] = number("energy_per_call_mJ")
+        out["W"] = number("avg_power_W")
+        out["TFLOP/J"] = number("tflops_per_joule")
+        out["SM MHz (energy)"] = number("energy_sm_clock_mhz_median")
     return out
 
 
@@ -61,9 +65,7 @@ def plot_energy(df: pd.DataFrame) -> Plot:
     rows = with_modes(rows[rows["energy_per_call_mJ"].notna()])
     time_us = pd.to_numeric(rows["energy_time_per_call_us"], errors="coerce")
     energy_mj = pd.to_numeric(rows["energy_per_call_mJ"], errors="coerce")
-    label_cols = varying_columns(rows, ["sweep_id", "op", "dtype", "shape_str", "mode",
-                                        "energy_counter_s", *param_columns(rows)]) or ["op"]
-    label_cols = [c for c in label_cols if c != "energy_counter_s"]
+    label_cols = label_columns(rows)
     fig = Figure(figsize=(8, 5.5), layout="constrained")
     ax = fig.subplots()
     for i, (_, row) in enumerate(rows.iterrows()):

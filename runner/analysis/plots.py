@@ -29,7 +29,9 @@ from runner.analysis.figure import (
     with_modes,
 )
 from runner.analysis.selection import (
-    param_columns,
+    display_columns,
+    label_columns,
+    shown_columns,
     spec_keys,
     spec_label,
     varying_columns,
@@ -77,8 +79,7 @@ def plot_scaling(df: pd.DataFrame) -> list[Plot]:
 
 
 def _scaling_figure(op: str, group: pd.DataFrame, tcol: str) -> Plot:
-    series_cols = [c for c in ("sweep_id", "dtype", "mode", *param_columns(group))
-                   if c in group.columns and varying_columns(group, [c])]
+    series_cols = [c for c in shown_columns(group)[0] if c not in ("op", "shape_str")]
     # FLOP/s for ops that do real arithmetic per byte; GB/s for copies and elementwise ops
     intensity = pd.to_numeric(group.get("arithmetic_intensity"), errors="coerce")
     use_flops = pd.to_numeric(group.get("flops"), errors="coerce").fillna(0).gt(0).all() \
@@ -197,8 +198,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
         return Plot(name, title, None, f"every trial ran in one mode ({rows['mode'].iloc[0]});"
                     " sweep graph=, compile= or streams= to compare modes")
     tcol = time_column(rows)
-    group_cols = [c for c in ("op", "dtype", "shape_str", *param_columns(rows))
-                  if c in rows.columns]
+    group_cols = [c for c in display_columns(rows) if c not in ("mode", "sweep_id")]
     keys = spec_keys(rows, group_cols)
     groups = [(k, g) for k, g in rows.groupby(keys, sort=False) if g["mode"].nunique() > 1]
     if not groups:
@@ -257,8 +257,7 @@ def plot_samples(df: pd.DataFrame) -> Plot:
         return Plot(name, title, None, "no raw samples (samples_us) in these results")
     data, labels = [], []
     rows = with_modes(rows)
-    label_cols = varying_columns(rows, ["sweep_id", "op", "dtype", "shape_str", "mode",
-                                        *param_columns(rows)]) or ["op"]
+    label_cols = label_columns(rows)
     for _, row in rows.iterrows():
         samples = row["samples_us"]
         if samples is None or not hasattr(samples, "__len__") or len(samples) < 2:

@@ -8,7 +8,7 @@ how noisy the measurements are. This writes, into ``DIR/report/`` by default:
   embedded in the HTML, so the one file can be mailed or attached to a CI run), a note for
   each plot that has no data in this sweep, and a table of every trial with its status;
 * one PNG per plot (``scaling_<op>.png``, ``roofline.png``, ``modes.png``, ``samples.png``);
-* ``trials.csv``: the full trial table.
+* ``trials.csv``: the full trial table, as numbers with units in the headers.
 
 Roofline fields missing from the results (older sweeps) are computed at report time from
 the calibration under the results root or the fallback table (``runner.analysis.roofline``).
@@ -33,10 +33,15 @@ from runner.analysis.ceilings import ceilings_for
 from runner.analysis.figure import Plot, with_modes
 from runner.analysis.plots import all_plots
 from runner.analysis.roofline import annotate
-from runner.analysis.selection import apply_filters, param_columns
+from runner.analysis.selection import (
+    apply_filters,
+    display_columns,
+    display_name,
+    display_value,
+    shown_columns,
+)
 from runner.analysis.values import (
     fmt_num,
-    fmt_time_us,
     html_table,
     is_missing,
     markdown_table,
@@ -70,44 +75,72 @@ def guess_results_root(source: Path) -> Path | None:
 
 
 def trial_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One display row per trial: spec, status, timing, throughput and roofline."""
+    """One row per trial, as data: every display column (sweep, op, axes, ``mode``, op
+    parameters), status, then the times, throughput and roofline as numbers with the unit
+    in the header (``trials.csv`` is this table). The device time, where a row has one, is
+    the headline: TFLOP/s and GB/s come from it (``tflops``, ``gbps``)."""
     df = with_modes(df)
-    params = param_columns(df)
 
-    def params_text(row: pd.Series) -> str:
-        return " ".join(f"{p[6:]}={row[p]}" for p in params if not is_missing(row[p]))
+    def number(name: str, scale: float = 1.0) -> pd.Series:
+        if name not in df.columns:
+            return pd.Series([float("nan")] * len(df), index=df.index)
+        return pd.to_numeric(df[name], errors="coerce") * scale
 
     def reason_text(value: object) -> str:
-        if is_missing(value) or not str(value).strip():
-            return ""
-        text = str(value).strip().splitlines()[0]
+        text = "" if is_missing(value) else (str(value).strip().splitlines() or [""])[0]
         return text if len(text) <= 120 else text[:117] + "..."
 
-    def col(name: str) -> pd.Series:
-        return df[name] if name in df.columns else pd.Series([None] * len(df), index=df.index)
-
-    out = pd.DataFrame({
-        "sweep": col("sweep_id").astype(object),
-        "op": col("op").astype(object),
-        "params": [params_text(r) for _, r in df.iterrows()] if params else "",
-        "dtype": col("dtype").astype(object),
-        "shape": col("shape_str").astype(object),
-        "mode": df["mode"],
-        "status": col("status").astype(object),
-        "reason": [reason_text(v) for v in col("reason")],
-        "median": [fmt_time_us(v) for v in col("time_median_us")],
-        "±CI": [f"{v * 100:.1f}%" if not is_missing(v) else "-"
-                for v in col("ci_rel_halfwidth")],
-        "TFLOP/s": [fmt_num(v) for v in col("tflops")],
-        "GB/s": [fmt_num(v) for v in col("gbps")],
-        "bound": col("bound").astype(object).where(col("bound").notna(), "-"),
-        "% of peak": [f"{v:.1f}" if not is_missing(v) else "-" for v in col("pct_of_peak")],
-        "noisy": ["yes" if v is True else "" for v in col("noisy").astype(object)],
-    })
+    spec = {display_name(c): [display_value(c, v) for v in df[c]]
+            for c in display_columns(df) if df[c].notna().any()}
+    out = pd.DataFrame(spec, index=df.index)
+    out["status"] = df["status"].astype(object) if "status" in df.columns else ""
+    out["reason"] = [reason_text(v) for v in df.get("reason", pd.Series(index=df.index))]
+    device = number("gpu_time_median_us")
+    has_device = bool(device.notna().any())
+    if has_device:  # the headline on CUDA rows
+        out["device time median (µs)"] = device
+    out["loop time median (µs)"] = number("time_median_us")
+    ci = number("gpu_time_ci_rel_halfwidth", 100.0).where(device.notna(),
+                                                          number("ci_rel_halfwidth", 100.0))
+    out["±CI (%)"] = ci.where(ci.map(lambda v: v == v and v != float("inf")))
+    out["TFLOP/s"] = number("tflops")
+    out["GB/s"] = number("gbps")
+    out["bound"] = df["bound"].astype(object) if "bound" in df.columns else None
+    out["% of peak"] = number("pct_of_peak")
+    out["noisy"] = [v is True for v in df.get("noisy", pd.Series(index=df.index)).astype(object)]
     out = out.assign(**insight.table_columns(df))  # kernels and energy, when measured
-    if out["sweep"].nunique() <= 1:
-        out = out.drop(columns="sweep")
-    return out
+    if has_device:
+        out["device time reason"] = [reason_text(v) for v in
+                                     df.get("gpu_time_reason", pd.Series(index=df.index))]
+    return out.reset_index(drop=True)
+
+
+def shown_table(table: pd.DataFrame, df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The trial table as the HTML/Markdown report shows it: the display columns that do not
+    vary left out (returned as one line, ``dtype=fp32 device=cpu``), empty columns dropped,
+    numbers as text."""
+    df = with_modes(df)
+    varying, fixed = shown_columns(df)
+    constant = [display_name(c) for c in display_columns(df) if c not in varying]
+    if "op" in constant and len(table):
+        constant.remove("op")  # the op stays: a row must say what it timed
+    shown = table.drop(columns=[c for c in constant if c in table.columns])
+    if "noisy" in shown.columns:
+        shown["noisy"] = shown["noisy"].map(lambda v: "yes" if v is True else "")
+    shown = shown.drop(columns=[c for c in shown.columns
+                                if shown[c].map(lambda v: is_missing(v) or v == "").all()
+                                and c != "status"])
+    for c in shown.columns:
+        if pd.api.types.is_float_dtype(shown[c]):
+            shown[c] = shown[c].map(_number_text)
+    fixed.pop("sweep_id", None)
+    fixed.pop("op", None)
+    return shown, "  ".join(f"{display_name(k)}={v}" for k, v in fixed.items())
+
+
+def _number_text(value: object) -> str:
+    """``3,440`` rather than ``3.44e+03``; three significant digits below 1000."""
+    return fmt_num(value) if is_missing(value) or abs(float(value)) < 1000 else f"{value:,.0f}"
 
 
 def build_report(source: str | os.PathLike | Sequence[str | os.PathLike], out_dir:
@@ -140,7 +173,10 @@ def build_report(source: str | os.PathLike | Sequence[str | os.PathLike], out_di
             images[plot.name] = _save_png(plot, out)
     table = trial_table(df)
     table.to_csv(out / "trials.csv", index=False)
+    table, fixed = shown_table(table, df)
     summary = _summary(df, ceilings, notes, [str(f) for f in find_result_files(source)])
+    if fixed:
+        summary.append(("same in every trial", fixed))
     if fmt == "markdown":
         path = out / "report.md"
         path.write_text(_markdown(summary, plots, table), encoding="utf-8")

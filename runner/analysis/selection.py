@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from runner.storage.columns import AXIS_COLUMNS, MODE_COLUMNS
+from runner.core.axes import mode_label
+from runner.storage.columns import AXES, AXIS_COLUMNS, MODE_COLUMNS
 
 #: How an axis column is joined: ``shape`` (a list) by its text ``shape_str``; ``device``
 #: (resolved, e.g. ``cuda:1``) by ``device_requested`` so that a run on another GPU index
@@ -120,7 +121,7 @@ def spec_label(row: pd.Series | dict, columns: Sequence[str]) -> str:
         if value in (None, "none", False) or (c == "streams" and value == 1):
             continue
         name = c[len("param_"):] if c.startswith("param_") else c
-        bits.append(name if value is True else f"{name}={value}")
+        bits.append(name if value is True else f"{name}={display_value(c, value)}")
     return " ".join(bits) if bits else "(all)"
 
 
@@ -129,6 +130,85 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty or "status" not in df.columns:
         return df.iloc[0:0]
     return df[(df["status"].astype(str) == "ok").to_numpy()]
+
+
+#: Derived (``dtype`` gives ``tf32``) or said twice (``target``): never columns of their own.
+_NOT_SHOWN = ("target", "tf32", "matmul_precision", "device_requested", *MODE_AXES)
+
+
+#: Axes whose default value goes unsaid in a table's line of fixed values.
+_QUIET_DEFAULTS = {axis.name: axis.column_value(axis.default) for axis in AXES
+                   if axis.name not in ("dtype", "device", "shape")}
+
+
+def display_columns(df: pd.DataFrame) -> list[str]:
+    """The columns a reader tells trials apart by, in label order: the sweep, the op, every
+    axis (the mode axes as one ``mode`` label, from ``runner.analysis.figure.with_modes``),
+    then the op parameters. Which of them to show is :func:`shown_columns`' job."""
+    axes = [c for c in ("sweep_id", *SPEC_AXES) if c not in _NOT_SHOWN]
+    if "device" not in axes:
+        axes.insert(axes.index("shape_str") + 1, "device")
+    axes.insert(axes.index("shape_str") + 2, "mode")
+    return [c for c in axes if c in df.columns] + param_columns(df)
+
+
+def shown_columns(df: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
+    """What a table or a plot label of ``df``'s rows shows: the display columns whose value
+    varies among the rows (each its own column), and the rest with their one value
+    (``{"dtype": "fp32"}``, for a line above the table). ``df`` needs a ``mode`` column
+    (``runner.analysis.figure.with_modes``). A constant null, or an axis at its default that
+    says nothing (``seed=0``, ``streams=1``, ``fullgraph=false``), is left out of both."""
+    varying, fixed = [], {}
+    for c in display_columns(df):
+        if varying_columns(df, [c]):
+            varying.append(c)
+            continue
+        value = canonical(df[c].iloc[0]) if not df.empty else None
+        quiet = c in _QUIET_DEFAULTS and value == canonical(_QUIET_DEFAULTS[c])
+        if value is not None and not quiet:
+            fixed[c] = display_value(c, value)
+    return varying, fixed
+
+
+def display_name(column: str) -> str:
+    """A column's header: ``param_impl`` -> ``impl``, ``shape_str`` -> ``shape``..."""
+    if column.startswith("param_"):
+        return column[len("param_"):]
+    return {"shape_str": "shape", "sweep_id": "sweep"}.get(column, column)
+
+
+def display_value(column: str, value: object) -> str:
+    """A cell as text. A custom op's ``flops``/``bytes_moved`` of -1 reads ``auto`` (counted by
+    opsweep), never as the sentinel."""
+    value = canonical(value)
+    if value is None:
+        return "–"
+    if column in ("param_flops", "param_bytes_moved") and isinstance(value, (int, float)) \
+            and value < 0:
+        return "auto"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return "[" + ",".join(map(str, value)) + "]"
+    return str(value)
+
+
+def spec_cells(rows: Sequence[dict]) -> tuple[list[str], list[list[str]], str]:
+    """For a table of result rows (dicts): the headers of the display columns that vary
+    (besides the op), each row's texts for them, and one line of those that do not."""
+    frame = pd.DataFrame(list(rows)).assign(mode=[mode_label(r) for r in rows])
+    varying, fixed = shown_columns(frame) if len(frame) else ([], {})
+    varying = [c for c in varying if c not in ("op", "sweep_id")]
+    cells = [[display_value(c, frame[c].iloc[i]) for c in varying] for i in range(len(frame))]
+    line = "  ".join(f"{display_name(k)}={v}" for k, v in fixed.items()
+                     if k not in ("op", "sweep_id"))
+    return [display_name(c) for c in varying], cells, line
+
+
+def label_columns(df: pd.DataFrame) -> list[str]:
+    """The display columns that vary in ``df`` (which needs ``mode``), for plot labels;
+    ``["op"]`` when nothing varies."""
+    return shown_columns(df)[0] or ["op"]
 
 
 def parse_filters(filters: Iterable[str], columns: Sequence[str]) -> dict[str, list[str]]:

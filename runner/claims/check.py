@@ -35,13 +35,15 @@ EXIT_NOTHING_MEASURED = 3
 STYLE = {HELD: "green", NOT_HELD: "bold red", ERROR: "bold red"}
 
 
-def check(results: Results, conf_dir: Path = CONF_DIR,
-          prefer: str = "results") -> list[tuple[str, Verdict]]:
+def check(results: Results, conf_dir: Path = CONF_DIR, prefer: str = "conf",
+          trust: bool = False) -> list[tuple[str, Verdict]]:
     """Every experiment's verdicts, as ``(experiment, verdict)`` pairs; an experiment found in
-    several sweeps is judged once per sweep, labelled ``experiment @ sweep``."""
+    several sweeps is judged once per sweep, labelled ``experiment @ sweep``. Claims come from
+    the experiment configs under ``conf_dir``; a results file never names code that runs
+    (``runner.claims.results``)."""
     out = []
     for name in results.experiments():
-        claims = results.expectations(name, conf_dir, prefer).claims
+        claims = results.expectations(name, conf_dir, prefer, trust).claims
         rows = results.of(name)
         sweeps = list(dict.fromkeys(rows["sweep_id"].astype(str))) if "sweep_id" in rows else []
         if len(sweeps) <= 1:
@@ -95,7 +97,9 @@ def exit_status(verdicts: Sequence[tuple[str, Verdict]]) -> int:
 
 def check_sweep(merged: Path) -> int:
     """For ``check=true``: judge a merged sweep file, print the table, return the exit status."""
-    verdicts = check(load_results([merged]))
+    # the run that just wrote ``merged`` judges it by the claims it composed from its own
+    # configs (stored in the file by this process), --config-dir experiments included
+    verdicts = check(load_results([merged]), prefer="results", trust=True)
     print_table(verdicts)
     return exit_status(verdicts)
 

@@ -40,7 +40,7 @@ from runner.claims.results import (
     add_results_arguments,
     load_results,
 )
-from runner.claims.spec import TIME_METRICS, Time
+from runner.claims.spec import TIME_METRICS, ClaimSpecError, Time
 from runner.claims.tables import environment_line, not_run_table, pivot_table, results_table
 
 PROG = "python -m runner.claims.report"
@@ -113,7 +113,7 @@ def experiment_order(names: Iterable[str]) -> list[str]:
 
 
 def render(results: Results, *, banner: str = "", sources: Sequence[str] = (),
-           conf_dir: Path = CONF_DIR, prefer: str = "results",
+           conf_dir: Path = CONF_DIR, prefer: str = "conf",
            since: tuple | None = None) -> str:
     """The whole report as Markdown; ``since`` is ``(label, Results[, path])`` of older
     results, for the closing note of changed verdicts."""
@@ -242,10 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = load_results(args.results)
         since = None if not args.since else (_since_label(args.since),
                                              load_results([args.since]), args.since)
-    except ResultsNotFoundError as exc:
+        text = render(results, banner=args.banner, sources=args.results,
+                      conf_dir=Path(args.conf_dir), prefer=args.claims_from, since=since)
+    except (ResultsNotFoundError, ClaimSpecError) as exc:
         fail(str(exc), prog=PROG)
-    text = render(results, banner=args.banner, sources=args.results,
-                  conf_dir=Path(args.conf_dir), prefer=args.claims_from, since=since)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")

@@ -4,11 +4,13 @@ A row's experiment is read from the file's Parquet metadata (``jobs[i].choices.e
 of the job that produced it), so one multirun over several experiments works; a file without
 that metadata falls back to its stem (``dtype_cliff.parquet`` → ``dtype_cliff``).
 
-An experiment's claims and pivots are those its jobs ran with (each job's stored config), so
-a sweep is judged by what it declared, even from a temporary config directory. Results written
-before claims existed (``docs/data``) carry none: theirs are read from
-``conf/experiment/<name>.yaml``. ``prefer="conf"`` reads the YAML first (re-judging old
-results by edited claims).
+An experiment's claims and pivots come from its YAML, ``<conf_dir>/experiment/<name>.yaml``
+(the project's ``conf/`` or ``--conf-dir``): configs name code that runs (a claim's
+``_target_``), a results file never does. ``prefer="results"`` judges by the claims stored
+with the results (what the sweep declared, even from a temporary config directory) when they
+are plain data; a stored claim that names code is never imported from a file: the YAML's
+claims are used instead, or it is an error naming it. Only ``check=true`` inside the run that
+wrote the file trusts its own stored claims (``trust=True``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from runner.analysis.values import is_missing
-from runner.claims.spec import Claim, Pivot, parse
+from runner.claims.spec import Claim, ClaimSpecError, Pivot, parse
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -47,7 +49,9 @@ class Results:
     """Rows with an ``experiment`` column, and each experiment's stored expectations."""
 
     rows: pd.DataFrame
-    stored: dict[str, Expectations] = field(default_factory=dict)
+    #: experiment → (its stored config node, where it came from), parsed only when asked; or
+    #: Expectations built in code
+    stored: dict[str, Any] = field(default_factory=dict)
 
     def experiments(self) -> list[str]:
         if self.rows.empty or "experiment" not in self.rows:
@@ -57,16 +61,43 @@ class Results:
     def of(self, name: str) -> pd.DataFrame:
         return self.rows[self.rows["experiment"] == name]
 
-    def expectations(self, name: str, conf_dir: Path = CONF_DIR,
-                     prefer: str = "results") -> Expectations:
-        """The claims of ``name``: stored with its results, else its YAML (or the other way
-        round with ``prefer="conf"``); none when neither has any."""
-        yaml = conf_dir / "experiment" / f"{name}.yaml"
+    def expectations(self, name: str, conf_dir: Path = CONF_DIR, prefer: str = "conf",
+                     trust: bool = False) -> Expectations:
+        """The claims of ``name``: its YAML (or, with ``prefer="results"``, those stored with
+        its results first); none when neither has any. Stored claims that name code
+        (``_target_``) are used only with ``trust`` (the run that wrote them)."""
+        yaml = experiment_yaml(conf_dir, name)
         from_conf = (Expectations.from_node(OmegaConf.load(yaml), f"{yaml}: ")
-                     if yaml.is_file() else None)
-        order = ([self.stored.get(name), from_conf] if prefer == "results"
-                 else [from_conf, self.stored.get(name)])
+                     if yaml is not None else None)
+        from_results = self._stored(name, trust=trust or from_conf is not None)
+        order = [from_results, from_conf] if prefer == "results" else [from_conf, from_results]
         return next((e for e in order if e is not None), Expectations())
+
+    def _stored(self, name: str, trust: bool) -> Expectations | None:
+        if name not in self.stored:
+            return None
+        if isinstance(self.stored[name], Expectations):
+            return self.stored[name]
+        node, where = self.stored[name]
+        targets = [c.get("_target_") for c in (node.get("expect") or [])
+                   if hasattr(c, "get") and c.get("_target_") is not None]
+        if targets and not trust:
+            raise ClaimSpecError(
+                f"{where}: the results of {name!r} state a claim computed by code "
+                f"(_target_: {targets[0]}); a results file never names code that runs. Judge "
+                f"them with the experiment's YAML: --conf-dir DIR holding "
+                f"experiment/{name}.yaml")
+        if targets:
+            return None  # the YAML's claims judge (trusted configs, not the file's copy)
+        return Expectations.from_node(node, where)
+
+
+def experiment_yaml(conf_dir: Path, name: str) -> Path | None:
+    """``<conf_dir>/experiment/<name>.yaml`` if it exists; a name read from a results file
+    never leads outside ``conf_dir/experiment``."""
+    folder = (Path(conf_dir) / "experiment").resolve()
+    path = (folder / f"{name}.yaml").resolve()
+    return path if path.parent == folder and path.is_file() else None
 
 
 def load_results(paths: Sequence[str | Path]) -> Results:
@@ -87,24 +118,28 @@ def load_results(paths: Sequence[str | Path]) -> Results:
         frames.append(df)
         for job in jobs:
             name = by_job.get(_as_int(job.get("job_num"))) or fallback
-            expectations = _stored(job)
-            if expectations is not None and name not in stored:
-                stored[name] = expectations
+            node = _stored(job)
+            if node is not None and name not in stored:
+                stored[name] = (node, f"{file}: job {job.get('job_num')}")
     if not frames:
         return Results(pd.DataFrame())
     rows = pd.concat([_decategorise(f) for f in frames], ignore_index=True, sort=False)
     return Results(rows, stored)
 
 
-def _stored(job: dict[str, Any]) -> Expectations | None:
-    """The expectations in a job's stored config, or None when it predates them."""
+def _stored(job: dict[str, Any]) -> Any:
+    """The ``expect``/``pivots`` node of a job's stored config (data, not parsed yet), or None
+    when it predates them or is not a mapping."""
     text = job.get("config") if isinstance(job, dict) else None
     if not isinstance(text, str):
         return None
-    node = OmegaConf.create(text)
-    if "expect" not in node and "pivots" not in node:
+    try:
+        node = OmegaConf.create(text)
+    except Exception:  # noqa: BLE001 (any malformed text: the file states no claims)
         return None
-    return Expectations.from_node(node, f"job {job.get('job_num')}: ")
+    if not hasattr(node, "get") or ("expect" not in node and "pivots" not in node):
+        return None
+    return OmegaConf.create({"expect": node.get("expect"), "pivots": node.get("pivots")})
 
 
 def _experiments_by_job(jobs: list[Any]) -> dict[int | None, str]:
@@ -152,6 +187,7 @@ def add_results_arguments(parser: Any) -> None:
                         "or a results root")
     parser.add_argument("--conf-dir", default=str(CONF_DIR),
                         help="config directory holding experiment/<name>.yaml")
-    parser.add_argument("--claims-from", choices=("results", "conf"), default="results",
-                        help="judge by the claims stored with the results (default; results "
-                             "without any use the YAML) or by the YAML's")
+    parser.add_argument("--claims-from", choices=("conf", "results"), default="conf",
+                        help="judge by the experiment's YAML under --conf-dir (default) or by "
+                             "the claims stored with the results (plain data only: a results "
+                             "file never names code that runs)")

@@ -26,10 +26,27 @@ EXAMPLES = """\
   python -m runner experiment=cuda_graphs smoke=true      any experiment at CI size
   python -m runner op=custom op.target=mypkg.mod:fn 'shape=[4096]'   your own function"""
 
-COMMANDS = """\
-  python -m runner.compare BASE NEW      faster / slower / same, with confidence intervals
-  python -m runner.report RESULTS        HTML report with plots
-  python -m runner.collect SWEEP_DIR     merge a sweep that did not finish"""
+#: Every command, as ``python -m`` and as the installed script (pyproject's [project.scripts]).
+COMMANDS = (
+    ("runner", "opsweep", "[key=value ...] [-m]", "run a sweep (this page)"),
+    ("runner.compare", "opsweep-compare", "BASE NEW",
+     "faster / slower / same, with confidence intervals"),
+    ("runner.report", "opsweep-report", "RESULTS", "HTML report with plots"),
+    ("runner.history", "opsweep-history", "RESULTS...",
+     "each trial's time across sweeps and commits; step changes flagged"),
+    ("runner.collect", "opsweep-collect", "SWEEP_DIR", "merge a sweep that did not finish"),
+    ("runner.resume", "opsweep-resume", "SWEEP_DIR",
+     "run the trials of a sweep that are missing or failed"),
+    ("runner.check", "opsweep-check", "RESULTS",
+     "judge the experiments' claims on saved results (exit 1 if one failed)"),
+    ("runner.claims.report", "opsweep-claims-report", "RESULTS",
+     "write the claims' verdicts as Markdown"),
+)
+
+
+def _commands() -> str:
+    return "\n".join(f"  {script + ' ' + args:<36} {what}\n  {'':<36} python -m {module}"
+                      for module, script, args, what in COMMANDS[1:])
 
 
 def first_comment(path: Path, limit: int = 100) -> str:
@@ -85,20 +102,56 @@ def _settings(settings: type) -> str:
     return "\n".join(rows)
 
 
-def help_template(conf_dir: Path, settings: type) -> str:
-    """The whole ``--help`` text; ``settings`` is the structured config (``RunConfig``)."""
+def op_section(conf_dir: Path, name: str) -> str:
+    """``op=NAME --help``: the op's description, shape and parameters, with each parameter's
+    type and choices read from its builder's signature (which imports the op's module)."""
+    from omegaconf import OmegaConf
+
+    from runner.config.ops import OP_META_KEYS, builder_params, resolve_target
+
+    path = conf_dir / "op" / f"{name}.yaml"
+    if not path.is_file():
+        return f"== Op {name} ==\n  no op named {name!r} (the ops are listed below)\n\n"
+    node = OmegaConf.to_container(OmegaConf.load(path))
+    try:
+        params = builder_params(resolve_target(node["_target_"]))
+    except Exception as exc:  # help still prints; the run would report the same error
+        return f"== Op {name} ==\n  its builder cannot be imported: {exc}\n\n"
+    shape = ", ".join(node.get("shape_names") or []) or "any rank"
+    lines = [f"== Op {name} (op={name}) ==", f"  {first_comment(path, limit=300)}",
+             f"  shape: {shape} (default {yaml_text(node.get('default_shape'))})",
+             "  parameters (op.NAME=VALUE, or a list to sweep: 'op.NAME=[a,b]'):"]
+    for pname, param in params.items():
+        if param.choices is not None:
+            kind = "one of " + " | ".join(map(str, param.choices))
+        else:
+            kind = getattr(param.annotation, "__name__", str(param.annotation))
+        default = yaml_text(node[pname]) if pname in node else "(required)"
+        lines.append(f"    {pname:<14} {kind} (default {default})")
+    if not params:
+        lines.append("    (none)")
+    extra = [k for k in node if k not in OP_META_KEYS and k not in params]
+    if extra:
+        lines.append(f"  keys with no builder parameter (rejected at run time): {extra}")
+    return "\n".join(lines) + "\n\n"
+
+
+def help_template(conf_dir: Path, settings: type, op: str | None = None) -> str:
+    """The whole ``--help`` text; ``settings`` is the structured config (``RunConfig``); with
+    ``op``, that op's parameters come first."""
     axes = "\n".join(f"  {axis.name:<16} {axis.describe()}\n  {'':<16} {axis.doc}"
                      for axis in AXES)
     return f"""\
 opsweep: declarative PyTorch performance sweeps, timed by one shared timer, into Parquet.
 
-Usage: python -m runner [group=option ...] [key=value ...] [-m]
+Usage: python -m runner [group=option ...] [key=value ...] [-m]      (installed: opsweep ...)
 
 A list value expands into one trial per element inside one job ('dtype=[fp32,bf16]');
 comma-separated values with -m make one Hydra job each (dtype=fp32,bf16 -m).
 A bad key or value fails before any trial runs (exit status 2).
+python -m runner op=NAME --help lists that op's parameters.
 
-== Examples ==
+{op_section(conf_dir, op) if op else ""}== Examples ==
 {EXAMPLES}
 
 == Ops (op=NAME; parameters as op.NAME=VALUE) ==
@@ -116,17 +169,18 @@ A bad key or value fails before any trial runs (exit status 2).
 == Settings ==
 {_settings(settings)}
 
-== Other commands ==
-{COMMANDS}
+== Other commands (installed scripts; each is also python -m runner.NAME) ==
+{_commands()}
 
 Docs: README.md, docs/. Hydra's own flags: --hydra-help. This config: --cfg job.
 """
 
 
-def register(conf_dir: Path, settings: type) -> None:
-    """Store the ``hydra/help=opsweep`` option (selected in ``conf/config.yaml``)."""
+def register(conf_dir: Path, settings: type, op: str | None = None) -> None:
+    """Store the ``hydra/help=opsweep`` option (selected in ``conf/config.yaml``); with ``op``,
+    the page starts with that op's parameters (``op=NAME --help``)."""
     from hydra.core.config_store import ConfigStore
 
     node = {"app_name": "opsweep", "header": "", "footer": "",
-            "template": help_template(conf_dir, settings)}
+            "template": help_template(conf_dir, settings, op)}
     ConfigStore.instance().store(group="hydra/help", name="opsweep", node=node)

@@ -211,6 +211,9 @@ class RunConfig(InsightSettings, AxisFields):
     results_dir: str = field(default="results", metadata={"doc": "where sweeps are written"})
     sweep_id: str = setting("${now:%Y-%m-%d_%H-%M-%S.%f}", "the sweep's folder name under "
                                                           "results_dir", check=_sweep_id)
+    # One writer per sweep (runner.storage.lock): run, resume and collect lock its folder.
+    lock_wait_s: float = setting(0.0, "seconds to wait while another process writes the same "
+                                      "sweep (0: exit 2 at once)", minimum=0)
     notes: str = field(default="", metadata={"doc": "free text stored with the results"})
 
     CONSTRAINTS: ClassVar[tuple[Constraint, ...]] = (

@@ -1,8 +1,10 @@
-"""Hydra callback: when a run or multirun ends, merge its job files and print the summary;
+"""Hydra callback: before a run or multirun plans anything, take the sweep's lock (one writer
+per sweep, ``runner.storage.lock``); when it ends, merge its job files and print the summary;
 with ``check=true``, judge the experiment's claims and exit 1 when one failed."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +13,13 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from runner import console
-from runner.execution import timeline
-from runner.storage.journal import merge_sweep
+from runner.analysis.selection import spec_cells
+from runner.cli import fail
+from runner.execution import interrupt, timeline
+from runner.storage import lock
+from runner.storage.files import FormatError
+from runner.storage.journal import check_formats, merge_sweep
+from runner.storage.layout import RESUME_ENV, has_results
 
 #: Set when the end-of-sweep merge failed: ``python -m runner`` then exits 1 (Hydra turns a
 #: callback's exception into a warning, which would have been exit 0 with no merged file).
@@ -25,6 +32,27 @@ class MergeResults(Callback):
     A sweep that crashed before this ran is merged later by ``python -m runner.collect DIR``.
     """
 
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        interrupt.install()
+        take_lock(config, Path(config.hydra.run.dir).parent.parent)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        interrupt.install()
+        take_lock(config, Path(config.hydra.sweep.dir))
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if interrupt.requested():  # Ctrl-C between two jobs of a multirun: start no other
+            job_dir = Path(config.hydra.runtime.output_dir)
+            stopped(job_dir.parent.parent, job_dir)
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        """A job that could not write its file (a full disk, a file-size limit, a folder in
+        the file's place) ends the sweep with exit status 1 and one line, not a traceback."""
+        error = getattr(job_return, "_return_value", None)
+        if isinstance(error, OSError):
+            sweep_dir = Path(config.hydra.runtime.output_dir).parent.parent
+            write_failed(error, sweep_dir)
+
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         job_dir = Path(config.hydra.runtime.output_dir)
         self._finish(config, job_dir.parent.parent)
@@ -35,13 +63,20 @@ class MergeResults(Callback):
     @staticmethod
     def _finish(config: DictConfig, sweep_dir: Path) -> None:
         try:
+            lock.hold(sweep_dir, float(config.get("lock_wait_s") or 0.0))  # held: a no-op
             merged = finish_sweep(sweep_dir)
+        except lock.SweepBusy as exc:
+            fail(exc)
         except (OSError, ValueError) as exc:  # a full disk, a newer format: never exit 0
             console.stderr.print(f"opsweep: error: merging {sweep_dir} failed: {exc}. Every "
                                  "finished trial is in jobs/*/journal; retry with: python -m "
                                  f"runner.collect {sweep_dir}", highlight=False)
             MERGE_FAILED.append(str(sweep_dir))
             return
+        finally:
+            lock.release(sweep_dir)  # the sweep is written: nothing below writes into it
+        if interrupt.requested():  # Ctrl-C while merging: the merge completed; say so, 130
+            stopped(sweep_dir, None, merged=merged)
         if merged is not None and config.get("store_calibration") and config.get("smoke"):
             console.stderr.print("calibration not stored: smoke=true sizes and timer give "
                                  "meaningless ceilings")
@@ -63,6 +98,67 @@ class MergeResults(Callback):
                 raise SystemExit(status)
 
 
+def stopped(sweep_dir: Path, job_dir: Path | None, *, merged: Path | None = None) -> None:
+    """After Ctrl-C: merge what finished (unless ``merged`` already is), say where it is and
+    how to go on, exit 130. A merge that fails still leaves every trial in the journal."""
+    if merged is None:
+        try:
+            finish_sweep(sweep_dir)
+        except (OSError, ValueError) as exc:
+            console.stderr.print(f"opsweep: error: merging {sweep_dir} failed: {exc}",
+                                 highlight=False)
+    where = job_dir or sweep_dir
+    console.stderr.print(f"stopped by Ctrl-C in {where}; finished trials are kept. "
+                         f"Continue with: python -m runner.resume {sweep_dir}", highlight=False)
+    interrupt.ignore()
+    raise SystemExit(interrupt.EXIT_INTERRUPTED)
+
+
+def write_failed(error: OSError, sweep_dir: Path) -> None:
+    """Exit 1 naming the file that could not be written and the command that goes on."""
+    path = error.filename or sweep_dir
+    console.stderr.print(f"opsweep: error: could not write {path}: {error.strerror or error}. "
+                         "Every finished trial is in jobs/*/journal/; free space (or move what "
+                         "is in the file's place), then continue with: python -m runner.resume "
+                         f"{sweep_dir}", highlight=False)
+    raise SystemExit(1)
+
+
+def take_lock(config: DictConfig, sweep_dir: Path) -> None:
+    """Before Hydra writes anything into the sweep folder: be its one writer, or exit 2.
+
+    A run that is not a resume must find the folder without results even once it holds the
+    lock: two runs started together with one fixed ``sweep_id`` both passed the command
+    line's "folder exists" check, and the second must not run every trial again.
+    """
+    wait_s = float(config.get("lock_wait_s") or 0.0)
+    resuming = os.environ.get(RESUME_ENV) == "1"
+    try:
+        lock.hold(sweep_dir, wait_s, what="python -m runner.resume --wait SECONDS" if resuming
+                  else "lock_wait_s=SECONDS")
+    except lock.SweepBusy as exc:
+        fail(exc)
+    except ValueError:
+        fail(f"invalid value for 'lock_wait_s': {wait_s!r}. Expected seconds >= 0 (0: exit 2 "
+             "at once while another process writes the sweep).")
+    except OSError as exc:
+        fail(f"cannot lock the sweep folder {sweep_dir}: {exc}")
+    if resuming:
+        try:  # a journal entry from a newer opsweep: say so now, not as a traceback later
+            check_formats(sweep_dir)
+        except FormatError as exc:
+            fail(exc)
+    elif sweep_has_results(sweep_dir):
+        fail(f"invalid value for 'sweep_id': {sweep_dir.name!r}: {sweep_dir} already holds the "
+             "results of another run, and results are never overwritten. Choose another "
+             f"sweep_id, or continue that sweep with: python -m runner.resume {sweep_dir}")
+
+
+def sweep_has_results(sweep_dir: Path) -> bool:
+    jobs = sweep_dir / "jobs"
+    return jobs.is_dir() and any(has_results(job) for job in jobs.iterdir())
+
+
 def finish_sweep(sweep_dir: Path) -> Path | None:
     """Merge a sweep, print its summary table and where the data is."""
     merged = merge_sweep(sweep_dir)
@@ -70,7 +166,8 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
         console.stderr.print(f"no trial results under {sweep_dir}")
         return None
     rows = pq.read_table(merged).to_pylist()
-    console.stdout.print(console.summary_table(rows, title=f"sweep {sweep_dir.name}"))
+    spec = spec_cells(rows[:console.MAX_SUMMARY_ROWS])
+    console.stdout.print(console.summary_table(rows, f"sweep {sweep_dir.name}", spec))
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1

@@ -3,9 +3,10 @@
 A sweep killed mid-way (Ctrl-C, the OOM killer, a lost machine) leaves every finished trial in
 its jobs' journals (``jobs/<n>/journal/``) but no ``results.parquet``. This builds each job's
 ``trials.parquet`` and the merged file from them. An existing merged file is replaced only by
-a verified superset of its rows (so collecting a running sweep is safe), a damaged one is
+a verified superset of its rows, a damaged one is
 rebuilt from the job files, and a damaged job file is named and skipped. Exit status 1 when a
-write failed or nothing was found, 2 for a bad folder.
+write failed or nothing was found, 2 for a bad folder or one that another process is writing
+(collect takes the sweep's lock, ``runner.storage.lock``; ``--wait`` waits for it).
 
 To also run the trials that are missing or failed, use ``python -m runner.resume DIR``.
 """
@@ -13,11 +14,13 @@ To also run the trials that are missing or failed, use ``python -m runner.resume
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from runner.cli import OneLineArgumentParser
 from runner.execution.callbacks import finish_sweep
+from runner.storage import lock
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +28,12 @@ def main(argv: list[str] | None = None) -> int:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dirs", nargs="+", type=Path, metavar="DIR",
                         help="sweep folder(s), e.g. results/2026-11-21_10-00-00.000000")
+    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                        help="while another process writes a sweep, wait up to SECONDS for it "
+                             "(default 0: exit 2 at once)")
     args = parser.parse_args(argv)
+    if not math.isfinite(args.wait) or args.wait < 0:
+        parser.error(f"--wait {args.wait}: expected seconds >= 0")
     status = 0
     for sweep_dir in args.sweep_dirs:
         if not sweep_dir.is_dir():
@@ -33,12 +41,22 @@ def main(argv: list[str] | None = None) -> int:
                   "results/", file=sys.stderr)
             status = 2
             continue
+        ours = not lock.held(sweep_dir)
         try:
+            lock.hold(sweep_dir, args.wait, what="--wait SECONDS")
             if finish_sweep(sweep_dir) is None:
                 status = 1
+        except lock.SweepBusy as exc:
+            print(f"opsweep: error: {exc} To look at its finished trials meanwhile, "
+                  f"runner.load('{sweep_dir}') reads them without writing.", file=sys.stderr)
+            status = 2
+            continue
         except (OSError, ValueError) as exc:  # a failed write is an error, never exit 0
             print(f"opsweep: error: could not merge {sweep_dir}: {exc}", file=sys.stderr)
             status = 1
+        finally:
+            if ours:
+                lock.release(sweep_dir)
     return status
 
 

@@ -190,21 +190,61 @@ def _throttle_reasons(nvml: Any, handle: Any) -> str:
     return ",".join(sorted(names))
 
 
+def _git(cwd: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
 @functools.cache
 def git_provenance() -> dict[str, Any]:
     """The project's commit and whether the tree had uncommitted changes (null outside git)."""
-    def git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True,
-                                 text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
+    commit = _git(PROJECT_ROOT, "rev-parse", "HEAD")
     if commit is None:
         # A copy of the tree without .git (e.g. shipped to a GPU machine) can say which
         # commit it is through the environment; dirtiness is then unknown.
         return {"git_commit": os.environ.get("OPSWEEP_GIT_COMMIT"), "git_dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = _git(PROJECT_ROOT, "status", "--porcelain", "--untracked-files=no")
     return {"git_commit": commit, "git_dirty": bool(status) if status is not None else None}
+
+
+def user_code_provenance(*targets: str) -> dict[str, Any]:
+    """The commit and dirty flag of the repository holding the code a trial runs
+    (``op.target``, else the op's ``_target_``), when that is not opsweep's own tree: a user
+    benchmarking a function of their own project needs *its* version beside opsweep's."""
+    for target in targets:
+        if target:
+            found = _repository_provenance(_module_of(target))
+            if found is not None:
+                return found
+    return {"user_git_commit": None, "user_git_dirty": None}
+
+
+def _module_of(target: str) -> str:
+    """``pkg.mod:fn`` or ``pkg.mod.fn`` -> ``pkg.mod``."""
+    return target.partition(":")[0] if ":" in target else target.rpartition(".")[0]
+
+
+@functools.cache
+def _repository_provenance(module: str) -> dict[str, Any] | None:
+    """Read once per module per process (a sweep does not change its code as it runs)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module) if module else None
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return None
+    folder = Path(spec.origin).resolve().parent
+    if folder.is_relative_to(PROJECT_ROOT):  # opsweep's own ops, even in a copy without .git
+        return None
+    top = _git(folder, "rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() == PROJECT_ROOT:
+        return None
+    status = _git(folder, "status", "--porcelain", "--untracked-files=no")
+    return {"user_git_commit": _git(folder, "rev-parse", "HEAD"),
+            "user_git_dirty": bool(status) if status is not None else None}

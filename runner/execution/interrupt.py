@@ -1,14 +1,19 @@
-"""Ctrl-C during a sweep: the first stops after the trial in flight, the second at once.
+"""Ctrl-C during a sweep: never a traceback, always exit 130, never a lost result.
 
-Why: a ``KeyboardInterrupt`` traceback in the middle of a trial used to lose the job's rows.
-Now the first SIGINT only sets :attr:`GracefulStop.requested`; the job finishes the trial in
-flight (the worker ignores SIGINT), journals it, merges what finished, says where it is and
-exits 130. A second SIGINT raises ``KeyboardInterrupt`` at once; every trial already journaled
-stays on disk (``runner.storage.journal``).
+* Inside a job's trial loop (:class:`GracefulStop`), the first SIGINT lets the trial in flight
+  finish (the worker ignores SIGINT) and journal; the second stops at once (every trial already
+  journaled stays on disk, ``runner.storage.journal``).
+* Everywhere else in a sweep (:func:`install`, from the sweep's start: between jobs, while a
+  job file or the merged file is written), a SIGINT is counted and announced, and the write in
+  hand completes: raising there would leave a half-merged sweep and a traceback. The sweep
+  then stops at the next job boundary or at its end (``runner.execution.callbacks``): it
+  merges what finished, prints the resume command and exits 130, however many times Ctrl-C
+  was pressed.
 """
 
 from __future__ import annotations
 
+import atexit
 import signal
 import sys
 import threading
@@ -17,6 +22,40 @@ from typing import Any
 
 #: Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
+
+
+class _Sweep:
+    """Ctrl-C presses of this process's sweep (inside and outside trial loops)."""
+
+    count = 0
+
+
+def requested() -> bool:
+    """Whether Ctrl-C was pressed since the sweep started."""
+    return _Sweep.count > 0
+
+
+def install() -> None:
+    """From now on, Ctrl-C outside a trial loop is counted, not raised (main thread only)."""
+    _Sweep.count = 0  # a new sweep (several can run in one process: tests, notebooks)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _outside_trials)
+        atexit.unregister(ignore)  # once, however many sweeps this process runs
+        atexit.register(ignore)
+
+
+def ignore() -> None:
+    """Ignore Ctrl-C from here to the exit: everything is written, and the exit status is
+    decided. (Python's shutdown restores the default handler, under which a late Ctrl-C killed
+    the process by SIGINT instead of letting it exit 130.)"""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _outside_trials(signum: int, frame: FrameType | None) -> None:
+    _Sweep.count += 1
+    print("\nopsweep: Ctrl-C: finishing the result file being written, then stopping "
+          "(finished trials are kept)", file=sys.stderr, flush=True)
 
 
 class GracefulStop:
@@ -32,17 +71,25 @@ class GracefulStop:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
+        _Sweep.count += 1
         if self.count == 1:
             print("\nopsweep: Ctrl-C: stopping after the trial in flight (Ctrl-C again to stop "
                   "now; finished trials are kept)", file=sys.stderr, flush=True)
             return
-        raise KeyboardInterrupt
+        if self.count == 2:
+            raise KeyboardInterrupt
+        # a third: the stop is under way (the worker being stopped); raising again would
+        # interrupt that with a traceback
 
     def __enter__(self) -> GracefulStop:
+        if requested():  # Ctrl-C while the job was being planned: run no trial
+            self.count = 1
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
+            # in a sweep that is install()'s handler: the job's file write that follows is
+            # not interrupted by a Ctrl-C
             signal.signal(signal.SIGINT, self._previous)

@@ -27,8 +27,8 @@ from runner.config.planner import plan_job
 from runner.core.errors import ConfigError
 from runner.execution import pool, timeline, worker
 from runner.execution.insight import InsightOptions
-from runner.execution.interrupt import EXIT_INTERRUPTED, GracefulStop
-from runner.storage import journal
+from runner.execution.interrupt import GracefulStop
+from runner.storage import journal, lock
 from runner.storage.files import FORMAT_VERSION, replace_with_superset
 from runner.storage.layout import JOB_FILE, RESUME_ENV, has_results
 
@@ -206,12 +206,9 @@ def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str) 
 
 def _stopped(sweep_dir: Path, job_dir: Path) -> None:
     """After Ctrl-C: merge what finished, say where it is and how to go on, exit 130."""
-    from runner.execution.callbacks import finish_sweep
+    from runner.execution.callbacks import stopped
 
-    finish_sweep(sweep_dir)
-    console.stderr.print(f"stopped by Ctrl-C in {job_dir}; finished trials are kept. "
-                         f"Continue with: python -m runner.resume {sweep_dir}", highlight=False)
-    raise SystemExit(EXIT_INTERRUPTED)
+    stopped(sweep_dir, job_dir)
 
 
 def _heat_devices(runner_: Any, planned: list, seconds: float) -> None:
@@ -228,6 +225,7 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
     remove what Hydra wrote (its .hydra record) so a failed start leaves no empty sweep behind.
     Only folders holding no result file are touched."""
     if has_results(job_dir):
+        lock.release(job_dir.parent.parent)
         return
     shutil.rmtree(job_dir / ".hydra", ignore_errors=True)
     for folder in (job_dir, job_dir.parent, job_dir.parent.parent, job_dir.parent.parent.parent):
@@ -235,6 +233,7 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
             folder.rmdir()  # only succeeds when empty
         except OSError:
             break
+    lock.release(job_dir.parent.parent)  # and the folders made only to hold the sweep's lock
 
 
 def smoke_timer() -> DictConfig:

@@ -1,7 +1,6 @@
 """Execution modes: the one place that turns an op's workloads into the callable that is timed.
 
-The four mode axes compose here in five steps (``graph`` has two), in this order, for every op
-alike:
+The four mode axes compose here in five steps (``graph`` has two), in this order, for any op:
 
 1. ``compile``   – ``torch.compile`` the op's forward callable (dynamo state reset first).
 2. ``graph=graphed_callable`` – ``torch.cuda.make_graphed_callables`` on the op's module or
@@ -23,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,12 +166,11 @@ def _capture_blocker(spec: TrialSpec) -> str | None:
 
 @contextlib.contextmanager
 def compile_isolation(spec: TrialSpec) -> Iterator[None]:
-    """Keep compiled trials independent: fresh dynamo state before and after, and every
-    inductor cache off (``torch.compiler.config.force_disable_caches``: FX graphs, autograd,
-    autotuning, compiled kernels), so ``compile_time_s`` is a cold compile whatever ran
-    before. Process-wide warm state that no flag resets (imported modules, a started
-    compile-worker pool, CUDA context) still makes the first compiled trial of a process
-    slower than the rest."""
+    """Keep compiled trials independent: fresh dynamo state before and after, every inductor
+    cache off (``torch.compiler.config.force_disable_caches``: FX graphs, autograd, autotuning,
+    kernels; dynamo's warning that this disables its PGO is silenced), so ``compile_time_s``
+    is a cold compile. Process-wide warm state (imported modules, a compile-worker pool, the
+    CUDA context) still makes the first compiled trial of a process slower than the rest."""
     if spec.compile is CompileMode.none:
         yield
         return
@@ -183,6 +182,8 @@ def compile_isolation(spec: TrialSpec) -> Iterator[None]:
         compiler_config = getattr(torch.compiler, "config", None)
         if hasattr(compiler_config, "force_disable_caches"):
             stack.enter_context(compiler_config.patch(force_disable_caches=True))
+            stack.enter_context(warnings.catch_warnings())
+            warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
         if hasattr(functorch_config, "enable_autograd_cache"):
             stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
         try:
@@ -233,7 +234,7 @@ def _with_backward(forward: Callable[[], Any]) -> Callable[[], Any]:
 
 def _graphed(workload: Workload, backward: bool) -> Callable[[], Any]:
     """``make_graphed_callables`` over the op's module (or its function), with the workload's
-    own inputs as the static sample args: seed 002's pattern, warm-up included."""
+    own inputs as static sample args (the graphed-callables tutorial's pattern, warm-up too)."""
     args = tuple(workload.inputs)
     if workload.module is not None:
         target: Any = workload.module
@@ -268,8 +269,8 @@ def _fork_join(calls: Sequence[Callable[[], Any]], device: torch.device) -> Call
 
 def _spread_parts(parts: Sequence[Callable[[], Any]], n_streams: int,
                   device: torch.device) -> Callable[[], Any]:
-    """A composite op's parts, round-robin over ``n_streams`` streams (seed 000's overlap of
-    compute with host-to-device copies); results come back in part order."""
+    """A composite op's parts, round-robin over ``n_streams`` streams (the CUDA-operations
+    tutorial's overlap of compute with host-to-device copies); results in part order."""
     groups = [list(range(k, len(parts), n_streams)) for k in range(min(n_streams, len(parts)))]
     calls = [lambda idx=idx: [parts[i]() for i in idx] for idx in groups]
     run_groups = _fork_join(calls, device)

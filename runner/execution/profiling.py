@@ -59,6 +59,10 @@ def profile_columns(fn: Callable[[], Any], device: str, calls: int, trace_file: 
     import os
 
     os.environ.setdefault("TEARDOWN_CUPTI", "1")  # see the hazard in the module docstring
+    # Kineto prints "USDT ... profiler_start/stop" for every pass; the trace path is in the
+    # row and the summary. Level 6 is above all of Kineto's levels: a failed pass still
+    # raises in Python and becomes profile_reason.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     import torch
     from torch.profiler import ProfilerActivity, profile
 

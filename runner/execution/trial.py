@@ -50,6 +50,7 @@ from runner.execution.environment import (
     git_provenance,
     gpu_state,
     sm_clock_reader,
+    user_code_provenance,
 )
 from runner.execution.insight import InsightOptions, insight_columns
 from runner.execution.measured import (
@@ -77,6 +78,9 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     row["timer_preset"] = timer.preset
     row.update(environment(spec.device))
     row.update(git_provenance())
+    row.update(user_code_provenance(str(spec.params_dict.get("target") or ""), spec.target))
+    # the threads torch will use in this trial: the axis, else the worker's share (workers=N)
+    row["num_threads_used"] = spec.num_threads or torch.get_num_threads()
     row.update({f"{k}_start": v for k, v in gpu_state(spec.device).items()})
     row["consistency_flag"] = None
     held_bytes = _allocated(spec.device)

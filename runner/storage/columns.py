@@ -185,6 +185,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "cuda_version": (_S, "torch.version.cuda"),
     "cpu_model": (_S, "host CPU model"),
     "cpu_count": (_I, "host logical CPUs"),
+    "num_threads_used": (_I, "torch intra-op CPU threads the trial ran with (num_threads, "
+                             "else the worker's share of the cores under workers=N)"),
     "hostname": (_S, "host name"),
     "cuda_visible_devices": (_S, "CUDA_VISIBLE_DEVICES of the process that ran the trial"),
     "gpu_index": (_I, "physical GPU index on the host (NVML's numbering), null on cpu"),
@@ -195,6 +197,10 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "platform": (_S, "platform.platform()"),
     "git_commit": (_S, "opsweep's git commit"),
     "git_dirty": (_B, "true when opsweep's tree had uncommitted changes"),
+    "user_git_commit": (_S, "git commit of the repository holding the code the trial ran "
+                            "(op.target or the op's _target_), null when that is opsweep's "
+                            "own tree or not in git"),
+    "user_git_dirty": (_B, "true when that repository had uncommitted changes"),
     # profile=true (runner.execution.profiling): a torch.profiler pass after timing
     "trace_path": (_S, "Chrome/Perfetto trace of the profiled pass, relative to the sweep "
                        "folder (open in ui.perfetto.dev)"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -22,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from runner.storage.attempts import compare_rows, row_keys
 from runner.storage.columns import COLUMNS, MODE_COLUMNS
 from runner.storage.layout import JOB_FILE, job_number
 
@@ -106,6 +108,11 @@ def _write_tmp(table: pa.Table, path: Path, durable: bool) -> Path:
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
+    except OSError as exc:  # a full disk, a file-size limit: name the file it was for
+        tmp.unlink(missing_ok=True)
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -126,32 +133,6 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def row_keys(table: pa.Table) -> list[tuple[tuple, tuple]]:
-    """``((sweep_id, job_num, trial_index), (status, trial_id, timestamp))`` of each row."""
-    names = ("sweep_id", "job_num", "trial_index", "status", "trial_id", "timestamp")
-    n = table.num_rows
-    cols = [table.column(c).to_pylist() if c in table.column_names else [None] * n
-            for c in names]
-    return [((s, j, i), (st, tid, ts)) for s, j, i, st, tid, ts in zip(*cols)]
-
-
-def superset_problem(old: pa.Table, new: pa.Table) -> str | None:
-    """Why ``new`` may not replace ``old`` (None when it may): every trial of ``old`` must be
-    in ``new``, and every ``ok``/``skipped`` row of ``old`` unchanged there."""
-    new_rows: dict[tuple, list[tuple]] = {}
-    for key, value in row_keys(new):
-        new_rows.setdefault(key, []).append(value)
-    old_rows = row_keys(old)
-    missing = [key for key, _ in old_rows if key not in new_rows]
-    if missing:
-        return f"{len(missing)} trial(s) of the existing file are missing, e.g. {missing[0]}"
-    changed = [key for key, value in old_rows
-               if value[0] in ("ok", "skipped") and value not in new_rows[key]]
-    if changed:
-        return f"{len(changed)} finished trial(s) would change, e.g. {changed[0]}"
-    return None
-
-
 def replace_with_superset(table: pa.Table, path: Path) -> Path:
     """Write ``table`` to ``path``: a new file, or an atomic replacement of an existing one
     that is readable and whose rows ``table`` verifiably contains. An existing file that is
@@ -167,9 +148,13 @@ def replace_with_superset(table: pa.Table, path: Path) -> Path:
         old = None
     if old is not None:
         check_format(old.schema.metadata, path)
-        problem = superset_problem(old, table)
+        problem, repaired = compare_rows(old, table)
         if problem:
             raise FileExistsError(f"refusing to replace {path}: {problem}")
+        if repaired:
+            print(f"opsweep: note: {path}: {len(repaired)} trial(s) had several finished "
+                  f"attempts and kept a later one, e.g. {repaired[0]}; now each keeps its "
+                  "earliest ok attempt (the others stay in the journal)", file=sys.stderr)
         if Counter(row_keys(old)) == Counter(row_keys(table)):
             return path  # same rows: leave the file (and its metadata) alone
     else:

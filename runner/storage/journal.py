@@ -1,4 +1,4 @@
-"""The per-job journal: every finished trial is on disk before the next one starts.
+"""The per-job journal: every finished trial is on disk as soon as it ends.
 
 Why: a job used to write its Parquet file only when it ended, so a SIGKILL (pre-emption, the
 OOM killer, a closed laptop lid) lost every trial of the job. Now each finished trial is
@@ -6,15 +6,19 @@ written as its own one-row Parquet file::
 
     jobs/<n>/journal/<trial_index:05d>.<attempt>.parquet
 
-atomically (temporary file, fsync, hard link to the final name, fsync of the folder), before
-the next trial starts. A SIGKILL at any instant loses at most the trial in flight. The job's
+atomically (temporary file, fsync, hard link to the final name, fsync of the folder), as
+soon as the trial ends. With one worker that is before the next trial starts, so a SIGKILL at
+any instant loses at most the trial in flight. With ``workers=N`` each worker's row is written
+by its own writer thread while that worker already runs its next trial (the driver's round
+trip stays off the GPUs' time), so a SIGKILL can lose, per worker, the trial in flight and the
+one whose row was still being written (10-25 ms). ``runner.resume`` runs both again. The job's
 ``trials.parquet`` and the sweep's ``results.parquet`` are views built from the journal
 (:func:`job_rows`, :func:`merge_sweep`); ``python -m runner.collect`` and
 ``python -m runner.resume`` rebuild them.
 
 ``attempt`` counts the runs of one trial (a resumed sweep runs its failed trials again); a
 journal entry is never replaced, so every attempt stays on disk. The view keeps one row per
-trial: its ``ok``/``skipped`` row if there is one, else its latest attempt.
+trial by one fixed rule (:mod:`runner.storage.attempts`): ok over failed, then the earliest ok.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from runner.storage.attempts import DONE_STATUSES, keep_one
 from runner.storage.files import (
     FORMAT_VERSION,
     METADATA_KEY,
@@ -38,10 +43,7 @@ from runner.storage.files import (
     rows_to_table,
     write_new,
 )
-from runner.storage.layout import JOB_FILE, SWEEP_FILE, job_number, journal_dir
-
-#: Statuses a resumed sweep never runs again.
-DONE_STATUSES = frozenset({"ok", "skipped"})
+from runner.storage.layout import JOB_FILE, JOURNAL_DIR, SWEEP_FILE, job_number, journal_dir
 
 
 def write_row(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> Path:
@@ -90,6 +92,18 @@ def read_checked(path: Path, *, warn: bool = True) -> pa.Table | None:
     return table
 
 
+def check_formats(sweep_dir: Path) -> None:
+    """Raise :class:`~runner.storage.files.FormatError` when a job file or journal entry of the
+    sweep was written by a newer opsweep (its metadata only: cheap for thousands of entries)."""
+    for path in [*Path(sweep_dir).glob(f"jobs/*/{JOB_FILE}"),
+                 *Path(sweep_dir).glob(f"jobs/*/{JOURNAL_DIR}/*.parquet")]:
+        try:
+            metadata = pq.read_schema(path).metadata
+        except (OSError, pa.ArrowException, ValueError):
+            continue  # damaged: named and skipped where it is read
+        check_format(metadata, path)
+
+
 def _entry_order(path: Path) -> tuple[int, int]:
     index, _, rest = path.name.partition(".")
     attempt = rest.partition(".")[0]
@@ -97,21 +111,11 @@ def _entry_order(path: Path) -> tuple[int, int]:
 
 
 def best_rows(tables: Sequence[pa.Table]) -> pa.Table:
-    """One row per trial (by ``job_num``, ``trial_index``): the latest ``ok``/``skipped`` row,
-    else the latest attempt. ``tables`` are in attempt order (oldest first)."""
+    """One row per trial, by the one rule of :mod:`runner.storage.attempts` (ok over failed,
+    then the earliest ok); ``tables`` in attempt order (oldest first)."""
     if not tables:
         return pa.table({})
-    merged = merge_tables([t.replace_schema_metadata(None) for t in tables])
-    keys = _keys(merged)
-    statuses = merged.column("status").to_pylist() if "status" in merged.column_names else []
-    chosen: dict[tuple, int] = {}
-    for i, key in enumerate(keys):
-        done = statuses[i] in DONE_STATUSES if statuses else False
-        previous = chosen.get(key)
-        if previous is None or done or statuses[previous] not in DONE_STATUSES:
-            chosen[key] = i
-    order = sorted(chosen.values(), key=lambda i: keys[i])
-    return merged.take(pa.array(order, pa.int64()))
+    return keep_one(merge_tables([t.replace_schema_metadata(None) for t in tables]))[0]
 
 
 def _attempts(table: pa.Table) -> list[tuple]:
@@ -120,14 +124,6 @@ def _attempts(table: pa.Table) -> list[tuple]:
     columns = [table.column(n).to_pylist() if n in table.column_names else [None] * len(table)
                for n in names]
     return list(zip(*columns))
-
-
-def _keys(table: pa.Table) -> list[tuple]:
-    n = table.num_rows
-    jobs = table.column("job_num").to_pylist() if "job_num" in table.column_names else [0] * n
-    index = (table.column("trial_index").to_pylist() if "trial_index" in table.column_names
-             else list(range(n)))
-    return [(j if j is not None else -1, i if i is not None else -1) for j, i in zip(jobs, index)]
 
 
 def job_rows(job_dir: Path, metadata: dict[str, Any] | None = None) -> pa.Table | None:

@@ -39,6 +39,7 @@ from runner.storage.columns import AXES, AXIS_COLUMNS, Status
 from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
 from runner.storage.files import check_format, merge_tables
 from runner.storage.files import read_metadata as read_file_metadata
+from runner.storage.journal import job_rows
 from runner.storage.layout import JOB_FILE, JOURNAL_DIR, SWEEP_FILE, job_number
 
 JOB_GLOB = f"jobs/*/{JOB_FILE}"
@@ -224,11 +225,31 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
             table = table.append_column("sweep_id", pa.array([sweep] * table.num_rows))
         return table.replace_schema_metadata(None)
 
-    if len(files) > 4:
+    def read_journal(job_dir: Path) -> pa.Table | None:
+        # one row per trial by the one rule (runner.storage.attempts), never every attempt
+        table = job_rows(job_dir)
+        if table is None:
+            return None
+        keep = table.column_names if columns is None else [c for c in columns
+                                                           if c in table.column_names]
+        if drop_samples:
+            keep = [c for c in keep if c != "samples_us"]
+        return table.select(keep).replace_schema_metadata(None)
+
+    # a job with no trials.parquet yet is read from its journal: one entry per attempt
+    units: dict[Path, Path | None] = {}
+    for file in files:
+        if file.parent.name == JOURNAL_DIR:
+            units.setdefault(file.parent.parent, None)
+        else:
+            units[file] = file
+    readers = [(read, file) if file is not None else (read_journal, job_dir)
+               for job_dir, file in units.items()]
+    if len(readers) > 4:
         with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2)) as pool:
-            tables = list(pool.map(read, files))
+            tables = list(pool.map(lambda unit: unit[0](unit[1]), readers))
     else:
-        tables = [read(f) for f in files]
+        tables = [reader(arg) for reader, arg in readers]
     tables = [t for t in tables if t is not None]
     if not tables:
         raise ResultsNotFoundError(f"every result file is damaged: {', '.join(map(str, files))}")

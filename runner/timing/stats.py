@@ -15,6 +15,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 #: z for a two-sided 95% interval.
 Z_95 = 1.959963984540054
@@ -43,6 +44,10 @@ class SampleStats:
         return (self.ci_high - self.ci_low) / (2 * self.median)
 
 
+#: Above this many samples the median's CI ranks come from the normal approximation.
+EXACT_CI_MAX_N = 1000
+
+
 @functools.lru_cache(maxsize=4096)
 def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
     """1-based order-statistic ranks bounding the median's confidence interval, or None
@@ -59,6 +64,13 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
+    if n > EXACT_CI_MAX_N:
+        # 2**n overflows a float past n = 1023, and the exact sum costs O(n) big integers per
+        # new n while the adaptive stop asks after every sample. Here the normal approximation
+        # to the binomial is within a rank of the exact one.
+        half_width = NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(n) / 2
+        low = max(1, math.floor(n / 2 - half_width))
+        return low, n + 1 - low
     limit = (1 - level) / 2 * 2 ** n  # P(B <= k) <= tail, in counts of the 2^n outcomes
     low, term, below = 0, 1, 0
     for k in range(n):  # term = C(n, k), below = C(n, 0) + ... + C(n, k)

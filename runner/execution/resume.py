@@ -14,15 +14,21 @@ runs the sweep's own command again:
 * Hydra's record of the resumed run goes to ``jobs/<n>/.hydra-resume-<utc>/``: the original
   ``.hydra/`` (the provenance of the data) is never overwritten.
 
-Exit status: that of the resumed run (0, 2 for bad input, 130 after Ctrl-C).
+The command *becomes* the run (``os.execv``): one process, so killing it (SIGKILL included)
+leaves nothing running, and the run takes the sweep's lock (``runner.storage.lock``) before it
+plans: a second resume of the same sweep waits (``--wait``) or exits 2, and no trial runs
+twice.
+
+Exit status: that of the resumed run (0, 2 for bad input or a sweep another process is
+writing, 130 after Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-import signal
-import subprocess
+import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,10 +39,10 @@ from runner.storage.layout import RESUME_ENV
 
 #: Hydra overrides that describe where and how the original run went, not what it ran.
 _RUNTIME_HYDRA_KEYS = ("hydra.mode", "hydra.run.dir", "hydra.sweep.dir", "hydra.output_subdir")
-_PINNED_KEYS = ("sweep_id", "results_dir")
+_PINNED_KEYS = ("sweep_id", "results_dir", "lock_wait_s")
 
 
-def resume_command(sweep_dir: Path) -> list[str]:
+def resume_command(sweep_dir: Path, wait_s: float = 0.0) -> list[str]:
     """The ``python -m runner`` arguments that continue ``sweep_dir``."""
     multirun = _original_record(sweep_dir)
     single = sweep_dir / "jobs" / "0" / ".hydra" / "hydra.yaml"
@@ -53,9 +59,18 @@ def resume_command(sweep_dir: Path) -> list[str]:
     hydra = [o for o in record.overrides.hydra
              if o.partition("=")[0].lstrip("+~") not in _RUNTIME_HYDRA_KEYS]
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d_%H-%M-%S.%f")
-    pinned = [f"sweep_id={sweep_dir.name}", f"results_dir={sweep_dir.resolve().parent}",
-              f"hydra.output_subdir=.hydra-resume-{stamp}"]
+    pinned = [f"sweep_id={hydra_quote(sweep_dir.name)}",
+              f"results_dir={hydra_quote(str(sweep_dir.resolve().parent))}",
+              f"lock_wait_s={wait_s:g}", f"hydra.output_subdir=.hydra-resume-{stamp}"]
     return [*task, *hydra, *pinned, *flags]
+
+
+def hydra_quote(value: str) -> str:
+    """``value`` as one Hydra override value: quoted when it holds characters Hydra's grammar
+    reads (a comma would make ``results_dir=a,b`` a sweep over two folders)."""
+    if value and all(c.isalnum() or c in "-_./+@%" for c in value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _original_record(sweep_dir: Path) -> Path:
@@ -78,22 +93,24 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dir", type=Path, metavar="DIR",
                         help="sweep folder, e.g. results/2026-11-21_10-00-00.000000")
+    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                        help="while another process writes this sweep, wait up to SECONDS for "
+                             "it (default 0: exit 2 at once)")
     args = parser.parse_args(argv)
+    if not math.isfinite(args.wait) or args.wait < 0:
+        parser.error(f"--wait {args.wait}: expected seconds >= 0")
     if not args.sweep_dir.is_dir():
         print(f"opsweep: error: {args.sweep_dir} is not a directory; pass a sweep folder under "
               "results/", file=sys.stderr)
         return 2
     try:
-        command = resume_command(args.sweep_dir)
-    except (FileNotFoundError, ValueError) as exc:
+        command = resume_command(args.sweep_dir, args.wait)
+    except (OSError, ValueError) as exc:
         print(f"opsweep: error: {exc}", file=sys.stderr)
         return 2
-    print(f"resuming {args.sweep_dir}: python -m runner {' '.join(command)}", file=sys.stderr)
-    env = {**os.environ, RESUME_ENV: "1"}
-    # Ctrl-C reaches the child too (same process group): it stops gracefully and its exit
-    # status (130) is ours
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        return subprocess.call([sys.executable, "-m", "runner", *command], env=env)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    print(f"resuming {args.sweep_dir}: python -m runner {shlex.join(command)}", file=sys.stderr,
+          flush=True)
+    sys.stdout.flush()
+    os.environ[RESUME_ENV] = "1"
+    # replace this process with the run: a kill of this pid reaches the run itself
+    os.execv(sys.executable, [sys.executable, "-m", "runner", *command])

@@ -1,0 +1,286 @@
+"""Each trial's time across sweeps and commits: ``python -m runner.history RESULTS...``.
+
+Why: ``runner.compare`` answers "is NEW slower than BASE"; a project that sweeps on every
+commit asks "when did this trial get slower, and at which commit?". This reads any number of
+sweeps, follows every trial (by ``trial_id``, the hash of its spec, equal on every machine)
+through them in the order they ran, and judges each step from one sweep to the next with the
+statistics ``runner.compare`` uses (:func:`runner.analysis.significance.compare_samples`:
+bootstrap CI of the ratio of medians, Mann-Whitney U, and a change called only when it is
+significant and larger than both the threshold and the runs' own noise).
+
+The time followed is the device time (``gpu_time_*``) where every point of the trial has
+one, else the loop time (CPU trials, or results from before the device time). Sweeps are
+ordered by their first trial's timestamp; each point carries opsweep's commit
+(``git_commit``, ``+`` when the tree was dirty) and the user code's commit when it lives in
+another repository (``user_git_commit``).
+
+Writes into ``--out`` (default ``<first source>/history``): ``history.csv`` (one row per
+trial and sweep) and ``history_<op>.png`` (time against sweep, one line per trial, steps
+marked). Exit status: 1 when a step got slower (``--fail-on slower``, the default; ``any``
+counts faster steps too, ``never`` only reports), 2 for bad arguments, else 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from runner.analysis.figure import log_axis, spans_decade, with_modes
+from runner.analysis.plots import MAX_SERIES
+from runner.analysis.selection import label_columns, spec_label
+from runner.analysis.significance import compare_samples
+from runner.analysis.values import html_table, markdown_table
+from runner.cli import OneLineArgumentParser, fail
+from runner.storage.load import load
+
+#: The two times a point can follow: (median, raw samples, CI low, CI high) columns.
+TIMES = {"device": ("gpu_time_median_us", "gpu_time_samples_us", "gpu_time_ci_low_us",
+                    "gpu_time_ci_high_us"),
+         "loop": ("time_median_us", "samples_us", "time_ci_low_us", "time_ci_high_us")}
+
+
+@dataclass
+class History:
+    """Every trial's points (``points``: one row per trial and sweep, in sweep order, with
+    the step from the point before) and one summary row per trial (``trials``)."""
+
+    points: pd.DataFrame
+    trials: pd.DataFrame
+
+    def steps(self, verdicts: Sequence[str] = ("slower",)) -> pd.DataFrame:
+        """The points whose step from the sweep before is one of ``verdicts``."""
+        return self.points[self.points["step"].isin(list(verdicts))]
+
+
+def sweep_order(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per sweep, in the order the sweeps ran: ``sweep_id``, ``started``, ``commit``
+    (opsweep's, short, ``+`` when dirty, and the user code's after a ``/`` when recorded)."""
+    rows = []
+    for sweep, group in df.groupby(df["sweep_id"].astype(str), sort=False):
+        started = pd.to_datetime(group["timestamp"], utc=True, errors="coerce").min() \
+            if "timestamp" in group.columns else pd.NaT
+        rows.append({"sweep_id": sweep, "started": started, "commit": _commit_text(group)})
+    order = pd.DataFrame(rows)
+    # a sweep id is its start time: it orders sweeps whose rows have no timestamp
+    order = order.assign(_key=order["started"].fillna(pd.Timestamp.max.tz_localize("UTC")))
+    return order.sort_values(["_key", "sweep_id"]).drop(columns="_key").reset_index(drop=True)
+
+
+def _commit_text(group: pd.DataFrame) -> str:
+    def first(column: str) -> object:
+        if column not in group.columns:
+            return None
+        values = group[column].dropna()
+        return values.iloc[0] if len(values) else None
+
+    text = ""
+    for commit, dirty in (("git_commit", "git_dirty"), ("user_git_commit", "user_git_dirty")):
+        value = first(commit)
+        if value is not None:
+            part = str(value)[:7] + ("+" if first(dirty) is True else "")
+            text = f"{text}/{part}" if text else part
+    return text or "?"
+
+
+def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -> History:
+    """Follow every ``ok`` trial of ``df`` through its sweeps and judge each step.
+
+    ``threshold`` is a fraction (0.03: a change under 3% is ``same``), as in compare.
+    Raises ``ValueError`` when ``df`` has no timed trial.
+    """
+    if df.empty or "trial_id" not in df.columns:
+        raise ValueError("no trials in these results")
+    ok = df[(df["status"].astype(str) == "ok")
+            & pd.to_numeric(df["time_median_us"], errors="coerce").gt(0)]
+    if ok.empty:
+        raise ValueError("no timed (ok) trial in these results: nothing to follow")
+    ok = with_modes(ok)
+    order = sweep_order(ok)
+    position = {sweep: i for i, sweep in enumerate(order["sweep_id"])}
+    ok = ok.assign(_sweep=ok["sweep_id"].astype(str).map(position))
+    # one point per trial and sweep (a resumed sweep may hold a trial twice: the last counts)
+    ok = ok.sort_values(["_sweep", "timestamp"] if "timestamp" in ok else ["_sweep"])
+    ok = ok.drop_duplicates(["trial_id", "_sweep"], keep="last")
+    labels_of = label_columns(ok.drop(columns=["sweep_id"]))
+    points, trials = [], []
+    for trial_id, group in ok.groupby("trial_id", sort=False):
+        time = "device" if _has(group, "gpu_time_median_us") else "loop"
+        median_col, samples_col, low_col, high_col = TIMES[time]
+        label = spec_label(group.iloc[0], labels_of)
+        before = None
+        for _, row in group.iterrows():
+            point = {"trial_id": trial_id, "op": row["op"], "trial": label, "time": time,
+                     "sweep_id": row["sweep_id"], "sweep_index": row["_sweep"],
+                     "commit": order["commit"].iloc[row["_sweep"]],
+                     "started": order["started"].iloc[row["_sweep"]],
+                     "median_us": float(row[median_col]),
+                     "ci_low_us": _float(row.get(low_col)),
+                     "ci_high_us": _float(row.get(high_col)),
+                     "step": "", "change_pct": math.nan, "p_value": math.nan}
+            if before is not None:
+                stats = compare_samples(
+                    _samples(before.get(samples_col)), _samples(row.get(samples_col)),
+                    float(before[median_col]), float(row[median_col]),
+                    base_ci=(_float(before.get(low_col)), _float(before.get(high_col))),
+                    new_ci=(_float(row.get(low_col)), _float(row.get(high_col))),
+                    alpha=alpha, threshold=threshold)
+                point.update(step=stats.verdict if stats.verdict != "same" else "",
+                             change_pct=(1.0 / stats.speedup - 1.0) * 100.0,
+                             p_value=stats.p_value if stats.p_value is not None else math.nan)
+            points.append(point)
+            before = row
+        mine = pd.DataFrame(points[-len(group):])
+        flagged = mine[mine["step"] != ""]
+        trials.append({
+            "trial": label, "op": group["op"].iloc[0], "time": time, "sweeps": len(group),
+            "first_us": mine["median_us"].iloc[0], "last_us": mine["median_us"].iloc[-1],
+            "change_pct": (mine["median_us"].iloc[-1] / mine["median_us"].iloc[0] - 1) * 100,
+            "steps": "; ".join(f"{r.step} {r.change_pct:+.1f}% at {r.commit} ({r.sweep_id})"
+                               for r in flagged.itertuples()),
+            "trial_id": trial_id})
+    return History(pd.DataFrame(points), pd.DataFrame(trials))
+
+
+def _has(group: pd.DataFrame, column: str) -> bool:
+    return column in group.columns and bool(
+        pd.to_numeric(group[column], errors="coerce").gt(0).all())
+
+
+def _float(value: object) -> float:
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return out
+
+
+def _samples(value: object) -> np.ndarray | None:
+    if value is None or not hasattr(value, "__len__"):
+        return None
+    return np.asarray(value, dtype=float)
+
+
+def plot_history(result: History) -> dict[str, Figure]:
+    """One figure per op: each trial's time against the sweeps, steps marked."""
+    figures = {}
+    sweeps = result.points.drop_duplicates("sweep_index").sort_values("sweep_index")
+    ticks = [f"{r.commit}\n{_day(r.started, r.sweep_id)}" for r in sweeps.itertuples()]
+    for op, group in result.points.groupby("op", sort=True):
+        fig = Figure(figsize=(max(6.0, 1.1 * len(ticks) + 3), 4.5), layout="constrained")
+        ax = fig.subplots()
+        names = list(dict.fromkeys(group["trial"]))
+        for i, name in enumerate(names[:MAX_SERIES]):
+            line = group[group["trial"] == name].sort_values("sweep_index")
+            ax.plot(line["sweep_index"], line["median_us"], marker="o", color=f"C{i % 10}",
+                    label=f"{name} ({line['time'].iloc[0]} time)")
+            for verdict, marker in (("slower", "v"), ("faster", "^")):
+                hit = line[line["step"] == verdict]
+                ax.scatter(hit["sweep_index"], hit["median_us"], s=140, marker=marker,
+                           facecolors="none", edgecolors="red" if verdict == "slower"
+                           else "green", linewidths=2, zorder=3)
+        ax.set_xticks(list(sweeps["sweep_index"]), ticks, fontsize="small")
+        ax.set_ylabel("median time per call (µs)")
+        if spans_decade(group["median_us"]):
+            ax.set_yscale("log")
+            log_axis(ax.yaxis, group["median_us"])
+        ax.grid(True, alpha=0.3)
+        left_out = f", {len(names) - MAX_SERIES} trials left out" \
+            if len(names) > MAX_SERIES else ""
+        ax.set_title(f"{op}: time by sweep (red ▽ slower, green △ faster step){left_out}",
+                     fontsize="medium")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small",
+                  frameon=False)
+        figures[op] = fig
+    return figures
+
+
+def _day(started: object, sweep_id: str) -> str:
+    if isinstance(started, pd.Timestamp) and not pd.isna(started):
+        return started.strftime("%Y-%m-%d %H:%M")
+    return sweep_id[:16]
+
+
+def render(result: History, fmt: str) -> str:
+    """The per-trial table as text, Markdown or HTML."""
+    table = result.trials.drop(columns=["trial_id"])
+    table = table.assign(first_us=table["first_us"].map(lambda v: f"{v:.4g}"),
+                         last_us=table["last_us"].map(lambda v: f"{v:.4g}"),
+                         change_pct=table["change_pct"].map(lambda v: f"{v:+.1f}"))
+    headers = ["trial", "op", "time", "sweeps", "first µs", "last µs", "change %", "steps"]
+    rows = list(table.itertuples(index=False))
+    if fmt == "markdown":
+        return markdown_table(headers, rows) + "\n"
+    if fmt == "html":
+        return html_table(headers, rows) + "\n"
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths))]
+    lines += ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)) for r in rows]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def write(result: History, out: Path) -> list[Path]:
+    """``history.csv`` and one ``history_<op>.png`` per op into ``out``; the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "history.csv"]
+    result.points.to_csv(written[0], index=False)
+    for op, fig in plot_history(result).items():
+        path = out / f"history_{re.sub(r'[^A-Za-z0-9_.-]+', '_', str(op))}.png"
+        fig.savefig(path, dpi=110)
+        written.append(path)
+    return written
+
+
+def build_parser() -> OneLineArgumentParser:
+    p = OneLineArgumentParser(
+        prog="python -m runner.history",
+        description="Each trial's time across sweeps and commits, with step changes flagged "
+                    "by the statistics of runner.compare.")
+    p.add_argument("sources", nargs="+", metavar="RESULTS",
+                   help="sweep dirs, .parquet files, results roots or globs (two or more sweeps)")
+    p.add_argument("--out", "-o", metavar="DIR",
+                   help="where history.csv and the plots go (default <first source>/history)")
+    p.add_argument("--format", choices=("table", "markdown", "html"), default="table")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--threshold", type=float, default=3.0, metavar="PCT",
+                   help="smallest change in percent called a step (default 3)")
+    p.add_argument("--fail-on", choices=("slower", "any", "never"), default="slower",
+                   help="exit 1 when a step got slower (default), any step, or never")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = history(load(args.sources), alpha=args.alpha, threshold=args.threshold / 100)
+    except ValueError as exc:  # includes ResultsNotFoundError
+        fail(str(exc), prog=parser.prog)
+    first = Path(args.sources[0])
+    out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "history"
+    try:
+        written = write(result, out)
+    except OSError as exc:
+        fail(f"cannot write the history: {exc}", prog=parser.prog)
+    sys.stdout.write(render(result, "table" if args.format == "table" else args.format))
+    sweeps = result.points["sweep_id"].nunique()
+    print(f"{len(result.trials)} trials over {sweeps} sweeps → {os.fspath(out)} "
+          f"({len(written) - 1} plot(s), history.csv)", file=sys.stderr)
+    verdicts = {"slower": ("slower",), "any": ("slower", "faster"), "never": ()}[args.fail_on]
+    flagged = result.steps(verdicts)
+    for r in flagged.itertuples():
+        print(f"step: {r.trial}: {r.step} {r.change_pct:+.1f}% at {r.commit} ({r.sweep_id})",
+              file=sys.stderr)
+    return 1 if len(flagged) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

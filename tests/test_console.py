@@ -1,0 +1,105 @@
+"""What the terminal shows: the progress line and the summary table."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from runner import console
+from runner.analysis.selection import spec_cells
+
+
+def CLI_RUNS() -> dict[str, Any]:  # noqa: N802 (the name conftest looks for)
+    return {"threads": ["experiment=cpu_threads", "smoke=true"]}
+
+
+def _render(renderable: Any, width: int = 200) -> str:
+    out = Console(file=io.StringIO(), width=width, color_system=None)
+    out.print(renderable)
+    return out.file.getvalue()
+
+
+def test_cpu_threads_table_shows_the_swept_num_threads(cli_runs: dict[str, Any]) -> None:
+    run = cli_runs["threads"].wait()
+    assert run.returncode == 0, run.explain()
+    header = next(line for line in run.stdout.splitlines() if "status" in line)
+    assert "num_threads" in header and "impl" in header
+    # what did not vary is said once, above the table, not as a column
+    assert "dtype=fp32" in run.stdout and "dtype" not in header
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> Console:
+    record = Console(file=io.StringIO(), width=200, color_system=None, force_terminal=False)
+    monkeypatch.setattr(console, "stderr", record)
+    return record
+
+
+def test_bracketed_op_parameter_is_visible_in_the_progress_line(recorded: Console) -> None:
+    items = ["a", "b"]
+    for _ in console.track(items, "job 0 (op=batched_dot op.impl=[mul_sum,bmm,einsum])",
+                           label=lambda s: f"batched_dot fp32 [x{s}]"):
+        pass
+    with console.progress(1, "job 1 (op.impl=[bmm])") as advance:
+        advance("[tag]")
+    text = recorded.file.getvalue()
+    assert "op.impl=[mul_sum,bmm,einsum]" in text and "op.impl=[bmm]" in text
+    assert "eta" in text  # the time-remaining column
+
+
+def test_trial_labels_are_shown_literally_and_cut_to_fit() -> None:
+    from rich.text import Text
+
+    label = "batched_dot fp32 [bold]x[/bold] op.impl=[mul_sum,bmm]"
+    assert Text.from_markup(console.plain(label)).plain == label
+    long = "x" * 200
+    assert len(Text.from_markup(console.plain(long)).plain) == console.MAX_LABEL
+
+
+def test_labels_keep_what_tells_items_apart() -> None:
+    labels = ["matmul fp32 64x64x64 streams=2", "matmul fp32 64x64x64 streams=4"]
+    assert console.distinct_parts(labels) == ["streams=2", "streams=4"]
+    assert console.distinct_parts(["add fp32 8"]) == ["add fp32 8"]
+
+
+def _row(**kw: Any) -> dict[str, Any]:
+    row = {"op": "matmul", "dtype": "bf16", "shape_str": "64x64x64", "device": "cuda:0",
+           "graph": "none", "compile": "none", "backward": False, "status": "ok",
+           "time_median_us": 20.0, "ci_rel_halfwidth": 0.01, "tflops": 1.0, "gbps": 2.0,
+           "n_samples": 10, "accuracy_ok": True, "param_flops": -1.0}
+    row.update(kw)
+    return row
+
+
+def test_cuda_rows_lead_with_device_time_and_bound() -> None:
+    rows = [_row(gpu_time_median_us=12.5, gpu_time_ci_rel_halfwidth=0.02, bound="overhead"),
+            _row(dtype="fp16", gpu_time_median_us=11.0, gpu_time_ci_rel_halfwidth=0.02,
+                 bound="compute")]
+    text = _render(console.summary_table(rows, "sweep s", spec_cells(rows)))
+    header = next(line for line in text.splitlines() if "status" in line)
+    assert header.index("device µs") < header.index("loop µs") < header.index("bound")
+    assert "12.5" in text and "overhead" in text and "2.0%" in text
+    # the custom op's sentinel is never shown as a number
+    assert "-1" not in text and "flops=auto" in text
+
+
+def test_cpu_rows_have_one_time_and_say_why_tflops_is_blank() -> None:
+    rows = [_row(device="cpu", tflops=None), _row(device="cpu", dtype="fp32", tflops=None)]
+    text = _render(console.summary_table(rows, "sweep s", spec_cells(rows)))
+    assert "device µs" not in text and "median µs" in text
+    assert "TFLOP/s: the op declares no FLOP count" in text
+    traced = [_row(device="cpu", trace_path="jobs/0/traces/matmul.json")]
+    assert "profile traces (trace_path): jobs/0/traces" in \
+        _render(console.summary_table(traced, "sweep s", spec_cells(traced)))
+
+
+def test_long_skip_reasons_wrap_at_words() -> None:
+    reason = "graph=cuda_graph needs a CUDA device; run with device=cuda or drop graph"
+    rows = [_row(status="skipped", reason=reason), _row(dtype="fp16")]
+    text = _render(console.summary_table(rows, "sweep s", spec_cells(rows)), width=120)
+    words = set(reason.replace(";", " ").split())
+    cells = " ".join(line.split("│")[-2] for line in text.splitlines() if line.count("│") > 3)
+    assert set(cells.replace(";", " ").split()) >= words  # no word cut in two

@@ -1,0 +1,74 @@
+"""``runner.history``: each trial's time across sweeps, a step flagged with compare's rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic import CPU, make_trials, scaled, write_sweep
+
+from runner.analysis.history import history, main
+
+SPECS = [{"op": "matmul", "shape": (n, n, n), "median_us": 10.0 * n} for n in (32, 64)] + \
+        [{"op": "add", "shape": (4096,), "median_us": 5.0}]
+
+
+def _sweep(root: Path, base: pd.DataFrame, index: int, *, slower: int | None = None) -> Path:
+    """Sweep ``index`` of the base trials (fresh noise), one trial 20% slower if asked."""
+    df = scaled(base, 1.0, sweep_id=f"2026-01-0{index + 1}_00-00-00.000000", seed=index)
+    df["timestamp"] = pd.Timestamp(f"2026-01-0{index + 1}", tz="UTC")
+    df["git_commit"] = f"{index}" * 40
+    if slower is not None:
+        df.at[slower, "samples_us"] = (np.asarray(df.at[slower, "samples_us"]) * 1.2).tolist()
+        for column in ("time_median_us", "time_ci_low_us", "time_ci_high_us"):
+            df.at[slower, column] = df.at[slower, column] * 1.2
+    return write_sweep(root, df)
+
+
+@pytest.fixture
+def three_sweeps(tmp_path: Path) -> list[Path]:
+    base = make_trials(SPECS, env=CPU, sweep_id="base")
+    # written newest first: the order comes from the timestamps, not the arguments
+    return [_sweep(tmp_path, base, 2, slower=1), _sweep(tmp_path, base, 0),
+            _sweep(tmp_path, base, 1)]
+
+
+def test_a_trial_that_got_20_percent_slower_is_flagged_and_fails(three_sweeps, tmp_path,
+                                                                  capsys) -> None:
+    out = tmp_path / "history"
+    assert main([*map(str, three_sweeps), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "step: matmul 64x64x64: slower +20.0% at 2222222" in err
+    assert err.count("step:") == 1  # the noise of the other steps is not a change
+    assert (out / "history_matmul.png").stat().st_size > 0
+    assert (out / "history_add.png").is_file()
+    points = pd.read_csv(out / "history.csv", dtype={"commit": str})
+    assert len(points) == 9 and set(points["time"]) == {"loop"}  # CPU: the loop time
+    commits = points[points["trial"] == "add 4096"]["commit"]
+    assert list(commits) == ["0000000", "1111111", "2222222"]
+
+
+def test_steady_sweeps_pass_and_never_only_reports(three_sweeps, tmp_path) -> None:
+    assert main([*map(str, three_sweeps[1:]), "--out", str(tmp_path / "a")]) == 0
+    assert main([*map(str, three_sweeps), "--out", str(tmp_path / "b"), "--fail-on",
+                 "never"]) == 0
+
+
+def test_device_time_is_followed_where_every_point_has_one(three_sweeps) -> None:
+    from runner.storage.load import load
+
+    df = load([str(p) for p in three_sweeps])
+    df["gpu_time_median_us"] = df["time_median_us"] * 0.5
+    df["gpu_time_samples_us"] = [list(np.asarray(s) * 0.5) for s in df["samples_us"]]
+    result = history(df)
+    assert set(result.points["time"]) == {"device"}
+    assert result.steps()["trial"].tolist() == ["matmul 64x64x64"]
+
+
+def test_results_without_a_timed_trial_are_a_clean_error(tmp_path, capsys) -> None:
+    failed = make_trials([{"op": "add", "status": "error"}], env=CPU, sweep_id="x")
+    with pytest.raises(SystemExit) as exc:
+        main([str(write_sweep(tmp_path, failed))])
+    assert exc.value.code == 2 and "no timed (ok) trial" in capsys.readouterr().err

@@ -1,0 +1,39 @@
+"""The Makefile: every declared target has a recipe, and the install follows TORCH_SPEC."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+
+
+def make(*args: str) -> str:
+    out = subprocess.run(["make", "-n", "-C", str(REPO), *args], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_every_phony_target_has_a_recipe_and_help_lists_it() -> None:
+    text = (REPO / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY:(.*)$", text, re.M).group(1).split()
+    listing = subprocess.run(["make", "-s", "-C", str(REPO), "help"], capture_output=True,
+                             text=True, timeout=60).stdout
+    for target in phony:
+        assert make(target).strip() or target == "setup", f"make {target} does nothing"
+        assert f"  {target} " in listing, f"make help does not list {target}"
+
+
+def test_a_new_torch_spec_or_index_reinstalls_with_pip_args_passed_through() -> None:
+    plan = make("setup", "TORCH_SPEC=torch==2.99 --pre",
+                "TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128")
+    assert "--extra-index-url https://download.pytorch.org/whl/cu128" in plan
+    assert re.search(r"pip install -q .*\n?\s*torch==2\.99 --pre", plan)
+    assert "'torch" not in plan and '"torch' not in plan  # words, not one quoted argument
+    assert make("setup", "GPU_EXTRA=gpu").count('-e ".[dev,gpu]"') == 1
