@@ -422,3 +422,24 @@ def test_a_failing_record_stops_the_queue_and_is_raised(planned: list) -> None:
                     stop=NoStop(), record=record)
     ran = sum(len(s.calls) for s in workers.supervisors)
     assert ran < len(planned), "trials were still handed out after the journal failed"
+
+
+def test_gpus_are_counted_without_torch_as_cuda_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver counts GPUs from the NVIDIA driver and CUDA_VISIBLE_DEVICES; where only CUDA
+    can tell, it says so (None) and the caller asks torch."""
+    from runner.core import gpus
+
+    monkeypatch.setattr(gpus, "_driver_gpu_count", lambda: 4)
+    monkeypatch.setattr(gpus, "_torch_cuda_build", lambda: True)
+    cases = {None: ["0", "1", "2", "3"], "2,0": ["2", "0"], "1,7,2": ["1"], "": [],
+             "GPU-8f6c": None, "0,0": None, "-1": None}
+    for listed, expected in cases.items():
+        if listed is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
+        assert gpus.visible_gpus() == expected, listed
+    monkeypatch.setattr(gpus, "_torch_cuda_build", lambda: False)  # a CPU torch sees none
+    assert gpus.visible_gpus() is None
+    monkeypatch.setattr(gpus, "_driver_gpu_count", lambda: 0)
+    assert gpus.visible_gpus() == []

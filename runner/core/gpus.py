@@ -28,6 +28,8 @@ def visible_gpus() -> list[str] | None:
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is None:
         return [str(i) for i in range(count)]
+    if not listed.strip():
+        return []  # set and empty: CUDA shows no device
     entries = [entry.strip() for entry in listed.split(",")]
     visible: list[str] = []
     for entry in entries:
