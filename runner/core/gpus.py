@@ -23,7 +23,9 @@ def visible_gpus() -> list[str] | None:
     count = _driver_gpu_count()
     if count is None:
         return None
-    if count and _torch_cuda_build() is not True:
+    if count == 0:
+        return []  # no NVIDIA GPU: torch counts none, whatever CUDA_VISIBLE_DEVICES says
+    if _torch_cuda_build() is not True:
         return None  # a CPU or ROCm torch on a machine with NVIDIA GPUs sees none / others
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is None:
