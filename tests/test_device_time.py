@@ -376,6 +376,16 @@ def test_a_host_slower_than_the_device_holds_every_blocked_chunk_behind_a_spin()
     assert all(spin > 0 for _, spin in device.chunks[3:])
 
 
+def test_a_host_slower_than_the_device_holds_every_graph_chunk_behind_a_spin() -> None:
+    # A graph replay of a tiny op: the host's replays and events (400 µs a chunk) outlast the
+    # device's work. The graph stays the method; every chunk waits behind a grown spin.
+    device = FakeDevice(per_call_s=5 * US, host_s=400 * US)
+    result = run(device, 1, steady=True)
+    assert result.method == "graph", result.reason
+    assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
+    assert all(spin > 0 for _, spin in device.chunks[3:])
+
+
 def test_a_host_that_waits_on_the_device_makes_steady_blocked_unavailable() -> None:
     device = FakeDevice(capture_error=RuntimeError("no"), host_s=1.0)
     result = run(device, 1, steady=True)

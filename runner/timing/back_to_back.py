@@ -61,9 +61,9 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     inflight: deque[tuple[Any, bool]] = deque()
     # hold_every: whether every chunk waits behind a spin. Off at first: a chunk queued behind
     # one still running needs none, and a spin between chunks is an idle gap in which a
-    # power-capped GPU recovers its clock. An eager (blocked) call the host enqueues slower
-    # than the device runs it falls behind; the warm-up then turns it on (that op is
-    # launch-bound, far from the power cap, so the gap costs it nothing).
+    # power-capped GPU recovers its clock. A call (eager, or a graph replay of a tiny op) the
+    # host enqueues slower than the device runs it falls behind; the warm-up then turns it on
+    # (that op is launch-bound, far from the power cap, so the gap costs it nothing).
     counts = {"retaken": 0, "growths": 0, "hold_every": 0}
 
     def enqueue() -> None:
@@ -84,8 +84,10 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             times = device.wait(chunk)
             if valid:
                 return [t / calls for t in times]
-            if warming and launches_per_sample > 0 and not counts["hold_every"]:
-                counts["hold_every"] = 1  # the host falls behind: hold every chunk
+            if warming and not counts["hold_every"]:
+                # The host falls behind (eager launches, or graph replays of a tiny op whose
+                # replay and events take the host longer than the device): hold every chunk.
+                counts["hold_every"] = 1
             elif warming:  # grow the spin until it covers the host (warm-up chunks only)
                 if counts["growths"] == MAX_SPIN_GROWTHS or spin[0] >= SPIN_MAX_S:
                     raise HostBlocked(f"the host's enqueue still outlasted a "
