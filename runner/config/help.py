@@ -38,7 +38,7 @@ COMMANDS = (
     ("runner.resume", "opsweep-resume", "SWEEP_DIR",
      "run the trials of a sweep that are missing or failed"),
     ("runner.check", "opsweep-check", "RESULTS",
-     "judge the experiments' claims on saved results (exit 1 if one failed)"),
+     "judge the experiments' claims on saved results (exit 1: one failed, 3: none judged)"),
     ("runner.claims.report", "opsweep-claims-report", "RESULTS",
      "write the claims' verdicts as Markdown"),
 )
@@ -169,7 +169,7 @@ python -m runner op=NAME --help lists that op's parameters.
 == Settings ==
 {_settings(settings)}
 
-== Other commands (installed scripts; each is also python -m runner.NAME) ==
+== Other commands (installed scripts; each is also its python -m form) ==
 {_commands()}
 
 Docs: README.md, docs/. Hydra's own flags: --hydra-help. This config: --cfg job.
