@@ -386,6 +386,15 @@ def test_a_host_slower_than_the_device_holds_every_graph_chunk_behind_a_spin() -
     assert all(spin > 0 for _, spin in device.chunks[3:])
 
 
+def test_a_chunk_whose_enqueue_outlasts_many_sample_spins_still_gets_a_covering_spin() -> None:
+    # 5 ms of host enqueue per chunk: past MAX_SPIN_GROWTHS doublings of the first spin, but
+    # well under SPIN_MAX_S, so the graph is kept (a fork/join replay on two streams does this).
+    device = FakeDevice(per_call_s=5 * US, host_s=5e-3)
+    result = run(device, 1, steady=True)
+    assert result.method == "graph", result.reason
+    assert device.chunks[-1][1] >= 5e-3 - device.chunks[-1][0] * 5 * US
+
+
 def test_a_host_that_waits_on_the_device_makes_steady_blocked_unavailable() -> None:
     device = FakeDevice(capture_error=RuntimeError("no"), host_s=1.0)
     result = run(device, 1, steady=True)

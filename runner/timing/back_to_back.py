@@ -12,6 +12,7 @@ host's enqueue.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +59,10 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         samples_per_chunk = max(1, min(samples_per_chunk,
                                        LAUNCH_QUEUE_BUDGET // launches_per_sample))
     spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
+    # spin_s covers one sample's enqueue, but a chunk holds many: the warm-up may grow the
+    # spin all the way to SPIN_MAX_S (doubling), not just MAX_SPIN_GROWTHS times. Only a host
+    # that outlasts even that waits on the device.
+    max_growths = max(MAX_SPIN_GROWTHS, math.ceil(math.log2(SPIN_MAX_S / spin[0])))
     inflight: deque[tuple[Any, bool]] = deque()
     # hold_every: whether every chunk waits behind a spin. Off at first: a chunk queued behind
     # one still running needs none, and a spin between chunks is an idle gap in which a
@@ -74,9 +79,9 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         inflight.append((chunk, not device.reached(chunk)))
 
     def next_chunk(warming: bool) -> list[float]:
-        # The warm-up retries until the spin has grown MAX_SPIN_GROWTHS times; the sampling
+        # The warm-up retries until the spin has grown max_growths times; the sampling
         # retakes at most MAX_RETAKES chunks in a row.
-        attempts = MAX_RETAKES + 1 + (MAX_SPIN_GROWTHS + 2 if warming else 0)
+        attempts = MAX_RETAKES + 1 + (max_growths + 2 if warming else 0)
         for _ in range(attempts):
             while len(inflight) < 2:
                 enqueue()
@@ -89,7 +94,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                 # replay and events take the host longer than the device): hold every chunk.
                 counts["hold_every"] = 1
             elif warming:  # grow the spin until it covers the host (warm-up chunks only)
-                if counts["growths"] == MAX_SPIN_GROWTHS or spin[0] >= SPIN_MAX_S:
+                if counts["growths"] == max_growths or spin[0] >= SPIN_MAX_S:
                     raise HostBlocked(f"the host's enqueue still outlasted a "
                                       f"{spin[0] * 1e6:.0f} µs spin after "
                                       f"{counts['growths']} growths: the call waits on the "
