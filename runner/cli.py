@@ -8,7 +8,9 @@ traceback. Imports only the standard library.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 EXIT_BAD_ARGS = 2
@@ -26,3 +28,26 @@ def fail(message: object, prog: str = "opsweep") -> NoReturn:
     first = " ".join(str(message).split())
     print(f"{prog}: error: {first}", file=sys.stderr)
     raise SystemExit(EXIT_BAD_ARGS)
+
+
+def add_wait_option(parser: argparse.ArgumentParser) -> None:
+    """``--wait SECONDS``: how long a command that writes a sweep waits for the process that
+    holds the sweep's lock (``runner.storage.lock``), for resume and collect alike."""
+    parser.add_argument("--wait", type=_wait_seconds, default=0.0, metavar="SECONDS",
+                        help="while another process writes the sweep, wait up to SECONDS for "
+                             "it (default 0: exit 2 at once)")
+
+
+def _wait_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"--wait {text}: expected seconds >= 0")
+    return seconds
+
+
+def not_a_sweep(path: Path) -> str:
+    """The one message for a path that is not a sweep folder."""
+    return f"opsweep: error: {path} is not a directory; pass a sweep folder under results/"

@@ -14,11 +14,10 @@ To also run the trials that are missing or failed, use ``python -m runner.resume
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
-from runner.cli import OneLineArgumentParser
+from runner.cli import OneLineArgumentParser, add_wait_option, not_a_sweep
 from runner.execution.callbacks import finish_sweep
 from runner.storage import lock
 
@@ -28,17 +27,12 @@ def main(argv: list[str] | None = None) -> int:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dirs", nargs="+", type=Path, metavar="DIR",
                         help="sweep folder(s), e.g. results/2026-11-21_10-00-00.000000")
-    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                        help="while another process writes a sweep, wait up to SECONDS for it "
-                             "(default 0: exit 2 at once)")
+    add_wait_option(parser)
     args = parser.parse_args(argv)
-    if not math.isfinite(args.wait) or args.wait < 0:
-        parser.error(f"--wait {args.wait}: expected seconds >= 0")
     status = 0
     for sweep_dir in args.sweep_dirs:
         if not sweep_dir.is_dir():
-            print(f"opsweep: error: {sweep_dir} is not a directory; pass a sweep folder under "
-                  "results/", file=sys.stderr)
+            print(not_a_sweep(sweep_dir), file=sys.stderr)
             status = 2
             continue
         ours = not lock.held(sweep_dir)

@@ -26,7 +26,6 @@ writing, 130 after Ctrl-C).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shlex
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from runner.cli import add_wait_option, not_a_sweep
 from runner.storage.layout import RESUME_ENV
 
 #: Hydra overrides that describe where and how the original run went, not what it ran.
@@ -93,15 +93,10 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dir", type=Path, metavar="DIR",
                         help="sweep folder, e.g. results/2026-11-21_10-00-00.000000")
-    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                        help="while another process writes this sweep, wait up to SECONDS for "
-                             "it (default 0: exit 2 at once)")
+    add_wait_option(parser)
     args = parser.parse_args(argv)
-    if not math.isfinite(args.wait) or args.wait < 0:
-        parser.error(f"--wait {args.wait}: expected seconds >= 0")
     if not args.sweep_dir.is_dir():
-        print(f"opsweep: error: {args.sweep_dir} is not a directory; pass a sweep folder under "
-              "results/", file=sys.stderr)
+        print(not_a_sweep(args.sweep_dir), file=sys.stderr)
         return 2
     try:
         command = resume_command(args.sweep_dir, args.wait)
