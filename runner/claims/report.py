@@ -45,7 +45,7 @@ from runner.claims.tables import environment_line, not_run_table, pivot_table, r
 
 PROG = "python -m runner.claims.report"
 
-#: The lessons in the order of the experiments issue; other experiments follow, sorted.
+#: The lessons in the order they are taught; other experiments follow, sorted.
 LESSON_ORDER: tuple[str, ...] = (
     "dtype_cliff", "tensor_core_alignment", "cuda_graphs", "streams", "copy_compute_overlap",
     "compile_fusion", "compile_recompilation", "batching", "inplace_memory", "memory_layout",
