@@ -142,16 +142,30 @@ def run(device: FakeDevice, k: int, timer_plan: TimerPlan | None = None,
 # ---------------------------------------------------------------------------------------
 
 def test_graph_captures_the_loops_k_and_divides_by_it() -> None:
-    device = FakeDevice(per_call_s=0.94 * US)
+    # 200 calls of 3 µs: a replay of 600 µs fills more than half a 1 ms sample.
+    device = FakeDevice(per_call_s=3 * US)
     result = run(device, 200)
     assert result.method == "graph" and result.reason is None
     assert device.captured == [200]
     m = result.measurement
     assert m.calls_per_sample == 200
-    assert m.samples_s == pytest.approx((0.94 * US,) * 3)
+    assert m.samples_s == pytest.approx((3 * US,) * 3)
     # three samples cannot bound a median at 95% (runner.timing.stats.median_ci_ranks)
     assert m.warmup_calls == 2 and m.stop_reason == "max_samples"
-    assert m.warmup_s == pytest.approx(2 * (bb.SPIN_MIN_S + 200 * 0.94 * US))
+    assert m.warmup_s == pytest.approx(2 * (bb.SPIN_MIN_S + 200 * 3 * US))
+
+
+def test_a_short_replay_is_captured_again_with_the_k_that_fills_a_sample() -> None:
+    # The loop's launch-bound calls gave K = 200; the device runs a call in 0.94 µs, so a
+    # replay lasts 188 µs, on the slope where the time per call depends on K: captured again
+    # with ceil(1000 / 0.94) = 1064 calls, on the plateau.
+    device = FakeDevice(per_call_s=0.94 * US)
+    result = run(device, 200)
+    assert device.captured == [200, 1064] and device.chunks[0] == (3, bb.SPIN_MIN_S)
+    m = result.measurement
+    assert m.calls_per_sample == 1064 and m.samples_s == pytest.approx((0.94 * US,) * 3)
+    assert run(FakeDevice(per_call_s=0.94 * US), 200,
+               timer_plan=plan(max_calls_per_sample=500)).measurement.calls_per_sample == 500
 
 
 def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
@@ -161,7 +175,7 @@ def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
     clock = FakeClock(per_call_s=7 * US)
     loop_time = measure(clock.op(), timer_plan, clock, wall=clock.wall)
     assert loop_time.calls_per_sample == choose_calls_per_sample(7 * US, timer_plan) == 143
-    device = FakeDevice()
+    device = FakeDevice(per_call_s=5 * US)
     measure_device_time(lambda: None, timer_plan, loop_time, device, wall=device.wall)
     assert device.captured == [143] and device.chunks  # steady by default
 
@@ -232,8 +246,8 @@ def test_a_host_that_keeps_blocking_makes_blocked_unavailable() -> None:
 
 
 def test_a_blocked_graph_sample_falls_back_to_blocked() -> None:
-    # Graph: warm-up ×2, then 4 blocked samples abandon it; blocked then works.
-    device = FakeDevice(host_s=10 * US, host_script=[10 * US] * 2 + [1.0] * 4)
+    # Graph: the K estimate, warm-up ×2, then 4 blocked samples abandon it; blocked works.
+    device = FakeDevice(host_s=10 * US, host_script=[10 * US] * 3 + [1.0] * 4)
     result = run(device, 5)
     assert result.method == "blocked"
     assert "graph: the host blocked" in result.reason
@@ -306,7 +320,7 @@ def test_a_graph_slower_than_the_loop_falls_back_to_blocked() -> None:
             return replay
 
     device = SlowGraph(per_call_s=5 * US)
-    result = run(device, 5)
+    result = run(device, 100)
     assert result.method == "blocked"
     assert result.reason == ("graph: a replay read 8 µs per call, slower than the loop's 5 µs: "
                              "the graph runs the work differently (a large copy captured as a "
@@ -347,8 +361,9 @@ def test_steady_samples_run_back_to_back_two_chunks_ahead() -> None:
     result = run(device, 200, steady=True,
                  timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
     assert result.method == "graph" and result.reason is None
-    assert device.chunks[0] == (5, bb.SPIN_MIN_S)
-    assert all(chunk == (5, 0.0) for chunk in device.chunks[1:])
+    # (the first chunk: three replays that measured the device's time per call for K)
+    assert device.chunks[1] == (5, bb.SPIN_MIN_S)
+    assert all(chunk == (5, 0.0) for chunk in device.chunks[2:])
     m = result.measurement
     assert m.samples_s == pytest.approx((5 * US,) * 30)
     # The loop could not tell whether the op is power-capped: the warm-up is judged, from
@@ -356,7 +371,7 @@ def test_steady_samples_run_back_to_back_two_chunks_ahead() -> None:
     assert m.settled is True and m.warmup_s == pytest.approx(bb.DEVICE_WARMUP_S, abs=1e-3)
     # 4 warm-up chunks + 6 sampled chunks, and the one queued past the last sample was
     # waited for, not used.
-    assert len(device.chunks) == 4 + 6 + 1 and device.ahead_s == 0
+    assert len(device.chunks) == 1 + 4 + 6 + 1 and device.ahead_s == 0
 
 
 def test_a_chunk_the_device_reached_early_is_retaken_never_used() -> None:

@@ -48,6 +48,7 @@ GPU; tests inject a fake with the same methods.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,6 +75,9 @@ MEMORY_SHARE = 0.5
 #: clock, the loop's have a sync between them, and a compute-bound op near the power cap read
 #: 6-15% slower in the graph than in the loop on an H200 (bf16 8192³, tf32 4096³, fp16 bmm).
 GRAPH_SLOWER_TOL = 1.3
+#: A graph replay shorter than this share of ``timer.batch_target_us`` is captured again with
+#: more calls (:func:`_onto_the_plateau`).
+PLATEAU_SHARE = 0.5
 
 
 class Device(Protocol):
@@ -156,10 +160,10 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     steady = steady and flush is None
 
     def take(work: Callable[[], Any], calls: int, spin_s: float, launches: int,
-             before: Callable[[], None] | None) -> Measurement:
+             before: Callable[[], None] | None, sample_s: float) -> Measurement:
         if steady:
             return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
-                                  read_clock, sample_s=loop.stats.median * calls,
+                                  read_clock, sample_s=sample_s,
                                   launches_per_sample=launches, loop_capped=loop.power_capped)
         return gapped_samples(work, calls, spin_s, plan, device, before, flush, wall, notes,
                               settling=flush is not None, read_clock=read_clock)
@@ -175,11 +179,16 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     else:
         try:
             replay = device.capture(fn, calls)
+            if flush is None:
+                replay, graph_calls, sample_s = _onto_the_plateau(
+                    fn, replay, calls, plan, device, bytes_per_call, loop.stats.median)
         except Exception as exc:  # any capture failure means: try the next method
             notes.append(f"graph capture failed: {_first_line(exc)}")
         else:
             try:
-                measurement = take(replay, calls, SPIN_MIN_S, 0, None)
+                measurement = (take(replay, graph_calls, SPIN_MIN_S, 0, None, sample_s)
+                               if flush is None else
+                               take(replay, calls, SPIN_MIN_S, 0, None, 0.0))
             except HostBlocked as exc:
                 notes.append(f"graph: {exc}")
             else:
@@ -215,11 +224,42 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     spin_s = 2 * blocked_calls * loop.stats.median + SPIN_MIN_S
     try:
         measurement = take(work, blocked_calls, spin_s, blocked_calls * max(kernels, 1),
-                           before_sample)
+                           before_sample, loop.stats.median * blocked_calls)
     except HostBlocked as exc:
         notes.append(f"blocked: {exc}")
         return DeviceTime(UNAVAILABLE, _join(notes))
     return DeviceTime(BLOCKED, _join(notes), measurement)
+
+
+def _onto_the_plateau(fn: Callable[[], Any], replay: Callable[[], None], calls: int,
+                      plan: TimerPlan, device: Device, bytes_per_call: int | None,
+                      loop_sample_s: float) -> tuple[Callable[[], None], int, float]:
+    """The graph, its K and the seconds one replay takes, with K grown until a replay lasts
+    about ``batch_target_us``.
+
+    A small op's time per call depends on how many calls one graph holds: on an H200 a
+    transposed 2048² sum read 5.48 µs per call in graphs of 8 calls, 5.26 at 32, 5.18 from
+    512 to 8192, and 5.35 at 32768 (benchmarks/graph_size_check.py). A short replay pays its
+    edges, a huge graph its own overhead; the plateau between is the op's steady time. K
+    from the loop time comes from launch-bound calls, which read several times slower than
+    the device runs them, so it lands on the slope: one chunk of replays measures the
+    device's time per call and the graph is captured again with the K that fills a sample.
+    An op of one call per sample (K = 1: a call of ``batch_below_us`` or more) is left as
+    it is.
+    """
+    if calls == 1:
+        return replay, calls, loop_sample_s
+    times = device.wait(device.enqueue(replay, 3, SPIN_MIN_S, None))
+    per_call_s = sorted(times)[1] / calls
+    target_s = plan.batch_target_us * 1e-6
+    if calls * per_call_s >= PLATEAU_SHARE * target_s or per_call_s <= 0:
+        return replay, calls, calls * per_call_s
+    wanted = min(plan.max_calls_per_sample, math.ceil(target_s / per_call_s))
+    wanted, _ = bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())
+    if wanted <= calls:
+        return replay, calls, calls * per_call_s
+    del replay  # frees the smaller graph and its pool before the larger is captured
+    return device.capture(fn, wanted), wanted, wanted * per_call_s
 
 
 def _join(notes: list[str]) -> str | None:
