@@ -104,7 +104,9 @@ def bare_loop(device: str) -> Callable[[int, int, int], None]:
 def timed_steps(totals: dict[str, float]) -> Iterator[None]:
     """Time each step of ``run_trial`` (:data:`TRIAL_STEPS`, :data:`OTHER_STEPS`) into
     ``totals`` (seconds, summed over calls), each step less the timed steps it calls, so the
-    parts add up to ``run_trial``'s wall time. About a microsecond per wrapped call."""
+    parts add up to ``run_trial``'s wall time; the SM clock reader's readings are a step too.
+    About a microsecond per wrapped call; the garbage collector's own time is added under
+    ``gc.collect gen N`` (it overlaps the steps)."""
     import importlib
 
     import runner.execution.trial as trial
@@ -126,7 +128,11 @@ def timed_steps(totals: dict[str, float]) -> Iterator[None]:
             children.append(0.0)
             start = time.perf_counter()
             try:
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
+                if name == "sm_clock_reader" and result is not None:
+                    # its readings are taken inside the timer's warm-ups: a step of their own
+                    result = wrap("sm_clock_reader() readings (NVML, inside measure)", result)
+                return result
             finally:
                 spent = time.perf_counter() - start
                 totals[name] = totals.get(name, 0.0) + spent - children.pop()
@@ -155,7 +161,9 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
     a bare loop of the same timed calls, and ``run_trial`` with the device time on (CUDA).
     Sums of wall seconds: ``bare``, ``off``, ``on`` (NaN on the CPU), and ``step_<name>`` for
     each step of the device-time-off trials (its own time, less the timed steps it calls;
-    ``step_run_trial`` is what no timed step covers). The rows of the last trials go to
+    ``step_run_trial`` is what no timed step covers; ``step_gc.collect gen N`` is the garbage
+    collector's time, inside the steps). Two trials of each kind run first, untimed (a
+    process's first trials pay lazy imports and allocations). The last rows go to
     ``out``/harness_rows.json."""
     import runner.execution.trial as trial
 
@@ -164,24 +172,30 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
     timer_off.device_time = False
     cuda = device.startswith("cuda")
     bare = bare_loop(device)
+    # As a worker does once its imports are done (runner.execution.worker_loop): what lives
+    # for the process leaves the collector's generations, so a full collection that strikes
+    # during a trial scans only what the trials allocated.
+    gc.collect()
+    gc.freeze()
     walls = {"bare": 0.0, "off": 0.0, "on": 0.0 if cuda else float("nan")}
     steps: dict[str, float] = {}
     rows = {}
-    for _ in range(trials):
-        with timed_steps(steps):  # device time off: where its time goes
+    for index in range(-2, trials):
+        timed = index >= 0
+        with timed_steps(steps if timed else {}):  # device time off: where its time goes
             start = time.perf_counter()
             row = trial.run_trial(planned.spec, planned.op, timer_off)
-            walls["off"] += time.perf_counter() - start
+            walls["off"] += (time.perf_counter() - start) * timed
         if row["status"] != "ok":
             sys.exit(f"the trial failed: {row['reason']}\n{row.get('error_traceback') or ''}")
         start = time.perf_counter()
         bare(int(row["warmup_calls"]), int(row["n_samples"]), int(row["calls_per_sample"]))
-        walls["bare"] += time.perf_counter() - start
+        walls["bare"] += (time.perf_counter() - start) * timed
         rows["off"] = row
         if cuda:
             start = time.perf_counter()
             rows["on"] = trial.run_trial(planned.spec, planned.op, cfg.timer)
-            walls["on"] += time.perf_counter() - start
+            walls["on"] += (time.perf_counter() - start) * timed
     walls.update({f"step_{name}": s for name, s in steps.items()})
     (out / "harness_rows.json").write_text(json.dumps(rows, indent=1, default=str))
     return walls
@@ -247,6 +261,7 @@ def per_trial_costs(out: Path, device: str = "cuda") -> dict[str, float]:
         sm_clock_reader,
     )
 
+    device = "cuda:0" if device == "cuda" else device  # as the trials' spec names it
     reader = sm_clock_reader(device)
     costs = {}
     for name, fn in (("gpu_state", lambda: gpu_state(device)),
@@ -309,8 +324,12 @@ def table(walls: dict[str, float], costs: dict[str, float], trials: int) -> str:
     if "measure" in steps:
         steps["measure − bare loop (timer bookkeeping)"] = steps.pop("measure") - bare
     steps["run_trial (not in any step above)"] = steps.pop("run_trial", 0.0)
+    collector = {k: steps.pop(k) for k in list(steps) if k.startswith("gc.")}
     for name, seconds in sorted(steps.items(), key=lambda item: -item[1]):
         lines.append(f"| step {name}, ms per trial | {seconds / trials * 1e3:.3f} |")
+    for name, seconds in sorted(collector.items()):
+        lines.append(f"| {name} (inside the steps above), ms per trial | "
+                     f"{seconds / trials * 1e3:.3f} |")
     for name, value in costs.items():
         lines.append(f"| {name} | {value:.4g} |")
     return "\n".join(lines)
@@ -324,12 +343,6 @@ def main() -> None:
     parser.add_argument("--profile-trials", type=int, default=20)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    plan_trial(args.device)
-    import runner.execution.trial  # noqa: F401
-    # as a worker does once its imports are done (runner.execution.worker_loop)
-    gc.collect()
-    gc.freeze()
-    harness_cost(args.out, 2, args.device)  # a process's first trials pay lazy imports
     walls = harness_cost(args.out, args.trials, args.device)
     print(profile(args.out, args.profile_trials, args.device))
     costs = per_trial_costs(args.out, args.device)
