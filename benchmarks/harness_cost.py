@@ -25,6 +25,7 @@ import io
 import json
 import os
 import pstats
+import shutil
 import subprocess
 import sys
 import time
@@ -250,8 +251,9 @@ def profile(out: Path, trials: int, device: str = "cuda", top: int = 25) -> str:
 
 def per_trial_costs(out: Path, device: str = "cuda") -> dict[str, float]:
     """The per-trial costs outside the timer, µs each: environment probes (``gpu_state`` runs
-    three times a trial), the SM clock reader's build and one reading, a journal-sized fsync,
-    a worker round trip over a pipe, and a cold ``import torch`` (s)."""
+    three times a trial), the SM clock reader's build and one reading, journaling a row (and
+    the Parquet table it makes of it), a bare fsync of 2 kB, a row's round trip over a pipe
+    to another process, and a cold ``import torch`` (s)."""
     import multiprocessing as mp
 
     from runner.execution.environment import (
@@ -274,6 +276,24 @@ def per_trial_costs(out: Path, device: str = "cuda") -> dict[str, float]:
         for _ in range(50):
             fn()
         costs[f"{name}_us"] = (time.perf_counter() - start) / 50 * 1e6
+    # A row as a job journals it: one-row Parquet file, fsync, link, fsync of the folder
+    # (runner.storage.journal), on the driver's side of the worker round trip.
+    from runner.execution.trial import run_trial
+    from runner.storage import journal
+    from runner.storage.files import rows_to_table
+
+    planned, cfg = plan_trial(device)
+    row = run_trial(planned.spec, planned.op, cfg.timer)
+    row.update(sweep_id="harness", job_num=0, trial_index=0, shard=0, num_shards=1, worker=0)
+    for name, fn in (("journal_rows_to_table", lambda: rows_to_table([row], {})),
+                     ("journal_write_row", lambda: journal.write_row(out / "journal", row, {}))):
+        fn()
+        start = time.perf_counter()
+        for index in range(20):
+            row["trial_index"] = index + 1
+            fn()
+        costs[f"{name}_us"] = (time.perf_counter() - start) / 20 * 1e6
+    shutil.rmtree(out / "journal")
     path = out / "fsync.bin"
     with open(path, "ab") as f:
         start = time.perf_counter()
@@ -289,8 +309,8 @@ def per_trial_costs(out: Path, device: str = "cuda") -> dict[str, float]:
     parent.send(0)
     parent.recv()
     start = time.perf_counter()
-    for i in range(200):
-        parent.send({"trial": i, "payload": "x" * 2000})
+    for _ in range(200):
+        parent.send(("row", row, False))  # a worker sends its row so; echoed back
         parent.recv()
     costs["pipe_round_trip_us"] = (time.perf_counter() - start) / 200 * 1e6
     parent.send(None)
