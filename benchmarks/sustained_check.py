@@ -150,7 +150,8 @@ def main() -> None:
               f"{row['time_median_us']:.2f} | {ref['cudagraph_us']:.2f} | {ref['b2b_us']:.2f} | "
               f"{delta:+.2f}% | {row['sm_clock_mhz_samples_median']} | "
               f"{row['gpu_time_settle_s']:.2f} | {row['gpu_time_settled']} | {row['bound']} |")
-        print(f"  (loop warm-up {row['warmup_time_s']:.2f} s, settled {row['warmup_settled']};"
+        print(f"  (capped {row['power_capped']}; loop warm-up {row['warmup_time_s']:.2f} s,"
+              f" settled {row['warmup_settled']};"
               f" clock min {row['sm_clock_mhz_samples_min']}, note {row['clock_note']})")
         if name in COMPUTE:
             checks.append((f"{name} within 3% of do_bench_cudagraph", abs(delta) <= 3,

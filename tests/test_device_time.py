@@ -13,8 +13,12 @@ from typing import Any
 import pytest
 from fakes import FakeClock
 
+from runner.timing import back_to_back as bb
 from runner.timing import device_time as dt
-from runner.timing.device_time import Timed, bound_calls_by_memory, measure_device_time
+from runner.timing.back_to_back import CHUNK_S
+from runner.timing.device_time import bound_calls_by_memory, measure_device_time
+from runner.timing.gapped import Timed
+from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S, Reading
 from runner.timing.timer import Measurement, TimerPlan, choose_calls_per_sample, measure
 
 US = 1e-6
@@ -29,9 +33,10 @@ def plan(**overrides: Any) -> TimerPlan:
     return TimerPlan(**base)
 
 
-def loop(calls: int, median_s: float = 5 * US) -> Measurement:
+def loop(calls: int, median_s: float = 5 * US, capped: bool | None = None) -> Measurement:
     return Measurement(samples_s=(median_s,) * 3, calls_per_sample=calls, warmup_calls=1,
-                       warmup_s=0.0, stop_reason="converged", target_rel=0.01)
+                       warmup_s=0.0, stop_reason="converged", target_rel=0.01,
+                       power_capped=capped)
 
 
 class FakeDevice:
@@ -40,8 +45,10 @@ class FakeDevice:
 
     def __init__(self, per_call_s: float = 1 * US, *, capture_error: Exception | None = None,
                  kernels: int | None = 1, free: int = 80 * 2**30, host_s: float = 10 * US,
-                 host_script: list[float] | None = None) -> None:
+                 host_script: list[float] | None = None,
+                 clock_at: Callable[[float], float] | None = None) -> None:
         self.per_call_s = per_call_s
+        self.clock_at = clock_at  # the effective SM clock (MHz) at device time t, if probed
         self.capture_error = capture_error
         self.kernels = kernels
         self.free = free
@@ -113,14 +120,20 @@ class FakeDevice:
         self.now += sum(chunk["times"])
         return chunk["times"]
 
+    def clocks(self, chunk: dict[str, Any]) -> list[float | None] | None:
+        if self.clock_at is None:
+            return None
+        return [self.clock_at(self.now)] * len(chunk["times"])
+
 
 def run(device: FakeDevice, k: int, timer_plan: TimerPlan | None = None,
-        loop_s: float = 5 * US, steady: bool = False, **kwargs: Any) -> dt.DeviceTime:
+        loop_s: float = 5 * US, steady: bool = False, loop_capped: bool | None = None,
+        **kwargs: Any) -> dt.DeviceTime:
     """The device time of a call whose loop time read ``loop_s`` with K = ``k``; the gapped
-    (burst) protocol unless ``steady``."""
+    (burst) protocol unless ``steady``. ``loop_capped``: what the loop's warm-up found."""
     def fn() -> None:
         device.calls += 1
-    return measure_device_time(fn, timer_plan or plan(), loop(k, loop_s), device,
+    return measure_device_time(fn, timer_plan or plan(), loop(k, loop_s, loop_capped), device,
                                wall=device.wall, steady=steady, **kwargs)
 
 
@@ -138,7 +151,7 @@ def test_graph_captures_the_loops_k_and_divides_by_it() -> None:
     assert m.samples_s == pytest.approx((0.94 * US,) * 3)
     # three samples cannot bound a median at 95% (runner.timing.stats.median_ci_ranks)
     assert m.warmup_calls == 2 and m.stop_reason == "max_samples"
-    assert m.warmup_s == pytest.approx(2 * (dt.SPIN_MIN_S + 200 * 0.94 * US))
+    assert m.warmup_s == pytest.approx(2 * (bb.SPIN_MIN_S + 200 * 0.94 * US))
 
 
 def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
@@ -214,7 +227,7 @@ def test_a_host_that_keeps_blocking_makes_blocked_unavailable() -> None:
                         host_script=[10 * US] * 2)
     result = run(device, 10)
     assert result.method == "unavailable" and result.measurement is None
-    assert f"{dt.MAX_RETAKES + 1} samples in a row" in result.reason
+    assert f"{bb.MAX_RETAKES + 1} samples in a row" in result.reason
     assert result.reason.startswith("graph capture failed: no; blocked: the host blocked")
 
 
@@ -242,14 +255,14 @@ def test_warm_up_grows_the_spin_to_cover_the_host() -> None:
     device = FakeDevice(host_script=[80 * US] + [10 * US] * 10)
     result = run(device, 1)
     assert result.method == "graph"
-    assert device.spins[0] == dt.SPIN_MIN_S
+    assert device.spins[0] == bb.SPIN_MIN_S
     assert device.spins[1:] == [pytest.approx(160 * US)] * 4
 
 
 def test_blocked_spin_covers_twice_the_loops_enqueue_of_k_calls() -> None:
     device = FakeDevice(capture_error=RuntimeError("no"))
     run(device, 10)  # loop median 5 µs per call
-    assert device.spins[0] == pytest.approx(2 * 10 * 5 * US + dt.SPIN_MIN_S)
+    assert device.spins[0] == pytest.approx(2 * 10 * 5 * US + bb.SPIN_MIN_S)
 
 
 # ---------------------------------------------------------------------------------------
@@ -317,7 +330,7 @@ def test_a_host_that_waits_on_the_device_is_given_up_in_the_warm_up() -> None:
     device = Syncing(capture_error=RuntimeError("no"))
     result = run(device, 1, plan(warmup_calls=100))
     assert result.method == "unavailable"
-    assert len(device.spins) == dt.MAX_SPIN_GROWTHS + 1
+    assert len(device.spins) == bb.MAX_SPIN_GROWTHS + 1
     assert "still outlasted" in result.reason and "waits on the device" in result.reason
 
 
@@ -328,25 +341,27 @@ def test_a_host_that_waits_on_the_device_is_given_up_in_the_warm_up() -> None:
 # ---------------------------------------------------------------------------------------
 
 def test_steady_samples_run_back_to_back_two_chunks_ahead() -> None:
-    # 1 ms samples: 10 per chunk (CHUNK_S = 10 ms). Only the first chunk waits on a spin;
+    # 1 ms samples: 5 per chunk (CHUNK_S = 5 ms). Only the first chunk waits on a spin;
     # every later one is queued behind the chunk still running, with no gap.
     device = FakeDevice(per_call_s=5 * US)
     result = run(device, 200, steady=True,
                  timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
     assert result.method == "graph" and result.reason is None
-    assert device.chunks[0] == (10, dt.SPIN_MIN_S)
-    assert all(chunk == (10, 0.0) for chunk in device.chunks[1:])
+    assert device.chunks[0] == (5, bb.SPIN_MIN_S)
+    assert all(chunk == (5, 0.0) for chunk in device.chunks[1:])
     m = result.measurement
     assert m.samples_s == pytest.approx((5 * US,) * 30)
-    assert m.settled is True and m.warmup_s == pytest.approx(dt.DEVICE_WARMUP_S, abs=1e-3)
-    # 10 warm-up chunks (0.1 s) + 3 sampled chunks, and the one queued past the last sample
-    # was waited for, not used.
-    assert len(device.chunks) == 10 + 3 + 1 and device.ahead_s == 0
+    # The loop could not tell whether the op is power-capped: the warm-up is judged, from
+    # DEVICE_WARMUP_S on, once two windows hold a chunk each (4 chunks, 20 ms).
+    assert m.settled is True and m.warmup_s == pytest.approx(bb.DEVICE_WARMUP_S, abs=1e-3)
+    # 4 warm-up chunks + 6 sampled chunks, and the one queued past the last sample was
+    # waited for, not used.
+    assert len(device.chunks) == 4 + 6 + 1 and device.ahead_s == 0
 
 
 def test_a_chunk_the_device_reached_early_is_retaken_never_used() -> None:
     # The third sampled chunk's host enqueue took longer than the work queued ahead of it.
-    device = FakeDevice(per_call_s=5 * US, host_script=[0.0] * 12 + [1.0])
+    device = FakeDevice(per_call_s=5 * US, host_script=[0.0] * 7 + [1.0])
     result = run(device, 200, steady=True,
                  timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
     assert result.method == "graph"
@@ -461,3 +476,41 @@ def test_energy_per_call_is_taken_at_the_device_time() -> None:
     assert out["avg_power_W"] == pytest.approx(700.0)
     assert out["energy_time_per_call_us"] == pytest.approx(1500.0)
     assert out["energy_per_call_mJ"] == pytest.approx(700.0 * 1.4e-3 * 1e3)
+
+
+# ---------------------------------------------------------------------------------------
+# The clock the samples ran at, and power-capped ops
+# ---------------------------------------------------------------------------------------
+
+MAX_CLOCK = Reading(clock_mhz=1980.0, power_share=0.2, max_clock_mhz=1980.0)
+
+
+def test_each_sample_records_the_clock_its_probes_read() -> None:
+    device = FakeDevice(per_call_s=5 * US, clock_at=lambda t: 1900.0 + (t > 0.03) * 50)
+    result = run(device, 200, steady=True, timer_plan=plan(warmup_s=0.05, max_samples=30,
+                                                           min_samples=30),
+                 read_clock=lambda: MAX_CLOCK)
+    m = result.measurement
+    assert len(m.clock_mhz) == len(m.samples_s) == 30  # one per sample, not per chunk
+    assert set(m.clock_mhz) <= {1900.0, 1950.0} and m.power_capped is False
+
+
+def test_an_op_the_loop_found_uncapped_hands_over_after_one_chunk() -> None:
+    device = FakeDevice(per_call_s=5 * US, clock_at=lambda t: 1975.0)
+    result = run(device, 200, steady=True, loop_capped=False, read_clock=lambda: MAX_CLOCK,
+                 timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
+    m = result.measurement
+    assert m.warmup_calls == 5 and m.warmup_s == pytest.approx(CHUNK_S, rel=0.05)
+    assert m.settled is True and m.power_capped is False
+
+
+def test_a_capped_op_warms_up_and_samples_long_enough_to_span_the_swing() -> None:
+    # The loop did not see it capped (it left the GPU idle between calls), but the first
+    # back-to-back chunk runs held down: the full capped warm-up, then samples over a second.
+    device = FakeDevice(per_call_s=5 * US, clock_at=lambda t: 1450.0)
+    result = run(device, 200, steady=True, loop_capped=False, read_clock=lambda: MAX_CLOCK,
+                 timer_plan=plan(warmup_s=0.05, max_samples=100000, min_samples=10,
+                                 settle_max_s=5.0))
+    m = result.measurement
+    assert m.power_capped is True and m.warmup_s >= CAPPED_MIN_S
+    assert sum(m.samples_s) * m.calls_per_sample >= CAPPED_SAMPLE_S

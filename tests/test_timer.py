@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 from fakes import FakeClock
 
-from runner.timing.settle import CAPPED_MIN_S, Reading, settle
+from runner.timing.settle import (
+    CAPPED_HANDOVER_S,
+    CAPPED_MIN_S,
+    CAPPED_SAMPLE_S,
+    Reading,
+    settle,
+)
 from runner.timing.stats import median_ci_ranks
 from runner.timing.timer import (
     HostClock,
@@ -21,6 +27,7 @@ from runner.timing.timer import (
     TimerPlan,
     choose_calls_per_sample,
     measure,
+    sample,
 )
 
 MS = 1e-3
@@ -70,7 +77,7 @@ def test_warmup_needs_both_limits() -> None:
 
 
 def test_a_call_slower_than_max_time_ends_warmup_after_it() -> None:
-    clock = FakeClock([3.0] + [MS] * 3)
+    clock = FakeClock([6.0] + [MS] * 3)
     m = run(clock, plan(warmup_calls=10, warmup_s=10.0, max_time_s=2.0, min_samples=3,
                         max_samples=3))
     assert m.warmup_calls == 1
@@ -429,3 +436,94 @@ def test_the_loop_time_warm_up_ends_on_settled_and_records_it() -> None:
                  plan(warmup_calls=1, warmup_s=0.05, settle_max_s=0.1, min_samples=3,
                       max_samples=3))
     assert capped.settled is False and "hit the 0.1 s cap" in capped.settle_reason
+
+
+# ---------------------------------------------------------------------------------------
+# Power-capped ops, told by the clock their samples ran at (runner.timing.clock_probe)
+# ---------------------------------------------------------------------------------------
+
+class ProbedSeries(Series):
+    """A series whose samples carry the effective clock they ran at, ``mhz(t)``."""
+
+    def __init__(self, per_call: Any, mhz: Any, reading: Any = None) -> None:
+        super().__init__(per_call, reading)
+        self.mhz = mhz
+
+    def step(self) -> list[Any]:
+        duration = self.per_call(self.now)
+        self.now += duration
+        return [(duration, self.mhz(self.now))]
+
+
+#: What NVML shows in an op's first 100 ms: the boost clock and a cool board (its fields
+#: update every ~100 ms), while the SMs already run held down.
+LAGGING_NVML = Reading(clock_mhz=1980, power_share=0.2, max_clock_mhz=1980)
+
+
+def test_an_op_whose_samples_run_held_down_is_capped_from_its_first_samples() -> None:
+    held = ProbedSeries(lambda t: MS, lambda t: 1450.0, lambda t: LAGGING_NVML)
+    _, verdict = settle(held.step, min_s=0.05, cap_s=5.0, wall=held.wall, read_clock=held.read)
+    assert verdict.settled and verdict.capped
+    assert CAPPED_MIN_S <= verdict.elapsed_s < 1.06 * CAPPED_MIN_S
+    free = ProbedSeries(lambda t: MS, lambda t: 1975.0, lambda t: LAGGING_NVML)
+    _, verdict = settle(free.step, min_s=0.05, cap_s=5.0, wall=free.wall, read_clock=free.read)
+    assert verdict.settled and not verdict.capped
+    assert verdict.elapsed_s == pytest.approx(0.05)
+
+
+def test_a_capped_op_that_has_just_run_needs_only_the_handover() -> None:
+    held = ProbedSeries(lambda t: MS, lambda t: 1450.0, lambda t: LAGGING_NVML)
+    _, verdict = settle(held.step, min_s=0.05, cap_s=5.0, wall=held.wall, read_clock=held.read,
+                        prior_load_s=3.0)
+    assert verdict.capped and CAPPED_HANDOVER_S <= verdict.elapsed_s < 1.1 * CAPPED_HANDOVER_S
+
+
+def test_a_handover_takes_one_step_unless_that_step_shows_the_op_capped() -> None:
+    free = ProbedSeries(lambda t: MS, lambda t: 1975.0, lambda t: LAGGING_NVML)
+    points, verdict = settle(free.step, min_s=0.0, cap_s=5.0, wall=free.wall,
+                             read_clock=free.read, handover=True)
+    assert verdict.settled and len(points) == 1
+    # A launch-bound op the loop left idle half the time reaches the cap back to back.
+    held = ProbedSeries(lambda t: MS, lambda t: 1450.0, lambda t: LAGGING_NVML)
+    _, verdict = settle(held.step, min_s=0.0, cap_s=5.0, wall=held.wall, read_clock=held.read,
+                        handover=True)
+    assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
+
+
+def test_the_samples_of_a_capped_op_span_capped_sample_s() -> None:
+    now = [0.0]
+
+    def take() -> float:
+        now[0] += MS
+        return MS
+
+    taken = sample(take, plan(max_samples=5000), lambda: now[0], min_s=CAPPED_SAMPLE_S)
+    assert taken[1] == "converged" and len(taken[0]) == pytest.approx(1000, abs=2)
+    quick = sample(take, plan(max_samples=5000), lambda: now[0])
+    assert len(quick[0]) < 10  # converged as soon as the CI allows
+
+
+class ProbingClock(FakeClock):
+    """A clock with a probe: ``last_mhz`` is the clock of the last region; it logs whether
+    the probe was on, region by region."""
+
+    def __init__(self, mhz: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.probing, self.last_mhz, self.probed = False, mhz, []
+
+    def start(self) -> int:
+        self.probed.append(self.probing)
+        return super().start()
+
+
+def test_measure_probes_the_warm_up_only_and_samples_a_capped_op_for_longer() -> None:
+    clock = ProbingClock(1450.0, per_call_s=MS)
+    m = run(clock, plan(warmup_s=0.05, max_samples=5000, settle_max_s=5.0),
+            read_clock=lambda: LAGGING_NVML)
+    assert m.power_capped and m.warmup_s >= CAPPED_MIN_S
+    assert sum(m.samples_s) >= CAPPED_SAMPLE_S
+    warm = m.warmup_calls
+    assert all(clock.probed[:warm]) and not any(clock.probed[warm:])
+    free = run(ProbingClock(1975.0, per_call_s=MS), plan(warmup_s=0.05, settle_max_s=5.0),
+               read_clock=lambda: LAGGING_NVML)
+    assert free.power_capped is False and free.warmup_s < 0.1 and len(free.samples_s) < 10

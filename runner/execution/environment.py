@@ -167,6 +167,10 @@ def _build_clock_reader(device: str, nvml: Any) -> Any:
         limit_w = nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
     except Exception:
         return None
+    try:
+        max_mhz: float | None = float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
+    except Exception:
+        max_mhz = None
     # NVML's field id for instantaneous power (nvml.h), for bindings that do not name it.
     instant = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", 186)
 
@@ -186,7 +190,8 @@ def _build_clock_reader(device: str, nvml: Any) -> Any:
         except Exception:
             clock = None
         watts = power_w()
-        return Reading(clock, watts / limit_w if watts is not None and limit_w else None)
+        return Reading(clock, watts / limit_w if watts is not None and limit_w else None,
+                       max_mhz)
     return read
 
 

@@ -43,9 +43,11 @@ def samples_clock_columns(measurement: Measurement | None) -> dict[str, Any]:
     median = statistics.median(clocks)
     out.update(sm_clock_mhz_samples_median=median, sm_clock_mhz_samples_min=min(clocks))
     notes = []
-    if (max(clocks) - min(clocks)) > CLOCK_MOVED_SHARE * median:
-        notes.append(f"the SM clock moved {min(clocks):.0f}–{max(clocks):.0f} MHz during the "
-                     "samples")
+    # The middle 90% of the samples' clocks: one sample's probe can read a little off (the
+    # global timer ticks coarsely), so a single outlier is not a move.
+    low, high = _middle_90(clocks)
+    if (high - low) > CLOCK_MOVED_SHARE * median:
+        notes.append(f"the SM clock moved {low:.0f}–{high:.0f} MHz during the samples")
     settled = measurement.settled_clock_mhz
     if settled and abs(median / settled - 1) > CLOCK_MOVED_SHARE:
         notes.append(f"the samples ran at {median:.0f} MHz, the warm-up settled at "
@@ -56,9 +58,17 @@ def samples_clock_columns(measurement: Measurement | None) -> dict[str, Any]:
     return out
 
 
+def _middle_90(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    last = len(ordered) - 1
+    return ordered[round(0.05 * last)], ordered[round(0.95 * last)]
+
+
 def settle_columns(loop: Measurement, device: Measurement | None) -> dict[str, Any]:
     """How long each warm-up ran to settle, and whether it settled or hit the cap."""
-    return {"warmup_settled": loop.settled,
+    capped = [m.power_capped for m in (device, loop) if m is not None
+              and m.power_capped is not None]
+    return {"warmup_settled": loop.settled, "power_capped": capped[0] if capped else None,
             "gpu_time_settle_s": device.warmup_s if device is not None else None,
             "gpu_time_settled": device.settled if device is not None else None,
             "settle_reason": "; ".join(

@@ -12,6 +12,7 @@ import torch
 from runner.config.schema import TimerSettings
 from runner.config.trials import TrialSpec
 from runner.execution import modes
+from runner.timing.clock_probe import clock_probe
 from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
 from runner.timing.timer import (
@@ -68,7 +69,7 @@ def clock_for(timer: TimerSettings, device: torch.device) -> Clock:
         return HostClock()
     if timer.clock == "host":  # validated up front: "event" or "host"
         return HostClock(sync=lambda: torch.cuda.synchronize(device))
-    return CudaEventClock(device)
+    return CudaEventClock(device, probe=clock_probe(device))
 
 
 def flusher(timer: TimerSettings, device: torch.device) -> L2Flusher | None:

@@ -142,10 +142,14 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "gpu_time_settled": (_B, "true when the device time's warm-up settled (no trend in the "
                              "time per call, SM clock no longer falling), false at the cap"),
     "settle_reason": (_S, "what was still moving when a warm-up hit timer.settle_max_s"),
-    "sm_clock_mhz_samples_median": (_F, "median SM clock read during the device-time "
-                                        "samples, MHz (NVML)"),
-    "sm_clock_mhz_samples_min": (_F, "lowest SM clock read during the device-time samples, "
-                                     "MHz"),
+    "power_capped": (_B, "true when the warm-up found the op power-capped (its SMs ran below "
+                         "95% of the maximum clock, or it drew 90% of the power limit): its "
+                         "device time is what the capped GPU sustains, sampled over >= 1 s"),
+    "sm_clock_mhz_samples_median": (_F, "median SM clock the device-time samples really ran "
+                                        "at, MHz: cycles over ns between probes on SM 0 "
+                                        "(nvbench's way); NVML's reported clock where there "
+                                        "is no probe"),
+    "sm_clock_mhz_samples_min": (_F, "lowest SM clock of the device-time samples, MHz"),
     # timer.burst=true: gapped samples at the boost clock (docs/timing.md)
     "gpu_burst_time_median_us": (_F, "burst device time per call, µs: gapped samples at the "
                                      "boost clock; not what a sustained job sees"),

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runner.timing.settle import Reading, last_clock
-from runner.timing.timer import Measurement, TimerPlan, sample, warm_up
+from runner.timing.timer import Measurement, TimerPlan, sample, sample_min_s, warm_up
 
 #: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
 #: 1024 launches on current drivers (benchmarks/device_time_check.py measures it: queueing
@@ -29,11 +29,13 @@ LAUNCH_QUEUE_BUDGET = 256
 SPIN_MIN_S = 50e-6
 #: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
 SPIN_MAX_S = 0.2
-#: Shortest warm-up (s) of the device time (and the whole warm-up of the burst time): long
-#: enough for NVML's instantaneous power to see the load (``runner.timing.settle``).
-DEVICE_WARMUP_S = 0.1
+#: Shortest warm-up (s) of the device time (and the whole warm-up of the burst time): two
+#: chunks, so the settle rule has two windows to compare. A power-capped op is told by the
+#: clock its first samples ran at (``runner.timing.clock_probe``) and warms up for longer
+#: (``runner.timing.settle.CAPPED_MIN_S``); small and memory-bound ops pay only this.
+DEVICE_WARMUP_S = 0.02
 #: Seconds of samples per back-to-back chunk (one sync per chunk) and the most samples in one.
-CHUNK_S, MAX_CHUNK_SAMPLES = 0.01, 64
+CHUNK_S, MAX_CHUNK_SAMPLES = 0.005, 64
 #: Rejected samples in a row after which a method is abandoned.
 MAX_RETAKES = 3
 #: Times the warm-up may grow the spin. A host that still outlasts it is waiting on the device
@@ -50,10 +52,16 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             device: Any, before_sample: Callable[[], None] | None,
             wall: Callable[[], float], notes: list[str],
             read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
-            launches_per_sample: int) -> Measurement:
+            launches_per_sample: int, prior_load_s: float = 0.0,
+            loop_capped: bool | None = None) -> Measurement:
     """Back-to-back samples (module docstring): warm up until settled, then sample with
     :func:`runner.timing.timer.sample`, all in one stream of chunks. ``launches_per_sample``:
-    0 for a graph replay, else the blocked method's kernels per sample."""
+    0 for a graph replay, else the blocked method's kernels per sample. ``prior_load_s``:
+    seconds the op already ran just before (``runner.timing.settle.judge``). ``loop_capped``:
+    whether the loop time's warm-up, just before, found the op power-capped (None: it could
+    not tell). False: the op has settled there, so the warm-up is a handover of one chunk,
+    judged only if that chunk shows it capped after all (a launch-bound op the loop left
+    idle half the time can reach the cap back to back)."""
     samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(CHUNK_S / max(sample_s, 1e-9))))
     if launches_per_sample > 0:  # blocked: two chunks in flight stay within the queue budget
         samples_per_chunk = max(1, min(samples_per_chunk,
@@ -78,7 +86,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
         inflight.append((chunk, not device.reached(chunk)))
 
-    def next_chunk(warming: bool) -> list[float]:
+    def next_chunk(warming: bool) -> list[tuple[float, float | None]]:
         # The warm-up retries until the spin has grown max_growths times; the sampling
         # retakes at most MAX_RETAKES chunks in a row.
         attempts = MAX_RETAKES + 1 + (max_growths + 2 if warming else 0)
@@ -88,7 +96,8 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             chunk, valid = inflight.popleft()
             times = device.wait(chunk)
             if valid:
-                return [t / calls for t in times]
+                mhz = device.clocks(chunk) or [None] * len(times)
+                return [(t / calls, m) for t, m in zip(times, mhz)]
             if warming and not counts["hold_every"]:
                 # The host falls behind (eager launches, or graph replays of a tiny op whose
                 # replay and events take the host longer than the device): hold every chunk.
@@ -107,20 +116,27 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                           "a row before the host had queued them")
 
     clocks: list[float] = []
-    buffer: deque[float] = deque()
+    buffer: deque[tuple[float, float | None]] = deque()
     try:
+        handover = loop_capped is False and plan.warmup_s > 0
         warmup, verdict = warm_up(lambda: next_chunk(True), plan, wall, read_clock=read_clock,
-                                  min_s=DEVICE_WARMUP_S if plan.warmup_s > 0 else 0.0)
+                                  min_s=DEVICE_WARMUP_S if plan.warmup_s > 0 and not handover
+                                  else 0.0, prior_load_s=prior_load_s, handover=handover)
 
         def take() -> float:
             if not buffer:
-                reading = read_clock() if read_clock is not None else None
-                if reading is not None and reading.clock_mhz is not None:
-                    clocks.append(float(reading.clock_mhz))
-                buffer.extend(next_chunk(False))
-            return buffer.popleft()
+                chunk = next_chunk(False)
+                if chunk[0][1] is None:  # no probe: NVML's clock, once per chunk
+                    reading = read_clock() if read_clock is not None else None
+                    if reading is not None and reading.clock_mhz is not None:
+                        clocks.append(float(reading.clock_mhz))
+                buffer.extend(chunk)
+            per_call_s, mhz = buffer.popleft()
+            if mhz is not None:
+                clocks.append(mhz)
+            return per_call_s
 
-        samples, stop_reason = sample(take, plan, wall)
+        samples, stop_reason = sample(take, plan, wall, min_s=sample_min_s(verdict))
     finally:
         while inflight:  # the chunks queued past the last sample are waited for, not used
             device.wait(inflight.popleft()[0])
@@ -131,4 +147,5 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                        warmup_calls=len(warmup), warmup_s=verdict.elapsed_s,
                        stop_reason=stop_reason, target_rel=plan.target_rel,
                        settled=verdict.settled, settle_reason=verdict.reason,
-                       settled_clock_mhz=last_clock(warmup), clock_mhz=tuple(clocks))
+                       settled_clock_mhz=last_clock(warmup), clock_mhz=tuple(clocks),
+                       min_samples=plan.min_samples, power_capped=verdict.capped)

@@ -8,9 +8,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from runner.timing.device_time import Timed
+from runner.timing.clock_probe import clock_probe, effective_mhz
+from runner.timing.gapped import Timed
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """One queued back-to-back chunk: each sample between its own two events, and the
+    probe stamps around the samples (None without a probe)."""
+
+    starts: list[Any]
+    ends: list[Any]
+    stamps: Any
 
 
 def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
@@ -51,6 +63,7 @@ class CudaDevice:
         self._torch = torch
         self._device = device
         self._cycles_per_s: float | None = None
+        self._probe = clock_probe(device)
 
     def free_bytes(self) -> int:
         return int(self._torch.cuda.mem_get_info(self._device)[0])
@@ -88,27 +101,42 @@ class CudaDevice:
         return max(1, int(seconds * self._cycles_per_s))
 
     def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
-                before_sample: Callable[[], None] | None) -> list[Any]:
+                before_sample: Callable[[], None] | None) -> _Chunk:
         torch = self._torch
         # Events are made before anything is queued: the host work between two records is
         # then only the sample's own (``before_sample`` and ``work``).
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(samples + 1)]
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+        stamps = self._probe.stamps(samples + 1) if self._probe is not None else None
         if spin_s > 0:
             torch.cuda._sleep(self.spin_cycles(spin_s))
-        events[0].record()
-        for event in events[1:]:
+        for i, (start, end) in enumerate(zip(starts, ends)):
+            if stamps is not None:
+                # Between the samples, outside their events: the probe pair around a sample
+                # gives the clock it ran at (runner.timing.clock_probe).
+                self._probe.record(stamps, i)
             if before_sample is not None:
                 before_sample()
+            start.record()
             work()
-            event.record()
-        return events
+            end.record()
+        if stamps is not None:
+            self._probe.record(stamps, samples)
+        return _Chunk(starts, ends, stamps)
 
-    def reached(self, chunk: list[Any]) -> bool:
-        return bool(chunk[0].query())
+    def reached(self, chunk: _Chunk) -> bool:
+        return bool(chunk.starts[0].query())
 
-    def wait(self, chunk: list[Any]) -> list[float]:
-        chunk[-1].synchronize()
-        return [a.elapsed_time(b) / 1e3 for a, b in zip(chunk, chunk[1:])]
+    def wait(self, chunk: _Chunk) -> list[float]:
+        chunk.ends[-1].synchronize()
+        return [a.elapsed_time(b) / 1e3 for a, b in zip(chunk.starts, chunk.ends)]
+
+    def clocks(self, chunk: _Chunk) -> list[float | None] | None:
+        """The SM clock (MHz) each sample of a waited-for chunk ran at, from the probes
+        around it; None without a probe."""
+        if chunk.stamps is None:
+            return None
+        return effective_mhz(chunk.stamps.tolist())
 
     def timed(self, work: Callable[[], Any], spin_s: float,
               flush: Callable[[], None] | None) -> Timed:

@@ -50,21 +50,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runner.timing.back_to_back import (
-    DEVICE_WARMUP_S,
     LAUNCH_QUEUE_BUDGET,
-    MAX_RETAKES,
-    MAX_SPIN_GROWTHS,
-    SPIN_MAX_S,
     SPIN_MIN_S,
     HostBlocked,
     steady_samples,
 )
+from runner.timing.gapped import Timed, gapped_samples
 from runner.timing.settle import Reading
-from runner.timing.timer import Measurement, TimerPlan, sample, warm_up
+from runner.timing.timer import Measurement, TimerPlan
 
 GRAPH, BLOCKED, UNAVAILABLE = "graph", "blocked", "unavailable"
 #: Share of the free device memory that K calls' allocations may take.
@@ -77,15 +74,6 @@ MEMORY_SHARE = 0.5
 #: clock, the loop's have a sync between them, and a compute-bound op near the power cap read
 #: 6-15% slower in the graph than in the loop on an H200 (bf16 8192³, tf32 4096³, fp16 bmm).
 GRAPH_SLOWER_TOL = 1.3
-
-
-@dataclass(frozen=True)
-class Timed:
-    """One sample as the device saw it, in seconds."""
-
-    work_s: float  # start → end event: the K calls
-    spin_s: float  # pre → start event: how long the spin held the stream
-    host_s: float  # host time from launching the spin to recording the end event
 
 
 class Device(Protocol):
@@ -113,6 +101,10 @@ class Device(Protocol):
 
     def wait(self, chunk: Any) -> list[float]:
         """Wait for the chunk; the seconds of each of its samples."""
+
+    def clocks(self, chunk: Any) -> list[float | None] | None:
+        """The SM clock (MHz) each sample of a waited-for chunk really ran at
+        (``runner.timing.clock_probe``); None where it cannot be probed."""
 
 
 @dataclass(frozen=True)
@@ -162,15 +154,20 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     samples' clock.
     """
     steady = steady and flush is None
+    # A power-capped loop time has just run the op for its warm-up and samples: the device
+    # time's warm-up starts from that state (``runner.timing.settle.CAPPED_HANDOVER_S``).
+    prior_load_s = (loop.warmup_s + sum(loop.samples_s) * loop.calls_per_sample
+                    if loop.power_capped else 0.0)
 
     def take(work: Callable[[], Any], calls: int, spin_s: float, launches: int,
              before: Callable[[], None] | None) -> Measurement:
         if steady:
             return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
                                   read_clock, sample_s=loop.stats.median * calls,
-                                  launches_per_sample=launches)
-        return _sample(work, calls, spin_s, plan, device, before, flush, wall, notes,
-                       settling=flush is not None, read_clock=read_clock)
+                                  launches_per_sample=launches, prior_load_s=prior_load_s,
+                                  loop_capped=loop.power_capped)
+        return gapped_samples(work, calls, spin_s, plan, device, before, flush, wall, notes,
+                              settling=flush is not None, read_clock=read_clock)
 
     calls = 1 if flush else loop.calls_per_sample
     calls, memory_note = bound_calls_by_memory(calls, bytes_per_call, device.free_bytes())
@@ -228,63 +225,6 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
         notes.append(f"blocked: {exc}")
         return DeviceTime(UNAVAILABLE, _join(notes))
     return DeviceTime(BLOCKED, _join(notes), measurement)
-
-
-def _sample(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
-            device: Device, before_sample: Callable[[], None] | None,
-            flush: Callable[[], None] | None, wall: Callable[[], float],
-            notes: list[str], *, settling: bool = False,
-            read_clock: Callable[[], Reading | None] | None = None) -> Measurement:
-    """The gapped protocol (burst and cold): warm ``work`` up (growing the spin until it
-    covers the host's enqueue), then sample it with :func:`runner.timing.timer.sample`; each
-    sample is valid or retaken. ``settling``: warm up until settled, else for at most
-    :data:`DEVICE_WARMUP_S` (the burst: the boost clock is what it measures)."""
-    spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
-    retaken, growths = [0], [0]
-
-    def timed() -> Timed:
-        if before_sample:
-            before_sample()
-        return device.timed(work, spin[0], flush)
-
-    def warm() -> float:
-        t = timed()
-        if t.host_s >= t.spin_s:  # not covered: grow the spin (warm-up samples are not used)
-            if growths[0] == MAX_SPIN_GROWTHS or spin[0] >= SPIN_MAX_S:
-                raise HostBlocked(f"the host's enqueue ({t.host_s * 1e6:.0f} µs) still "
-                                  f"outlasted a {t.spin_s * 1e6:.0f} µs spin after "
-                                  f"{growths[0]} growths: the call waits on the device "
-                                  "(a sync or a pageable copy)")
-            growths[0] += 1
-            spin[0] = min(max(spin[0], 2 * t.host_s), SPIN_MAX_S)
-        return t.work_s
-
-    warm_s = min(plan.warmup_s, DEVICE_WARMUP_S)
-    warm_plan = plan if settling else replace(plan, warmup_s=warm_s, settle_max_s=warm_s
-                                              or DEVICE_WARMUP_S)
-    warmup, verdict = warm_up(lambda: [warm()], warm_plan, wall, min_s=warm_s,
-                              read_clock=read_clock if settling else None)
-
-    def take() -> float:
-        for _ in range(MAX_RETAKES + 1):
-            t = timed()
-            if t.host_s < t.spin_s:
-                return t.work_s / calls
-            retaken[0] += 1
-            last = t
-        raise HostBlocked(f"the host blocked: enqueueing took {last.host_s * 1e6:.0f} µs, "
-                          f"longer than the {last.spin_s * 1e6:.0f} µs spin, "
-                          f"{MAX_RETAKES + 1} samples in a row")
-
-    samples, stop_reason = sample(take, plan, wall)
-    if retaken[0]:
-        notes.append(f"{retaken[0]} sample(s) retaken: the host's enqueue outlasted the spin")
-    return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
-                       warmup_calls=len(warmup), warmup_s=verdict.elapsed_s,
-                       stop_reason=stop_reason, target_rel=plan.target_rel,
-                       settled=verdict.settled if settling else None,
-                       settle_reason=verdict.reason if settling else None,
-                       min_samples=plan.min_samples)
 
 
 def _join(notes: list[str]) -> str | None:

@@ -45,10 +45,22 @@ CLOCK_READ_S = JUDGE_EVERY_S = 0.005
 #: down (an H200 ran bmm, linear and matmuls at 671-705 W of 700 once capped; a 2048² sum at
 #: 274 W, a 1-element add at 124 W).
 POWER_NEAR_CAP = 0.9
-#: Shortest warm-up (s) of a series that drew :data:`POWER_NEAR_CAP`: the clock starts to fall
-#: only after some hundreds of milliseconds at the cap (an H200's bf16 8192³ matmul read the
-#: same within 0.9% over 12 trials in 6 processes after 1.5 s, and 1.40 or 1.61 ms after 0.05 s).
-CAPPED_MIN_S = 1.5
+#: An effective SM clock (``runner.timing.clock_probe``) below this share of the GPU's maximum
+#: means the power controller is holding the SMs down: the op is power-capped. A memory-bound
+#: add drawing 660 W of 700 ran at 1973 of 1980 MHz; every compute-bound op near the cap ran
+#: below 1750 MHz within its first milliseconds, while NVML still reported 1980.
+HELD_DOWN_SHARE = 0.95
+#: Shortest warm-up (s) of a power-capped series. The controller keeps moving the clock for
+#: seconds: on an H200, tf32 4096³ read 400 µs for 1.5 s, dipped to 424 µs, and held 414 µs
+#: from 2 s on; a fp16 bmm slid from 37.5 to 39.3-39.9 µs over 3 s (benchmarks/power_trace.py).
+CAPPED_MIN_S = 2.5
+#: Shortest warm-up (s) of a power-capped series that follows this op's own load (the loop time
+#: warmed it up): enough for the change from gapped to back-to-back calls to show.
+CAPPED_HANDOVER_S = 0.5
+#: Shortest span (s) of the samples of a power-capped series: once settled the clock still
+#: swings ±1-2% over a second (a tf32 4096³ matmul's samples moved 3.4% within 50 ms), so
+#: the median is taken over a span that holds the swing, not one phase of it.
+CAPPED_SAMPLE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -57,17 +69,26 @@ class Reading:
 
     clock_mhz: float | None = None
     power_share: float | None = None
+    #: the GPU's maximum SM clock (MHz): the reference for :data:`HELD_DOWN_SHARE`
+    max_clock_mhz: float | None = None
 
 
 @dataclass(frozen=True)
 class Point:
     """One sample of the series: when it ended (s since the warm-up began), its time per
-    call (s) and the SM clock read closest before it (MHz; None where unreadable)."""
+    call (s), the SM clock NVML reported closest before it and the clock the sample really ran
+    at (``effective_mhz``, from ``runner.timing.clock_probe``), in MHz, None where unread."""
 
     t_s: float
     per_call_s: float
     clock_mhz: float | None = None
     power_share: float | None = None
+    effective_mhz: float | None = None
+
+    @property
+    def best_mhz(self) -> float | None:
+        """The effective clock where probed, else NVML's."""
+        return self.effective_mhz if self.effective_mhz is not None else self.clock_mhz
 
 
 @dataclass(frozen=True)
@@ -77,6 +98,9 @@ class Settled:
     settled: bool
     elapsed_s: float
     reason: str | None = None
+    #: whether the series was power-capped (:func:`capped`): its samples then span
+    #: :data:`CAPPED_SAMPLE_S`
+    capped: bool = False
 
 
 def windows(points: Sequence[Point], elapsed_s: float) -> tuple[Sequence[Point],
@@ -103,17 +127,32 @@ class _TimeView(Sequence[float]):
         return self._points[index].t_s
 
 
-def judge(points: Sequence[Point], elapsed_s: float,
-          power_share: float | None = None) -> str | None:
+def capped(points: Sequence[Point], power_share: float | None,
+           max_clock_mhz: float | None) -> bool:
+    """Whether the power controller holds this series down: it drew :data:`POWER_NEAR_CAP`
+    of the limit, or its recent effective clocks ran below :data:`HELD_DOWN_SHARE` of the
+    maximum."""
+    if power_share is not None and power_share >= POWER_NEAR_CAP:
+        return True
+    recent = [p.effective_mhz for p in points[-32:] if p.effective_mhz is not None]
+    return bool(recent and max_clock_mhz
+                and statistics.median(recent) < HELD_DOWN_SHARE * max_clock_mhz)
+
+
+def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None = None, *,
+          max_clock_mhz: float | None = None, prior_load_s: float = 0.0) -> str | None:
     """None when the series is settled at ``elapsed_s``, else what is still moving.
     ``power_share``: the most power the series drew, over the limit (default: from
-    ``points``)."""
+    ``points``). ``prior_load_s``: seconds this op already ran just before (a capped series
+    then needs :data:`CAPPED_HANDOVER_S`, not all of :data:`CAPPED_MIN_S`)."""
     if power_share is None:
         power_share = max((p.power_share for p in points if p.power_share is not None),
                           default=None)
-    if power_share is not None and power_share >= POWER_NEAR_CAP and elapsed_s < CAPPED_MIN_S:
-        return (f"drawing {power_share:.0%} of the power limit: the clock may still be pulled "
-                f"down (at least {CAPPED_MIN_S:g} s)")
+    if capped(points, power_share, max_clock_mhz):
+        minimum = max(CAPPED_MIN_S - prior_load_s, CAPPED_HANDOVER_S)
+        if elapsed_s < minimum:
+            return (f"power-capped: the controller may still move the clock (at least "
+                    f"{minimum:g} s)")
     earlier, recent = windows(points, elapsed_s)
     if not earlier or not recent:
         return "too few samples to compare two windows"
@@ -128,8 +167,8 @@ def judge(points: Sequence[Point], elapsed_s: float,
                   + median_ci_rel_halfwidth(now_sorted))
     if before > 0 and abs(now / before - 1) > tol:
         return f"time per call moved {100 * (now / before - 1):+.1f}% between the last windows"
-    clocks_before = [p.clock_mhz for p in earlier if p.clock_mhz is not None]
-    clocks_now = [p.clock_mhz for p in recent if p.clock_mhz is not None]
+    clocks_before = [p.best_mhz for p in earlier if p.best_mhz is not None]
+    clocks_now = [p.best_mhz for p in recent if p.best_mhz is not None]
     if clocks_before and clocks_now:
         mhz_before, mhz_now = statistics.median(clocks_before), statistics.median(clocks_now)
         if mhz_now < mhz_before * (1 - CLOCK_TOL):
@@ -137,40 +176,52 @@ def judge(points: Sequence[Point], elapsed_s: float,
     return None
 
 
-def settle(step: Callable[[], Sequence[float]], *, min_s: float, cap_s: float,
-           min_calls: int = 1, wall: Callable[[], float] = time.perf_counter,
-           read_clock: Callable[[], Reading | None] | None = None
-           ) -> tuple[list[Point], Settled]:
+def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
+           min_s: float, cap_s: float, min_calls: int = 1,
+           wall: Callable[[], float] = time.perf_counter,
+           read_clock: Callable[[], Reading | None] | None = None,
+           prior_load_s: float = 0.0, handover: bool = False) -> tuple[list[Point], Settled]:
     """Run ``step`` (one call, or one chunk of back-to-back samples; it returns their times
-    per call in seconds) until the series has settled, at least ``min_s`` and ``min_calls``
-    samples in, or ``cap_s`` is reached (at least one step always runs). ``min_s=0`` asks
-    for no warm-up to speak of (``timer=smoke``): ``min_calls`` samples, not judged."""
+    per call in seconds, or (seconds, effective MHz) pairs) until the series has settled, at
+    least ``min_s`` and ``min_calls`` samples in, or ``cap_s`` is reached (at least one step
+    always runs). ``min_s=0`` asks for no warm-up to speak of (``timer=smoke``):
+    ``min_calls`` samples, not judged. ``prior_load_s``: :func:`judge`. ``handover``: the op
+    has just settled in another warm-up (the loop time's), so ``min_calls`` samples are enough
+    unless they show it :func:`capped`, in which case they are judged as usual."""
     start = wall()
     points: list[Point] = []
     reading, next_read, next_judge, power = Reading(), start, 0.0, None
+    max_mhz: float | None = None
     moving = "minimum warm-up not reached"
     while True:
         now = wall()
         if read_clock is not None and now >= next_read:
             reading, next_read = read_clock() or Reading(), now + CLOCK_READ_S
+            max_mhz = reading.max_clock_mhz or max_mhz
             if reading.power_share is not None:
                 power = max(power or 0.0, reading.power_share)
         times = step()
         elapsed = wall() - start
-        points.extend(Point(elapsed, s, reading.clock_mhz, reading.power_share) for s in times)
+        for item in times:
+            per_call, mhz = item if isinstance(item, tuple) else (item, None)
+            points.append(Point(elapsed, per_call, reading.clock_mhz, reading.power_share, mhz))
         # Judged every JUDGE_EVERY_S or 5% of the elapsed time, whichever is longer: a
         # judgement sorts two windows, which hold tens of thousands of calls of a 1 µs op.
         if len(points) >= min_calls and elapsed >= min_s and (
                 elapsed >= next_judge or elapsed >= cap_s):
-            moving = judge(points, elapsed, power) if min_s > 0 else None
+            judged = min_s > 0 or (handover and capped(points, power, max_mhz))
+            moving = (judge(points, elapsed, power, max_clock_mhz=max_mhz,
+                            prior_load_s=prior_load_s) if judged else None)
             next_judge = elapsed + max(JUDGE_EVERY_S, elapsed / 20)
             if moving is None:
-                return points, Settled(True, elapsed)
+                return points, Settled(True, elapsed, capped=capped(points, power, max_mhz))
         if elapsed >= cap_s:
-            return points, Settled(False, elapsed, f"hit the {cap_s:g} s cap: {moving}")
+            return points, Settled(False, elapsed, f"hit the {cap_s:g} s cap: {moving}",
+                                   capped=capped(points, power, max_mhz))
 
 
-def last_clock(points: Sequence[Point]) -> float | None:
-    """The last SM clock read in the series (the settled clock, after a warm-up)."""
-    clocks = [p.clock_mhz for p in points if p.clock_mhz is not None]
-    return clocks[-1] if clocks else None
+def last_clock(points: Sequence[Point], last: int = 16) -> float | None:
+    """The SM clock the series ended at (the settled clock, after a warm-up): the median of
+    its ``last`` clocks, effective where probed, else NVML's."""
+    clocks = [p.best_mhz for p in points[-last:] if p.best_mhz is not None]
+    return statistics.median(clocks) if clocks else None

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
 
-from runner.timing.settle import Point, Reading, Settled, last_clock, settle
+from runner.timing.settle import CAPPED_SAMPLE_S, Point, Reading, Settled, last_clock, settle
 from runner.timing.stats import SampleStats, median_ci_rel_halfwidth, summarize
 
 
@@ -91,26 +91,45 @@ class CudaEventClock:
 
     Modes that use other streams (``streams=N``) fork from and join back into the current
     stream inside the timed callable, so the end event is ordered after all of their work.
+
+    While ``probing`` (the warm-up: :func:`measure` turns it on), a clock probe
+    (``runner.timing.clock_probe``) runs before the start and after the end event, outside
+    them, and :attr:`last_mhz` is the clock the region ran at: how the warm-up tells a
+    power-capped op within milliseconds. Off for the samples, which it would slow down.
     """
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, probe: Any = None) -> None:
         import torch
 
         self._torch = torch
         self._device = device
+        self._probe = probe
+        self.probing = False
+        self.last_mhz: float | None = None
 
     def start(self) -> Any:
+        stamps = None
+        if self.probing and self._probe is not None:
+            stamps = self._probe.stamps(2)
+            self._probe.record(stamps, 0)
         event = self._torch.cuda.Event(enable_timing=True)
         event.record(self._torch.cuda.current_stream(self._device))
-        return event
+        return event, stamps
 
     def stop(self, token: Any) -> float:
+        start, stamps = token
         end = self._torch.cuda.Event(enable_timing=True)
         end.record(self._torch.cuda.current_stream(self._device))
+        if stamps is not None:
+            self._probe.record(stamps, 1)
         # Hazard 1: elapsed_time is only valid once the end event has completed. Waiting on
         # the event (not the whole device) keeps unrelated streams out of it.
         end.synchronize()
-        return token.elapsed_time(end) / 1e3
+        if stamps is not None:
+            from runner.timing.clock_probe import effective_mhz
+
+            self.last_mhz = effective_mhz(stamps.tolist())[0]
+        return start.elapsed_time(end) / 1e3
 
 
 class L2Flusher:
@@ -168,7 +187,7 @@ class TimerPlan:
     batch_below_us: float = 1000.0
     batch_target_us: float = 1000.0
     max_calls_per_sample: int = 10000
-    settle_max_s: float = 3.0
+    settle_max_s: float = 5.0
 
     @classmethod
     def from_settings(cls, settings: Any) -> TimerPlan:
@@ -208,6 +227,8 @@ class Measurement:
     clock_mhz: tuple[float, ...] = ()
     #: the preset's min_samples: fewer samples than this is noisy (:attr:`noisy_reason`)
     min_samples: int = 1
+    #: whether the warm-up found the op power-capped (``runner.timing.settle.capped``)
+    power_capped: bool | None = None
 
     @cached_property
     def stats(self) -> SampleStats:
@@ -261,14 +282,22 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     ``read_clock`` reads the SM clock and power (a ``Reading``) for the settle rule (None:
     time alone).
     """
-    def one_call() -> float:
+    def one_call() -> tuple[float, float | None]:
         if before_sample:
             before_sample()
         token = clock.start()
         fn()
-        return clock.stop(token)
+        seconds = clock.stop(token)
+        return seconds, getattr(clock, "last_mhz", None)
 
-    warmup, verdict = warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock)
+    probing = hasattr(clock, "probing")
+    if probing:
+        clock.probing = True  # type: ignore[attr-defined]
+    try:
+        warmup, verdict = warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock)
+    finally:
+        if probing:
+            clock.probing = False  # type: ignore[attr-defined]
     warmup_times = [p.per_call_s for p in warmup]
     recent = sorted(warmup_times[-5:])
     # With an L2 flush every call must start cold: one call per sample (hazard 4).
@@ -284,35 +313,49 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             fn()
         return clock.stop(token) / calls
 
-    samples, stop_reason = sample(take, plan, wall)
+    samples, stop_reason = sample(take, plan, wall, min_s=sample_min_s(verdict))
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
                        warmup_calls=len(warmup_times), warmup_s=verdict.elapsed_s,
                        stop_reason=stop_reason, target_rel=plan.target_rel,
                        settled=verdict.settled, settle_reason=verdict.reason,
-                       settled_clock_mhz=last_clock(warmup), min_samples=plan.min_samples)
+                       settled_clock_mhz=last_clock(warmup), min_samples=plan.min_samples,
+                       power_capped=verdict.capped)
+
+
+def sample_min_s(verdict: Settled) -> float:
+    """Shortest span of the samples: :data:`runner.timing.settle.CAPPED_SAMPLE_S` for a
+    power-capped op (its clock still swings once settled), else none."""
+    return CAPPED_SAMPLE_S if verdict.capped else 0.0
 
 
 def warm_up(step: Callable[[], list[float]], plan: TimerPlan,
             wall: Callable[[], float] = time.perf_counter, *,
             read_clock: Callable[[], Reading | None] | None = None,
-            min_s: float | None = None) -> tuple[list[Point], Settled]:
-    """Hazard 2: run ``step`` (which times itself and returns seconds per call, one per
-    sample) until ``warmup_calls`` samples and ``warmup_s`` (or ``min_s``) have passed AND the
-    series has settled (``runner.timing.settle``), or until ``settle_max_s``. At least one
-    step always runs; a step slower than the cap ends warm-up after it."""
+            min_s: float | None = None, prior_load_s: float = 0.0, handover: bool = False
+            ) -> tuple[list[Point], Settled]:
+    """Hazard 2: run ``step`` (which times itself and returns seconds per call, or (seconds,
+    effective MHz) pairs, one per sample) until ``warmup_calls`` samples and ``warmup_s`` (or
+    ``min_s``) have passed AND the series has settled (``runner.timing.settle``), or until
+    ``settle_max_s``. At least one step always runs; a step slower than the cap ends warm-up
+    after it. ``handover``: ``runner.timing.settle.settle`` (one step, then judged only if
+    power-capped)."""
     return settle(step, min_s=plan.warmup_s if min_s is None else min_s,
                   cap_s=max(plan.settle_max_s, min(plan.warmup_s, plan.max_time_s)),
-                  min_calls=plan.warmup_calls, wall=wall, read_clock=read_clock)
+                  min_calls=1 if handover else plan.warmup_calls, wall=wall,
+                  read_clock=read_clock, prior_load_s=prior_load_s, handover=handover)
 
 
 def sample(take: Callable[[], float], plan: TimerPlan,
-           wall: Callable[[], float] = time.perf_counter) -> tuple[list[float], str]:
+           wall: Callable[[], float] = time.perf_counter,
+           min_s: float = 0.0) -> tuple[list[float], str]:
     """The adaptive sampling loop shared by every time opsweep reports (loop time and device
     time alike, so both get the same statistics and the same stop rule).
 
     ``take`` takes one sample and returns seconds per call. Stops once the median's 95% CI
     is within ``target_rel`` (after ``min_samples``), or at ``max_samples`` / ``max_time_s``.
     Returns the raw samples and the stop reason (converged | max_samples | max_time).
+    ``min_s``: the samples span at least this long before they may stop as converged
+    (:func:`sample_min_s`); ``max_time_s`` still ends them.
     """
     samples: list[float] = []
     ordered: list[float] = []  # kept sorted for the O(1) stopping check
@@ -321,7 +364,7 @@ def sample(take: Callable[[], float], plan: TimerPlan,
     while len(samples) < plan.max_samples:
         samples.append(take())
         bisect.insort(ordered, samples[-1])
-        if len(samples) >= plan.min_samples:
+        if len(samples) >= plan.min_samples and (min_s <= 0 or wall() - start >= min_s):
             if median_ci_rel_halfwidth(ordered) <= plan.target_rel:
                 stop_reason = "converged"
                 break

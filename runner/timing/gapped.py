@@ -1,0 +1,94 @@
+"""Gapped device-time samples: the burst time and the cold-L2 protocol
+(``runner.timing.device_time``).
+
+Every sample is ``spin → start event → work → end event → sync`` (with ``flush``: flush, sync,
+spin, one call: nvbench's cold protocol). The spin kernel holds the stream while the host
+enqueues the sample, so the device never waits on the host inside it; the sync after it lets
+a power-capped GPU recover its boost clock between samples, which is what the burst time
+measures and what the steady state (``runner.timing.back_to_back``) avoids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from runner.timing.back_to_back import (
+    DEVICE_WARMUP_S,
+    MAX_RETAKES,
+    MAX_SPIN_GROWTHS,
+    SPIN_MAX_S,
+    SPIN_MIN_S,
+    HostBlocked,
+)
+from runner.timing.settle import Reading
+from runner.timing.timer import Measurement, TimerPlan, sample, warm_up
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One sample as the device saw it, in seconds."""
+
+    work_s: float  # start → end event: the K calls
+    spin_s: float  # pre → start event: how long the spin held the stream
+    host_s: float  # host time from launching the spin to recording the end event
+
+
+
+def gapped_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
+                   device: Any, before_sample: Callable[[], None] | None,
+                   flush: Callable[[], None] | None, wall: Callable[[], float],
+                   notes: list[str], *, settling: bool = False,
+                   read_clock: Callable[[], Reading | None] | None = None) -> Measurement:
+    """The gapped protocol (burst and cold; ``device`` is a ``device_time.Device``): warm
+    ``work`` up (growing the spin until it covers the host's enqueue), then sample it with
+    :func:`runner.timing.timer.sample`; each sample is valid or retaken. ``settling``: warm
+    up until settled, else for at most :data:`DEVICE_WARMUP_S` (the burst: the boost clock
+    is what it measures)."""
+    spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
+    retaken, growths = [0], [0]
+
+    def timed() -> Timed:
+        if before_sample:
+            before_sample()
+        return device.timed(work, spin[0], flush)
+
+    def warm() -> float:
+        t = timed()
+        if t.host_s >= t.spin_s:  # not covered: grow the spin (warm-up samples are not used)
+            if growths[0] == MAX_SPIN_GROWTHS or spin[0] >= SPIN_MAX_S:
+                raise HostBlocked(f"the host's enqueue ({t.host_s * 1e6:.0f} µs) still "
+                                  f"outlasted a {t.spin_s * 1e6:.0f} µs spin after "
+                                  f"{growths[0]} growths: the call waits on the device "
+                                  "(a sync or a pageable copy)")
+            growths[0] += 1
+            spin[0] = min(max(spin[0], 2 * t.host_s), SPIN_MAX_S)
+        return t.work_s
+
+    warm_s = min(plan.warmup_s, DEVICE_WARMUP_S)
+    warm_plan = plan if settling else replace(plan, warmup_s=warm_s, settle_max_s=warm_s
+                                              or DEVICE_WARMUP_S)
+    warmup, verdict = warm_up(lambda: [warm()], warm_plan, wall, min_s=warm_s,
+                              read_clock=read_clock if settling else None)
+
+    def take() -> float:
+        for _ in range(MAX_RETAKES + 1):
+            t = timed()
+            if t.host_s < t.spin_s:
+                return t.work_s / calls
+            retaken[0] += 1
+            last = t
+        raise HostBlocked(f"the host blocked: enqueueing took {last.host_s * 1e6:.0f} µs, "
+                          f"longer than the {last.spin_s * 1e6:.0f} µs spin, "
+                          f"{MAX_RETAKES + 1} samples in a row")
+
+    samples, stop_reason = sample(take, plan, wall)
+    if retaken[0]:
+        notes.append(f"{retaken[0]} sample(s) retaken: the host's enqueue outlasted the spin")
+    return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
+                       warmup_calls=len(warmup), warmup_s=verdict.elapsed_s,
+                       stop_reason=stop_reason, target_rel=plan.target_rel,
+                       settled=verdict.settled if settling else None,
+                       settle_reason=verdict.reason if settling else None,
+                       min_samples=plan.min_samples)
