@@ -45,11 +45,16 @@ TRIAL_STEPS = (
     "device_time_columns", "settle_columns", "samples_clock_columns", "burst_columns",
     "throughput_columns", "consistency_flag", "_release",
 )
-#: Steps outside runner.execution.trial's namespace: (module, name).
+#: Steps outside runner.execution.trial's namespace: (module, attribute path). The clock
+#: probe's are taken during the loop time's warm-up, on CUDA (its read-back, ``tolist``, stays
+#: in ``measure``).
 OTHER_STEPS = (("runner.execution.modes", "prepare"), ("runner.execution.modes",
                                                         "check_supported"),
                ("torch.cuda", "synchronize"), ("torch.cuda", "empty_cache"),
-               ("torch.cuda", "reset_peak_memory_stats"))
+               ("torch.cuda", "reset_peak_memory_stats"),
+               ("runner.timing.clock_probe", "ClockProbe.stamps"),
+               ("runner.timing.clock_probe", "ClockProbe.record"),
+               ("runner.timing.clock_probe", "effective_mhz"))
 
 
 def plan_trial(device: str) -> tuple[Any, Any]:
@@ -66,7 +71,7 @@ def plan_trial(device: str) -> tuple[Any, Any]:
     return plan_job(cfg)[0], cfg
 
 
-def bare_loop(device: str) -> Callable[[int, int, int], None]:
+def bare_loop(device: str) -> Callable[[int, int, int], float]:
     """The trial's timed calls with nothing around them: ``warmup`` calls, one per clock pair,
     then ``samples`` samples of ``k`` calls each; CUDA events and a wait on the end event on
     CUDA (the timer's event clock), ``perf_counter_ns`` on the CPU (its host clock). The call
@@ -93,11 +98,15 @@ def bare_loop(device: str) -> Callable[[int, int, int], None]:
                 fn()
             _ = time.perf_counter_ns() - start
 
-    def run(warmup: int, samples: int, k: int) -> None:
+    def run(warmup: int, samples: int, k: int) -> float:
+        """The calls; returns the seconds the warm-up calls took."""
+        start = time.perf_counter()
         for _ in range(warmup):
             timed(1)
+        warmup_s = time.perf_counter() - start
         for _ in range(samples):
             timed(k)
+        return warmup_s
     return run
 
 
@@ -141,26 +150,31 @@ def timed_steps(totals: dict[str, float]) -> Iterator[None]:
                     children[-1] += spent
         return inner
 
-    patched = [(trial, name, getattr(trial, name)) for name in TRIAL_STEPS]
-    patched += [(importlib.import_module(mod), name,
-                 getattr(importlib.import_module(mod), name)) for mod, name in OTHER_STEPS]
-    patched.append((trial, "run_trial", trial.run_trial))
-    for owner, name, fn in patched:
-        label = name if owner is trial else f"{owner.__name__}.{name}"
+    patched: list[tuple[Any, str, Any, str]] = [
+        (trial, name, getattr(trial, name), name) for name in (*TRIAL_STEPS, "run_trial")]
+    for module, path in OTHER_STEPS:
+        owner: Any = importlib.import_module(module)
+        *parents, name = path.split(".")
+        for parent in parents:
+            owner = getattr(owner, parent)
+        patched.append((owner, name, owner.__dict__[name], f"{module}.{path}"))
+    for owner, name, fn, label in patched:
         setattr(owner, name, wrap(label, fn))
     gc.callbacks.append(on_gc)
     try:
         yield
     finally:
         gc.callbacks.remove(on_gc)
-        for owner, name, fn in patched:
+        for owner, name, fn, _label in patched:
             setattr(owner, name, fn)
 
 
 def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, float]:
     """In one process, interleaved: ``run_trial`` of a 1-element add with the device time off,
     a bare loop of the same timed calls, and ``run_trial`` with the device time on (CUDA).
-    Sums of wall seconds: ``bare``, ``off``, ``on`` (NaN on the CPU), and ``step_<name>`` for
+    Sums of wall seconds: ``bare``, ``off``, ``on`` (NaN on the CPU); the loop time's warm-up
+    (``warmup_calls``, ``warmup_s``, and ``bare_warmup_s`` for the same calls bare); and
+    ``step_<name>`` for
     each step of the device-time-off trials (its own time, less the timed steps it calls;
     ``step_run_trial`` is what no timed step covers; ``step_gc.collect gen N`` is the garbage
     collector's time, inside the steps). Two trials of each kind run first, untimed (a
@@ -178,7 +192,8 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
     # during a trial scans only what the trials allocated.
     gc.collect()
     gc.freeze()
-    walls = {"bare": 0.0, "off": 0.0, "on": 0.0 if cuda else float("nan")}
+    walls = {"bare": 0.0, "off": 0.0, "on": 0.0 if cuda else float("nan"),
+             "warmup_calls": 0.0, "warmup_s": 0.0, "bare_warmup_s": 0.0}
     steps: dict[str, float] = {}
     rows = {}
     for index in range(-2, trials):
@@ -190,8 +205,13 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
         if row["status"] != "ok":
             sys.exit(f"the trial failed: {row['reason']}\n{row.get('error_traceback') or ''}")
         start = time.perf_counter()
-        bare(int(row["warmup_calls"]), int(row["n_samples"]), int(row["calls_per_sample"]))
+        warmup_s = bare(int(row["warmup_calls"]), int(row["n_samples"]),
+                        int(row["calls_per_sample"]))
         walls["bare"] += (time.perf_counter() - start) * timed
+        # the loop time's warm-up: how many calls, and how long, in the trial and bare
+        walls["warmup_calls"] += row["warmup_calls"] * timed
+        walls["warmup_s"] += row["warmup_time_s"] * timed
+        walls["bare_warmup_s"] += warmup_s * timed
         rows["off"] = row
         if cuda:
             start = time.perf_counter()
@@ -338,7 +358,14 @@ def table(walls: dict[str, float], costs: dict[str, float], trials: int) -> str:
              f"| in-job cost: off / bare (target ≤ 1.05) | {off / bare:.3f}× |",
              f"| device time on / off (target ≤ 1.25) | {on / off:.3f}× |",
              f"| overhead beyond the timed calls, ms per trial | "
-             f"{(off - bare) / trials * 1e3:.3f} |"]
+             f"{(off - bare) / trials * 1e3:.3f} |",
+             f"| loop time's warm-up: calls per trial | {walls['warmup_calls'] / trials:.0f} |",
+             f"| loop time's warm-up: ms per trial, in run_trial / bare | "
+             f"{walls['warmup_s'] / trials * 1e3:.3f} / "
+             f"{walls['bare_warmup_s'] / trials * 1e3:.3f} |",
+             f"| µs per warm-up call, in run_trial / bare | "
+             f"{walls['warmup_s'] / walls['warmup_calls'] * 1e6:.3f} / "
+             f"{walls['bare_warmup_s'] / walls['warmup_calls'] * 1e6:.3f} |"]
     steps = {k[len("step_"):]: v for k, v in walls.items() if k.startswith("step_")}
     # measure holds the timed calls: its excess over the bare loop is the timer's bookkeeping
     if "measure" in steps:

@@ -35,6 +35,9 @@ class FakeNvml:
     def nvmlDeviceGetClockInfo(self, handle: Any, which: int) -> int:
         return self.sm_mhz if which == self.NVML_CLOCK_SM else 2619
 
+    def nvmlDeviceGetMaxClockInfo(self, handle: Any, which: int) -> int:
+        return 1980 if which == self.NVML_CLOCK_SM else 3201
+
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
         self.limit_reads += 1
         return 700_000
@@ -70,6 +73,7 @@ def test_the_clock_reader_is_built_once_per_device_and_reads_live(nvml: FakeNvml
     assert read().clock_mhz == 1980 and read().power_share == pytest.approx(0.5)
     nvml.sm_mhz, nvml.power_mw = 1470, 693_000
     assert read().clock_mhz == 1470 and read().power_share == pytest.approx(0.99)
+    assert read().max_clock_mhz == 1980
     assert environment.sm_clock_reader("cuda:1") is not read
     assert nvml.limit_reads == 2
 
