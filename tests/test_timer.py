@@ -14,7 +14,6 @@ import pytest
 from fakes import FakeClock
 
 from runner.timing.settle import (
-    CAPPED_HANDOVER_S,
     CAPPED_MIN_S,
     CAPPED_SAMPLE_S,
     Reading,
@@ -471,11 +470,16 @@ def test_an_op_whose_samples_run_held_down_is_capped_from_its_first_samples() ->
     assert verdict.elapsed_s == pytest.approx(0.05)
 
 
-def test_a_capped_op_that_has_just_run_needs_only_the_handover() -> None:
-    held = ProbedSeries(lambda t: MS, lambda t: 1450.0, lambda t: LAGGING_NVML)
-    _, verdict = settle(held.step, min_s=0.05, cap_s=5.0, wall=held.wall, read_clock=held.read,
-                        prior_load_s=3.0)
-    assert verdict.capped and CAPPED_HANDOVER_S <= verdict.elapsed_s < 1.1 * CAPPED_HANDOVER_S
+def test_drawing_near_the_power_limit_is_capped_only_where_no_probe_read_the_clock() -> None:
+    # A memory-bound add draws 94% of the limit at full clock: not held down.
+    board = lambda t: Reading(clock_mhz=1980, power_share=0.94, max_clock_mhz=1980)  # noqa: E731
+    add = ProbedSeries(lambda t: MS, lambda t: 1976.0, board)
+    _, verdict = settle(add.step, min_s=0.05, cap_s=5.0, wall=add.wall, read_clock=add.read)
+    assert not verdict.capped and verdict.elapsed_s == pytest.approx(0.05)
+    unprobed = Series(lambda t: MS, board)
+    _, verdict = settle(unprobed.step, min_s=0.05, cap_s=5.0, wall=unprobed.wall,
+                        read_clock=unprobed.read)
+    assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
 
 
 def test_a_handover_takes_one_step_unless_that_step_shows_the_op_capped() -> None:

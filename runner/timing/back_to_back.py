@@ -52,16 +52,17 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             device: Any, before_sample: Callable[[], None] | None,
             wall: Callable[[], float], notes: list[str],
             read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
-            launches_per_sample: int, prior_load_s: float = 0.0,
-            loop_capped: bool | None = None) -> Measurement:
+            launches_per_sample: int, loop_capped: bool | None = None) -> Measurement:
     """Back-to-back samples (module docstring): warm up until settled, then sample with
     :func:`runner.timing.timer.sample`, all in one stream of chunks. ``launches_per_sample``:
-    0 for a graph replay, else the blocked method's kernels per sample. ``prior_load_s``:
-    seconds the op already ran just before (``runner.timing.settle.judge``). ``loop_capped``:
+    0 for a graph replay, else the blocked method's kernels per sample. ``loop_capped``:
     whether the loop time's warm-up, just before, found the op power-capped (None: it could
     not tell). False: the op has settled there, so the warm-up is a handover of one chunk,
     judged only if that chunk shows it capped after all (a launch-bound op the loop left
-    idle half the time can reach the cap back to back)."""
+    idle half the time can reach the cap back to back). A capped op warms up for all of
+    ``runner.timing.settle.CAPPED_MIN_S`` again, whatever the loop did: the few tens of
+    milliseconds between the two (graph capture, memory columns) let an H200 recover enough
+    headroom that a 0.5 s warm-up read bf16 8192³ 7% fast."""
     samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(CHUNK_S / max(sample_s, 1e-9))))
     if launches_per_sample > 0:  # blocked: two chunks in flight stay within the queue budget
         samples_per_chunk = max(1, min(samples_per_chunk,
@@ -121,7 +122,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         handover = loop_capped is False and plan.warmup_s > 0
         warmup, verdict = warm_up(lambda: next_chunk(True), plan, wall, read_clock=read_clock,
                                   min_s=DEVICE_WARMUP_S if plan.warmup_s > 0 and not handover
-                                  else 0.0, prior_load_s=prior_load_s, handover=handover)
+                                  else 0.0, handover=handover)
 
         def take() -> float:
             if not buffer:

@@ -18,11 +18,12 @@ from runner.timing.gapped import Timed
 @dataclass(frozen=True)
 class _Chunk:
     """One queued back-to-back chunk: each sample between its own two events, and the
-    probe stamps around the samples (None without a probe)."""
+    probe stamps around the samples (None without a probe), read back once ``done``."""
 
     starts: list[Any]
     ends: list[Any]
-    stamps: Any
+    stamps: Any  # pinned host copy of the probe stamps
+    done: Any  # event after the last sample and the copy of the stamps
 
 
 def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
@@ -120,15 +121,23 @@ class CudaDevice:
             start.record()
             work()
             end.record()
+        host_stamps = None
         if stamps is not None:
             self._probe.record(stamps, samples)
-        return _Chunk(starts, ends, stamps)
+            # Read back without a sync: a blocking copy (``tolist``) would wait for every
+            # chunk queued behind this one, and the device would idle until the host queued
+            # the next (a power-capped op then recovers its clock in the gap).
+            host_stamps = torch.empty(stamps.shape, dtype=stamps.dtype, pin_memory=True)
+            host_stamps.copy_(stamps, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        return _Chunk(starts, ends, host_stamps, done)
 
     def reached(self, chunk: _Chunk) -> bool:
         return bool(chunk.starts[0].query())
 
     def wait(self, chunk: _Chunk) -> list[float]:
-        chunk.ends[-1].synchronize()
+        chunk.done.synchronize()
         return [a.elapsed_time(b) / 1e3 for a, b in zip(chunk.starts, chunk.ends)]
 
     def clocks(self, chunk: _Chunk) -> list[float | None] | None:
@@ -136,7 +145,7 @@ class CudaDevice:
         around it; None without a probe."""
         if chunk.stamps is None:
             return None
-        return effective_mhz(chunk.stamps.tolist())
+        return effective_mhz(chunk.stamps.tolist())  # pinned host memory, copied by now
 
     def timed(self, work: Callable[[], Any], spin_s: float,
               flush: Callable[[], None] | None) -> Timed:

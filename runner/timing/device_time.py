@@ -154,18 +154,13 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     samples' clock.
     """
     steady = steady and flush is None
-    # A power-capped loop time has just run the op for its warm-up and samples: the device
-    # time's warm-up starts from that state (``runner.timing.settle.CAPPED_HANDOVER_S``).
-    prior_load_s = (loop.warmup_s + sum(loop.samples_s) * loop.calls_per_sample
-                    if loop.power_capped else 0.0)
 
     def take(work: Callable[[], Any], calls: int, spin_s: float, launches: int,
              before: Callable[[], None] | None) -> Measurement:
         if steady:
             return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
                                   read_clock, sample_s=loop.stats.median * calls,
-                                  launches_per_sample=launches, prior_load_s=prior_load_s,
-                                  loop_capped=loop.power_capped)
+                                  launches_per_sample=launches, loop_capped=loop.power_capped)
         return gapped_samples(work, calls, spin_s, plan, device, before, flush, wall, notes,
                               settling=flush is not None, read_clock=read_clock)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,9 +55,8 @@ HELD_DOWN_SHARE = 0.95
 #: seconds: on an H200, tf32 4096³ read 400 µs for 1.5 s, dipped to 424 µs, and held 414 µs
 #: from 2 s on; a fp16 bmm slid from 37.5 to 39.3-39.9 µs over 3 s (benchmarks/power_trace.py).
 CAPPED_MIN_S = 2.5
-#: Shortest warm-up (s) of a power-capped series that follows this op's own load (the loop time
-#: warmed it up): enough for the change from gapped to back-to-back calls to show.
-CAPPED_HANDOVER_S = 0.5
+#: Effective clocks, the most recent, that :func:`capped` judges.
+RECENT_CLOCKS = 8
 #: Shortest span (s) of the samples of a power-capped series: once settled the clock still
 #: swings ±1-2% over a second (a tf32 4096³ matmul's samples moved 3.4% within 50 ms), so
 #: the median is taken over a span that holds the swing, not one phase of it.
@@ -127,32 +127,31 @@ class _TimeView(Sequence[float]):
         return self._points[index].t_s
 
 
-def capped(points: Sequence[Point], power_share: float | None,
+def capped(recent_mhz: Sequence[float], power_share: float | None,
            max_clock_mhz: float | None) -> bool:
-    """Whether the power controller holds this series down: it drew :data:`POWER_NEAR_CAP`
-    of the limit, or its recent effective clocks ran below :data:`HELD_DOWN_SHARE` of the
-    maximum."""
-    if power_share is not None and power_share >= POWER_NEAR_CAP:
-        return True
-    recent = [p.effective_mhz for p in points[-32:] if p.effective_mhz is not None]
-    return bool(recent and max_clock_mhz
-                and statistics.median(recent) < HELD_DOWN_SHARE * max_clock_mhz)
+    """Whether the power controller holds this series down: its most recent effective clocks
+    ran below :data:`HELD_DOWN_SHARE` of the maximum or, where no probe read them, it drew
+    :data:`POWER_NEAR_CAP` of the limit (a memory-bound op can draw that at full clock)."""
+    if recent_mhz and max_clock_mhz:
+        return statistics.median(recent_mhz) < HELD_DOWN_SHARE * max_clock_mhz
+    return power_share is not None and power_share >= POWER_NEAR_CAP
 
 
 def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None = None, *,
-          max_clock_mhz: float | None = None, prior_load_s: float = 0.0) -> str | None:
+          max_clock_mhz: float | None = None,
+          recent_mhz: Sequence[float] | None = None) -> str | None:
     """None when the series is settled at ``elapsed_s``, else what is still moving.
     ``power_share``: the most power the series drew, over the limit (default: from
-    ``points``). ``prior_load_s``: seconds this op already ran just before (a capped series
-    then needs :data:`CAPPED_HANDOVER_S`, not all of :data:`CAPPED_MIN_S`)."""
+    ``points``); ``recent_mhz``: its last effective clocks (default: from ``points``)."""
     if power_share is None:
         power_share = max((p.power_share for p in points if p.power_share is not None),
                           default=None)
-    if capped(points, power_share, max_clock_mhz):
-        minimum = max(CAPPED_MIN_S - prior_load_s, CAPPED_HANDOVER_S)
-        if elapsed_s < minimum:
-            return (f"power-capped: the controller may still move the clock (at least "
-                    f"{minimum:g} s)")
+    if recent_mhz is None:
+        recent_mhz = [p.effective_mhz for p in points if p.effective_mhz is not None]
+        recent_mhz = recent_mhz[-RECENT_CLOCKS:]
+    if capped(recent_mhz, power_share, max_clock_mhz) and elapsed_s < CAPPED_MIN_S:
+        return (f"power-capped: the controller may still move the clock (at least "
+                f"{CAPPED_MIN_S:g} s)")
     earlier, recent = windows(points, elapsed_s)
     if not earlier or not recent:
         return "too few samples to compare two windows"
@@ -180,18 +179,19 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
            min_s: float, cap_s: float, min_calls: int = 1,
            wall: Callable[[], float] = time.perf_counter,
            read_clock: Callable[[], Reading | None] | None = None,
-           prior_load_s: float = 0.0, handover: bool = False) -> tuple[list[Point], Settled]:
+           handover: bool = False) -> tuple[list[Point], Settled]:
     """Run ``step`` (one call, or one chunk of back-to-back samples; it returns their times
     per call in seconds, or (seconds, effective MHz) pairs) until the series has settled, at
     least ``min_s`` and ``min_calls`` samples in, or ``cap_s`` is reached (at least one step
     always runs). ``min_s=0`` asks for no warm-up to speak of (``timer=smoke``):
-    ``min_calls`` samples, not judged. ``prior_load_s``: :func:`judge`. ``handover``: the op
+    ``min_calls`` samples, not judged. ``handover``: the op
     has just settled in another warm-up (the loop time's), so ``min_calls`` samples are enough
     unless they show it :func:`capped`, in which case they are judged as usual."""
     start = wall()
     points: list[Point] = []
     reading, next_read, next_judge, power = Reading(), start, 0.0, None
     max_mhz: float | None = None
+    recent: deque[float] = deque(maxlen=RECENT_CLOCKS)  # the last effective clocks
     moving = "minimum warm-up not reached"
     while True:
         now = wall()
@@ -205,19 +205,22 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
         for item in times:
             per_call, mhz = item if isinstance(item, tuple) else (item, None)
             points.append(Point(elapsed, per_call, reading.clock_mhz, reading.power_share, mhz))
+            if mhz is not None:
+                recent.append(mhz)
         # Judged every JUDGE_EVERY_S or 5% of the elapsed time, whichever is longer: a
         # judgement sorts two windows, which hold tens of thousands of calls of a 1 µs op.
         if len(points) >= min_calls and elapsed >= min_s and (
                 elapsed >= next_judge or elapsed >= cap_s):
-            judged = min_s > 0 or (handover and capped(points, power, max_mhz))
-            moving = (judge(points, elapsed, power, max_clock_mhz=max_mhz,
-                            prior_load_s=prior_load_s) if judged else None)
+            judged = min_s > 0 or (handover and capped(recent, power, max_mhz))
+            moving = (judge(points, elapsed, power, max_clock_mhz=max_mhz, recent_mhz=recent)
+                      if judged else None)
             next_judge = elapsed + max(JUDGE_EVERY_S, elapsed / 20)
             if moving is None:
-                return points, Settled(True, elapsed, capped=capped(points, power, max_mhz))
+                return points, Settled(True, elapsed,
+                                       capped=capped(recent, power, max_mhz))
         if elapsed >= cap_s:
             return points, Settled(False, elapsed, f"hit the {cap_s:g} s cap: {moving}",
-                                   capped=capped(points, power, max_mhz))
+                                   capped=capped(recent, power, max_mhz))
 
 
 def last_clock(points: Sequence[Point], last: int = 16) -> float | None:

@@ -85,6 +85,10 @@ class HostClock:
         return (self._now_ns() - token) / 1e9
 
 
+#: Seconds between two probed regions of the loop time's warm-up (:class:`CudaEventClock`).
+PROBE_EVERY_S = 0.005
+
+
 class CudaEventClock:
     """CUDA events recorded on the current stream: device time between two points of the
     stream, free of Python and launch overhead on the host side.
@@ -93,9 +97,11 @@ class CudaEventClock:
     stream inside the timed callable, so the end event is ordered after all of their work.
 
     While ``probing`` (the warm-up: :func:`measure` turns it on), a clock probe
-    (``runner.timing.clock_probe``) runs before the start and after the end event, outside
-    them, and :attr:`last_mhz` is the clock the region ran at: how the warm-up tells a
-    power-capped op within milliseconds. Off for the samples, which it would slow down.
+    (``runner.timing.clock_probe``) runs before the start and after the end event of one
+    region every :data:`PROBE_EVERY_S`, outside them, and :attr:`last_mhz` is the clock that
+    region ran at (None for the others): how the warm-up tells a power-capped op within
+    milliseconds. Rationed, and off for the samples: two launches and a read-back cost more
+    host time than a small op's call.
     """
 
     def __init__(self, device: Any, probe: Any = None) -> None:
@@ -106,10 +112,13 @@ class CudaEventClock:
         self._probe = probe
         self.probing = False
         self.last_mhz: float | None = None
+        self._next_probe_s = 0.0
 
     def start(self) -> Any:
         stamps = None
-        if self.probing and self._probe is not None:
+        self.last_mhz = None
+        if self.probing and self._probe is not None and time.perf_counter() >= self._next_probe_s:
+            self._next_probe_s = time.perf_counter() + PROBE_EVERY_S
             stamps = self._probe.stamps(2)
             self._probe.record(stamps, 0)
         event = self._torch.cuda.Event(enable_timing=True)
@@ -331,7 +340,7 @@ def sample_min_s(verdict: Settled) -> float:
 def warm_up(step: Callable[[], list[float]], plan: TimerPlan,
             wall: Callable[[], float] = time.perf_counter, *,
             read_clock: Callable[[], Reading | None] | None = None,
-            min_s: float | None = None, prior_load_s: float = 0.0, handover: bool = False
+            min_s: float | None = None, handover: bool = False
             ) -> tuple[list[Point], Settled]:
     """Hazard 2: run ``step`` (which times itself and returns seconds per call, or (seconds,
     effective MHz) pairs, one per sample) until ``warmup_calls`` samples and ``warmup_s`` (or
@@ -342,7 +351,7 @@ def warm_up(step: Callable[[], list[float]], plan: TimerPlan,
     return settle(step, min_s=plan.warmup_s if min_s is None else min_s,
                   cap_s=max(plan.settle_max_s, min(plan.warmup_s, plan.max_time_s)),
                   min_calls=1 if handover else plan.warmup_calls, wall=wall,
-                  read_clock=read_clock, prior_load_s=prior_load_s, handover=handover)
+                  read_clock=read_clock, handover=handover)
 
 
 def sample(take: Callable[[], float], plan: TimerPlan,
