@@ -17,44 +17,23 @@ pipe, and a cold ``import torch``. Prints its table last.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
-import functools
 import gc
-import io
 import json
 import os
-import pstats
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from trial_steps import listing, timed_steps  # benchmarks/: this script's folder
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
-
-#: The steps of ``run_trial`` (names in runner.execution.trial) timed one by one.
-TRIAL_STEPS = (
-    "spec_columns", "environment", "git_provenance", "user_code_provenance", "gpu_state",
-    "_build_workloads", "_count_flops", "_accuracy", "sm_clock_reader", "clock_for",
-    "burst_time", "measure", "clock_columns", "_memory", "device_time_of", "timing_columns",
-    "device_time_columns", "settle_columns", "samples_clock_columns", "burst_columns",
-    "throughput_columns", "consistency_flag", "_release",
-)
-#: Steps outside runner.execution.trial's namespace: (module, attribute path). The clock
-#: probe's are taken during the loop time's warm-up, on CUDA (its read-back, ``tolist``, stays
-#: in ``measure``).
-OTHER_STEPS = (("runner.execution.modes", "prepare"), ("runner.execution.modes",
-                                                        "check_supported"),
-               ("torch.cuda", "synchronize"), ("torch.cuda", "empty_cache"),
-               ("torch.cuda", "reset_peak_memory_stats"),
-               ("runner.timing.clock_probe", "ClockProbe.stamps"),
-               ("runner.timing.clock_probe", "ClockProbe.record"),
-               ("runner.timing.clock_probe", "effective_mhz"))
 
 
 def plan_trial(device: str) -> tuple[Any, Any]:
@@ -110,65 +89,6 @@ def bare_loop(device: str) -> Callable[[int, int, int], float]:
     return run
 
 
-@contextlib.contextmanager
-def timed_steps(totals: dict[str, float]) -> Iterator[None]:
-    """Time each step of ``run_trial`` (:data:`TRIAL_STEPS`, :data:`OTHER_STEPS`) into
-    ``totals`` (seconds, summed over calls), each step less the timed steps it calls, so the
-    parts add up to ``run_trial``'s wall time; the SM clock reader's readings are a step too.
-    About a microsecond per wrapped call; the garbage collector's own time is added under
-    ``gc.collect gen N`` (it overlaps the steps)."""
-    import importlib
-
-    import runner.execution.trial as trial
-
-    children: list[float] = []
-    collecting: list[float] = []
-
-    def on_gc(phase: str, info: dict[str, int]) -> None:
-        # the collector's own time, wherever it struck (inside the steps or not)
-        if phase == "start":
-            collecting.append(time.perf_counter())
-        elif collecting:
-            name = f"gc.collect gen {info['generation']}"
-            totals[name] = totals.get(name, 0.0) + time.perf_counter() - collecting.pop()
-
-    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def inner(*args: Any, **kwargs: Any) -> Any:
-            children.append(0.0)
-            start = time.perf_counter()
-            try:
-                result = fn(*args, **kwargs)
-                if name == "sm_clock_reader" and result is not None:
-                    # its readings are taken inside the timer's warm-ups: a step of their own
-                    result = wrap("sm_clock_reader() readings (NVML, inside measure)", result)
-                return result
-            finally:
-                spent = time.perf_counter() - start
-                totals[name] = totals.get(name, 0.0) + spent - children.pop()
-                if children:
-                    children[-1] += spent
-        return inner
-
-    patched: list[tuple[Any, str, Any, str]] = [
-        (trial, name, getattr(trial, name), name) for name in (*TRIAL_STEPS, "run_trial")]
-    for module, path in OTHER_STEPS:
-        owner: Any = importlib.import_module(module)
-        *parents, name = path.split(".")
-        for parent in parents:
-            owner = getattr(owner, parent)
-        patched.append((owner, name, owner.__dict__[name], f"{module}.{path}"))
-    for owner, name, fn, label in patched:
-        setattr(owner, name, wrap(label, fn))
-    gc.callbacks.append(on_gc)
-    try:
-        yield
-    finally:
-        gc.callbacks.remove(on_gc)
-        for owner, name, fn, _label in patched:
-            setattr(owner, name, fn)
-
-
 def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, float]:
     """In one process, interleaved: ``run_trial`` of a 1-element add with the device time off,
     a bare loop of the same timed calls, and ``run_trial`` with the device time on (CUDA).
@@ -222,17 +142,6 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
     return walls
 
 
-#: Builtins that are the timed calls themselves (the op, the clock), left out of the profile's
-#: listing of the harness's own cost, with the op's lambda and this file's bare loop.
-TIMED_CALLS = ("add_", "record", "synchronize", "elapsed_time", "perf_counter_ns")
-
-
-def _timed_call(path: str, name: str) -> bool:
-    if path.endswith(("elementwise.py", Path(__file__).name, f"cuda{os.sep}streams.py")):
-        return True  # the op's lambda, the bare loop, torch.cuda.Event's methods
-    return path == "~" and any(f"'{call}'" in name or f".{call}" in name for call in TIMED_CALLS)
-
-
 def profile(out: Path, trials: int, device: str = "cuda", top: int = 25) -> str:
     """cProfile of ``trials`` interleaved device-time-off trials and bare loops; writes
     ``harness_profile.prof`` and returns (and writes to ``harness_profile.txt``) the top
@@ -251,22 +160,9 @@ def profile(out: Path, trials: int, device: str = "cuda", top: int = 25) -> str:
         profiler.disable()
         bare(int(row["warmup_calls"]), int(row["n_samples"]), int(row["calls_per_sample"]))
     profiler.dump_stats(str(out / "harness_profile.prof"))
-    stats = pstats.Stats(str(out / "harness_profile.prof"))
-    text = io.StringIO()
-    for sort in ("cumulative", "tottime"):
-        entries = [(func, stat) for func, stat in stats.stats.items()
-                   if not _timed_call(func[0], func[2])]
-        index = 3 if sort == "cumulative" else 2
-        entries.sort(key=lambda item: item[1][index], reverse=True)
-        text.write(f"\n### top {top} by {sort} time, ms per trial ({trials} trials under "
-                   "cProfile; the timed calls left out)\n\n")
-        text.write(f"{'ncalls/trial':>13} {'own ms':>9} {'cum ms':>9}  function\n")
-        for (path, line, name), (_cc, ncalls, tottime, cumtime, _callers) in entries[:top]:
-            where = f"{Path(path).name}:{line}" if path != "~" else "builtin"
-            text.write(f"{ncalls / trials:13.1f} {tottime / trials * 1e3:9.3f} "
-                       f"{cumtime / trials * 1e3:9.3f}  {name} ({where})\n")
-    (out / "harness_profile.txt").write_text(text.getvalue())
-    return text.getvalue()
+    text = listing(out / "harness_profile.prof", trials, top, bare_file=__file__)
+    (out / "harness_profile.txt").write_text(text)
+    return text
 
 
 def per_trial_costs(out: Path, device: str = "cuda") -> dict[str, float]:
