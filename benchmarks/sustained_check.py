@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from harness_cost import harness_cost, per_trial_costs  # benchmarks/: this script's folder
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -111,98 +111,6 @@ def reference(fn: Callable[[], Any], tf32: bool) -> dict[str, float]:
     end.synchronize()
     torch.backends.cuda.matmul.allow_tf32 = False
     return {"cudagraph_us": cudagraph_us, "b2b_us": begin.elapsed_time(end) * 1e3 / 2000}
-
-
-def harness_cost(out: Path, trials: int) -> dict[str, float]:
-    """In one process, interleaved: ``run_trial`` of a 1-element add with the device time off,
-    on, and a bare loop of the same timed calls (warm-up calls + samples × K, each sample
-    between two events and a sync, as the timer does). Sums of wall seconds."""
-    import torch
-    from hydra import compose, initialize_config_dir
-
-    from runner.config.planner import plan_job
-    from runner.config.schema import register
-    from runner.execution.trial import run_trial
-
-    register()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose(config_name="config", overrides=["op=add", "shape=[1]", "op.inplace=true"])
-    planned = plan_job(cfg)[0]
-    timer_off = cfg.timer.copy()
-    timer_off.device_time = False
-    x, y = torch.zeros(1, device="cuda"), torch.ones(1, device="cuda")
-    walls = {"bare": 0.0, "off": 0.0, "on": 0.0}
-    for _ in range(trials):
-        start = time.perf_counter()
-        row = run_trial(planned.spec, planned.op, timer_off)
-        walls["off"] += time.perf_counter() - start
-        calls, k = int(row["warmup_calls"]), int(row["calls_per_sample"])
-        start = time.perf_counter()
-        for _ in range(calls):  # warm-up: one call per event pair
-            b, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            b.record()
-            x.add_(y)
-            e.record()
-            e.synchronize()
-        for _ in range(int(row["n_samples"])):
-            b, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            b.record()
-            for _ in range(k):
-                x.add_(y)
-            e.record()
-            e.synchronize()
-        walls["bare"] += time.perf_counter() - start
-        start = time.perf_counter()
-        run_trial(planned.spec, planned.op, cfg.timer)
-        walls["on"] += time.perf_counter() - start
-    return walls
-
-
-def per_trial_costs(out: Path) -> dict[str, float]:
-    """The per-trial costs outside the timer, µs each: environment probes, a journal-sized
-    fsync, a worker round trip over a pipe, and a cold ``import torch`` (s)."""
-    import multiprocessing as mp
-
-    from runner.execution.environment import environment, git_provenance, gpu_state
-
-    costs = {}
-    for name, fn in (("gpu_state", lambda: gpu_state("cuda:0")),
-                     ("environment", lambda: environment("cuda:0")),
-                     ("git_provenance", git_provenance)):
-        fn()
-        start = time.perf_counter()
-        for _ in range(50):
-            fn()
-        costs[f"{name}_us"] = (time.perf_counter() - start) / 50 * 1e6
-    path = out / "fsync.bin"
-    with open(path, "ab") as f:
-        start = time.perf_counter()
-        for _ in range(50):
-            f.write(b"x" * 2000)
-            f.flush()
-            os.fsync(f.fileno())
-        costs["fsync_us"] = (time.perf_counter() - start) / 50 * 1e6
-    parent, child = mp.Pipe()
-    proc = mp.get_context("spawn").Process(target=_echo, args=(child,))
-    proc.start()
-    parent.send(0)
-    parent.recv()
-    start = time.perf_counter()
-    for i in range(200):
-        parent.send({"trial": i, "payload": "x" * 2000})
-        parent.recv()
-    costs["pipe_round_trip_us"] = (time.perf_counter() - start) / 200 * 1e6
-    parent.send(None)
-    proc.join()
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import torch"], check=True)
-    costs["import_torch_s"] = time.perf_counter() - start
-    return costs
-
-
-def _echo(conn: Any) -> None:
-    while (msg := conn.recv()) is not None:
-        conn.send(msg)
 
 
 def pct(a: float, b: float) -> float:
@@ -299,6 +207,9 @@ def main() -> None:
     print(f"- wall s: bare loop {walls['bare']:.2f}, run_trial device time off "
           f"{walls['off']:.2f}, on {walls['on']:.2f}")
     print("- per-trial costs: " + ", ".join(f"{k}={v:.4g}" for k, v in costs.items()))
+    print("- run_trial steps, ms per trial: " + ", ".join(
+        f"{k[5:]}={v / args.trials * 1e3:.3f}" for k, v in walls.items()
+        if k.startswith("step_")))
     print(f"- sweeps: run 1 {wall1:.1f} s, run 2 (energy) {wall2:.1f} s")
     off, on = walls["off"] / walls["bare"], walls["on"] / walls["off"]
     checks.append(("in-job cost ≤ 1.05× the bare loop, device time off", off <= 1.05,

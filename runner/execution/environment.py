@@ -133,17 +133,34 @@ def gpu_state(device: str) -> dict[str, Any]:
     }
 
 
+#: The SM clock readers built so far, per device and NVML module: one per process, not one
+#: per trial (building one asks NVML for the power limit).
+_CLOCK_READERS: dict[tuple[str, int], Any] = {}
+
+
 def sm_clock_reader(device: str) -> Any:
     """A function reading ``device``'s SM clock (MHz) and board power over its enforced limit
     now (a ``runner.timing.settle.Reading``), for the timer's settle rule and the samples'
     clock; None off-GPU or without nvidia-ml-py. Power is NVML's instantaneous field where
     the driver has it: the plain reading is a one-second average on recent GPUs, too slow to
-    see a load that began a few milliseconds ago."""
-    from runner.timing.settle import Reading
-
+    see a load that began a few milliseconds ago. Built once per device and process (the
+    power limit is read then, as ``environment`` reads ``power_limit_w`` once); a device
+    NVML could not read is asked again next time."""
     nvml = _nvml()
     if not device.startswith("cuda") or nvml is None:
         return None
+    key = (device, id(nvml))  # the reader holds nvml: its id is not reused while cached
+    if key not in _CLOCK_READERS:
+        reader = _build_clock_reader(device, nvml)
+        if reader is None:
+            return None
+        _CLOCK_READERS[key] = reader
+    return _CLOCK_READERS[key]
+
+
+def _build_clock_reader(device: str, nvml: Any) -> Any:
+    from runner.timing.settle import Reading
+
     try:
         handle = _nvml_handle(device)
         nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
@@ -183,16 +200,28 @@ def _throttle_reasons(nvml: Any, handle: Any) -> str:
     getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
         nvml.nvmlDeviceGetCurrentClocksThrottleReasons
     mask = getter(handle)
-    names = []
+    if id(nvml) not in _REASON_BITS:
+        _REASON_BITS[id(nvml)] = (nvml, _reason_bits(nvml))
+    return ",".join(sorted({name for bit, name in _REASON_BITS[id(nvml)][1] if mask & bit}))
+
+
+#: The clock-event reason bits per NVML module (kept with the module, so its id stays its own):
+#: scanning the module's ~2500 names took ~0.5 ms, and ``gpu_state`` runs three times a trial.
+_REASON_BITS: dict[int, tuple[Any, tuple[tuple[int, str], ...]]] = {}
+
+
+def _reason_bits(nvml: Any) -> tuple[tuple[int, str], ...]:
+    """The single-bit clock-event reasons NVML's module names, as (bit, name) pairs."""
+    bits = []
     for attr in dir(nvml):
         for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
             if attr.startswith(prefix):
                 bit = getattr(nvml, attr)
                 name = attr[len(prefix):]
-                if (isinstance(bit, int) and bit and bit & (bit - 1) == 0 and mask & bit
-                        and name not in names and name not in ("None", "All")):
-                    names.append(name)
-    return ",".join(sorted(names))
+                if (isinstance(bit, int) and bit and bit & (bit - 1) == 0
+                        and name not in ("None", "All")):
+                    bits.append((bit, name))
+    return tuple(bits)
 
 
 def _git(cwd: Path, *args: str) -> str | None:
