@@ -120,6 +120,9 @@ class FakeDevice:
         self.now += sum(chunk["times"])
         return chunk["times"]
 
+    def finished(self, chunk: dict[str, Any]) -> bool:
+        return True
+
     def clocks(self, chunk: dict[str, Any]) -> list[float | None] | None:
         if self.clock_at is None:
             return None
@@ -529,3 +532,38 @@ def test_a_capped_op_warms_up_and_samples_long_enough_to_span_the_swing() -> Non
     m = result.measurement
     assert m.power_capped is True and m.warmup_s >= CAPPED_MIN_S
     assert sum(m.samples_s) * m.calls_per_sample >= CAPPED_SAMPLE_S
+
+
+class RecordingWatch:
+    """A ``back_to_back.Watch`` that logs what the sampler told it."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s, self.log, self.polls, self.calls = window_s, [], 0, 0
+
+    def begin(self) -> None:
+        self.log.append("begin")
+
+    def poll(self) -> None:
+        self.polls += 1
+
+    def chunk(self, calls: int, busy_s: float) -> None:
+        self.log.append("chunk")
+        self.calls += calls
+
+
+def test_a_watched_window_spans_window_s_and_is_told_every_chunk_after_the_first() -> None:
+    class Busy(FakeDevice):  # each chunk is still running when the host first asks
+        def finished(self, chunk: dict[str, Any]) -> bool:
+            seen = chunk.get("asked", False)
+            chunk["asked"] = True
+            return seen
+
+    device, watch = Busy(per_call_s=5 * US), RecordingWatch(0.5)
+    result = run(device, 200, steady=True, watch=watch,
+                 timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=10))
+    m = result.measurement
+    # 1 ms samples: the window runs 0.5 s whatever max_samples says, so ~500 samples.
+    assert sum(m.samples_s) * m.calls_per_sample >= 0.49 and len(m.samples_s) > 400
+    assert watch.log[0] == "begin" and watch.log.count("begin") == 1
+    # every sampled chunk after the first is counted: 5 samples of 200 calls each
+    assert watch.calls == (len(watch.log) - 1) * 5 * 200 and watch.polls >= len(watch.log)

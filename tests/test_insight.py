@@ -282,3 +282,32 @@ def test_every_insight_column_is_declared_with_a_type():
     names = (*profiling.PROFILE_COLUMNS, *energy.ENERGY_COLUMNS, "sm_clock_mhz_timed",
              "power_w_timed", "throttle_reasons_timed")
     assert [n for n in names if n not in COLUMNS] == []
+
+
+# ------------------------------------------------------- energy over the device time's samples
+
+def test_energy_read_over_the_samples_takes_their_time_and_the_boards_power():
+    from runner.execution.energy_samples import SampleWindow
+
+    board = FakeBoard()
+    window = SampleWindow(board, 2.0, 1.0, wall=board.wall, sleep=board.sleep)
+
+    def run_chunk() -> None:  # one chunk of 10 calls, the host polling while it runs
+        handle = board.launch()
+        while not board.done(handle):
+            window.poll()
+
+    run_chunk()
+    window.begin()  # the first sampled chunk has completed
+    for _ in range(250):  # 2.5 s of back-to-back chunks
+        run_chunk()
+        window.chunk(10, board.chunk_s)
+    out = window.columns(flops=2e12 * 0.001, bytes_moved=None, device_time_s=1e-3)
+    assert out["energy_method"] == "samples" and out["energy_reason"] is None
+    assert out["energy_time_per_call_us"] == pytest.approx(1000.0, rel=2e-3)
+    assert out["avg_power_W"] == pytest.approx(600.0, rel=2e-3)
+    assert out["idle_power_W"] == pytest.approx(100.0, rel=1e-3)  # read before the load
+    assert out["energy_per_call_mJ"] == pytest.approx(600.0, rel=2e-3)
+    assert out["energy_busy_fraction"] == pytest.approx(1.0, abs=2e-3)
+    assert SampleWindow(board, 2.0, 0.0).columns(flops=None, bytes_moved=None,
+                                                 device_time_s=None) is None  # never begun

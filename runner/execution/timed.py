@@ -31,7 +31,7 @@ _FLUSHERS: dict[str, L2Flusher] = {}
 def device_time_of(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
                  prepared: modes.Prepared, loop: Measurement, device: torch.device,
                  peak_bytes: int | None, held_bytes: int, *, steady: bool = True,
-                 read_clock: Any = None) -> DeviceTime:
+                 read_clock: Any = None, watch: Any = None) -> DeviceTime:
     """The device time of the trial's work (``runner.timing.device_time``): for
     ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph."""
     if device.type != "cuda":
@@ -42,7 +42,7 @@ def device_time_of(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
         prepared.uncaptured or prepared.fn, plan, loop, CudaDevice(device),
         bytes_per_call=None if peak_bytes is None else peak_bytes - held_bytes,
         capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
-        flush=flusher(timer, device), steady=steady, read_clock=read_clock)
+        flush=flusher(timer, device), steady=steady, read_clock=read_clock, watch=watch)
 
 
 #: The short loop measurement that sizes the burst time's K and spin (it is not recorded).

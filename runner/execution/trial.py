@@ -25,6 +25,7 @@ Order of a trial (each step's placement is deliberate):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import traceback
@@ -45,6 +46,7 @@ from runner.execution.context import (
     TORCH_DTYPES,
     trial_settings,
 )
+from runner.execution.energy_samples import sample_window
 from runner.execution.environment import (
     environment,
     git_provenance,
@@ -160,9 +162,12 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
     # Read before anything else runs on the GPU: the state the loop-time samples ended in.
     out.update(clock_columns(spec.device))
     out.update(_memory(device))
+    # energy=true reads the energy over the device time's own samples where it can.
+    watch = (sample_window(spec.device, insight.energy_window_s, insight.energy_idle_s)
+             if insight is not None and insight.energy and timer.device_time else None)
     device_time = device_time_of(spec, timer, timer_plan, prepared, measurement, device,
                                out.get("peak_allocated_bytes"), held_bytes,
-                               read_clock=read_clock)
+                               read_clock=read_clock, watch=watch)
     prepared.finish()
     out.update(prepared.compile_stats)
     out.update(timing_columns(measurement, prepared.ops_per_sample))
@@ -182,6 +187,11 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
         bytes_moved=None if bytes_per_op is None else bytes_per_op * n_ops,
         median_s=rate_measurement.stats.median))
     out.update({f"extra_{k}": v for k, v in first.extra.items()})
+    watched = watch.columns(flops=out["flops"], bytes_moved=out["bytes_moved"],
+                            device_time_s=rate_measurement.stats.median) if watch else None
+    if watched is not None:
+        out.update(watched)
+        insight = dataclasses.replace(insight, energy=False)  # read: no second window
     if insight is not None:  # after timing and memory peaks: never inside the samples
         out.update(insight_columns(
             insight, fn=prepared.fn, device=spec.device, label=spec.label(),

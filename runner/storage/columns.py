@@ -229,7 +229,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "clock_note": (_S, "set only when the SM clock moved by more than 3% during the "
                        "device-time samples, or they ran 3% or more off the settled clock"),
     # energy=true (runner.execution.energy): NVML over a back-to-back window after timing
-    "energy_method": (_S, "graph (K calls replayed from one CUDA graph) | eager | unavailable"),
+    "energy_method": (_S, "samples (read over the device time's own samples) | graph (K calls "
+                          "replayed from one CUDA graph) | eager | unavailable"),
     "energy_reason": (_S, "why the energy columns are null, or why the window ran eagerly"),
     "energy_counter_s": (_F, "seconds between the first and last counter step used"),
     "energy_counter_steps": (_I, "NVML energy-counter steps in the window (~10/s)"),

@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+from typing import Any, Protocol
 
 from runner.timing.settle import Reading, last_clock
 from runner.timing.timer import Measurement, TimerPlan, sample, sample_min_s, warm_up
@@ -47,12 +48,30 @@ class HostBlocked(RuntimeError):
     """The host's enqueue outlasted the spin kernel: the GPU may have waited on the host."""
 
 
+class Watch(Protocol):
+    """Something that watches the samples' window as it runs (the energy counter:
+    ``runner.execution.energy.SampleWindow``), so that one settled window gives the time,
+    the clock and the energy. ``window_s`` is the shortest span of samples it needs."""
+
+    window_s: float
+
+    def begin(self) -> None:
+        """The first sampled chunk has completed: the window starts now."""
+
+    def poll(self) -> None:
+        """Called again and again while the host waits for a chunk: read, then pause."""
+
+    def chunk(self, calls: int, busy_s: float) -> None:
+        """A chunk completed inside the window: ``calls`` calls in ``busy_s`` of device time."""
+
+
 
 def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
             device: Any, before_sample: Callable[[], None] | None,
             wall: Callable[[], float], notes: list[str],
             read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
-            launches_per_sample: int, loop_capped: bool | None = None) -> Measurement:
+            launches_per_sample: int, loop_capped: bool | None = None,
+            watch: Watch | None = None) -> Measurement:
     """Back-to-back samples (module docstring): warm up until settled, then sample with
     :func:`runner.timing.timer.sample`, all in one stream of chunks. ``launches_per_sample``:
     0 for a graph replay, else the blocked method's kernels per sample. ``loop_capped``:
@@ -62,7 +81,8 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     idle half the time can reach the cap back to back). A capped op warms up for all of
     ``runner.timing.settle.CAPPED_MIN_S`` again, whatever the loop did: the few tens of
     milliseconds between the two (graph capture, memory columns) let an H200 recover enough
-    headroom that a 0.5 s warm-up read bf16 8192³ 7% fast."""
+    headroom that a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host
+    waits for each sampled chunk; the samples then span at least its ``window_s``."""
     samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(CHUNK_S / max(sample_s, 1e-9))))
     if launches_per_sample > 0:  # blocked: two chunks in flight stay within the queue budget
         samples_per_chunk = max(1, min(samples_per_chunk,
@@ -95,7 +115,12 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             while len(inflight) < 2:
                 enqueue()
             chunk, valid = inflight.popleft()
+            sampling = watch is not None and not warming
+            while sampling and not device.finished(chunk):
+                watch.poll()
             times = device.wait(chunk)
+            if sampling:
+                watched(len(times) * calls, sum(times))
             if valid:
                 mhz = device.clocks(chunk) or [None] * len(times)
                 return [(t / calls, m) for t, m in zip(times, mhz)]
@@ -115,6 +140,17 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                 counts["retaken"] += 1
         raise HostBlocked(f"the host blocked: the device reached {MAX_RETAKES + 1} chunks in "
                           "a row before the host had queued them")
+
+    begun = [False]
+
+    def watched(chunk_calls: int, busy_s: float) -> None:
+        # The window opens when the first sampled chunk completes, so every call it counts
+        # ran inside it (retaken chunks too: they ran, and drew power).
+        if begun[0]:
+            watch.chunk(chunk_calls, busy_s)
+        else:
+            begun[0] = True
+            watch.begin()
 
     clocks: list[float] = []
     buffer: deque[tuple[float, float | None]] = deque()
@@ -137,7 +173,12 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                 clocks.append(mhz)
             return per_call_s
 
-        samples, stop_reason = sample(take, plan, wall, min_s=sample_min_s(verdict))
+        min_s, sample_plan = sample_min_s(verdict), plan
+        if watch is not None:  # the window's span, however soon the median converges
+            min_s = max(min_s, watch.window_s)
+            sample_plan = replace(plan, max_samples=max(plan.max_samples, 10**7),
+                                  max_time_s=max(plan.max_time_s, 1.5 * min_s))
+        samples, stop_reason = sample(take, sample_plan, wall, min_s=min_s)
     finally:
         while inflight:  # the chunks queued past the last sample are waited for, not used
             device.wait(inflight.popleft()[0])

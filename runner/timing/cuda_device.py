@@ -136,6 +136,9 @@ class CudaDevice:
     def reached(self, chunk: _Chunk) -> bool:
         return bool(chunk.starts[0].query())
 
+    def finished(self, chunk: _Chunk) -> bool:
+        return bool(chunk.done.query())
+
     def wait(self, chunk: _Chunk) -> list[float]:
         chunk.done.synchronize()
         return [a.elapsed_time(b) / 1e3 for a, b in zip(chunk.starts, chunk.ends)]

@@ -58,6 +58,7 @@ from runner.timing.back_to_back import (
     LAUNCH_QUEUE_BUDGET,
     SPIN_MIN_S,
     HostBlocked,
+    Watch,
     steady_samples,
 )
 from runner.timing.gapped import Timed, gapped_samples
@@ -106,6 +107,9 @@ class Device(Protocol):
     def wait(self, chunk: Any) -> list[float]:
         """Wait for the chunk; the seconds of each of its samples."""
 
+    def finished(self, chunk: Any) -> bool:
+        """Whether the device has finished the chunk (without waiting for it)."""
+
     def clocks(self, chunk: Any) -> list[float | None] | None:
         """The SM clock (MHz) each sample of a waited-for chunk really ran at
         (``runner.timing.clock_probe``); None where it cannot be probed."""
@@ -145,7 +149,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                         before_sample: Callable[[], None] | None = None,
                         flush: Callable[[], None] | None = None,
                         wall: Callable[[], float] = time.perf_counter, steady: bool = True,
-                        read_clock: Callable[[], Reading | None] | None = None) -> DeviceTime:
+                        read_clock: Callable[[], Reading | None] | None = None,
+                        watch: Watch | None = None) -> DeviceTime:
     """The device time of ``fn``: ``graph``, else ``blocked``, else ``unavailable``.
 
     ``loop`` is the trial's loop-time measurement: its ``calls_per_sample`` is K, its median
@@ -155,7 +160,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     (cold L2) K is 1 and every sample is flushed, synchronised, then spun (nvbench's cold
     protocol). ``steady=False``: the burst time (module docstring). ``read_clock`` reads the
     SM clock and power (``runner.timing.settle.Reading``) for the settle rule and the
-    samples' clock.
+    samples' clock. ``watch``: watches the steady samples' window
+    (``runner.timing.back_to_back.Watch``: the energy counter).
     """
     steady = steady and flush is None
 
@@ -164,7 +170,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
         if steady:
             return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
                                   read_clock, sample_s=sample_s,
-                                  launches_per_sample=launches, loop_capped=loop.power_capped)
+                                  launches_per_sample=launches, loop_capped=loop.power_capped,
+                                  watch=watch)
         return gapped_samples(work, calls, spin_s, plan, device, before, flush, wall, notes,
                               settling=flush is not None, read_clock=read_clock)
 
