@@ -37,6 +37,10 @@ SPIN_MAX_S = 0.2
 DEVICE_WARMUP_S = 0.02
 #: Seconds of samples per back-to-back chunk (one sync per chunk) and the most samples in one.
 CHUNK_S, MAX_CHUNK_SAMPLES = 0.005, 64
+#: While a ``Watch`` polls NVML between chunks: longer chunks, more of them queued ahead. An
+#: NVML energy read can take milliseconds, and with 5 ms chunks one ahead the device starved
+#: (an H200 was busy 6-45% of the window).
+WATCHED_CHUNK_S, WATCHED_AHEAD, WATCHED_MAX_CHUNK_SAMPLES = 0.05, 3, 1024
 #: Rejected samples in a row after which a method is abandoned.
 MAX_RETAKES = 3
 #: Times the warm-up may grow the spin. A host that still outlasts it is waiting on the device
@@ -50,7 +54,7 @@ class HostBlocked(RuntimeError):
 
 class Watch(Protocol):
     """Something that watches the samples' window as it runs (the energy counter:
-    ``runner.execution.energy.SampleWindow``), so that one settled window gives the time,
+    ``runner.execution.energy_samples.SampleWindow``), so that one settled window gives the time,
     the clock and the energy. ``window_s`` is the shortest span of samples it needs."""
 
     window_s: float
@@ -83,7 +87,9 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     milliseconds between the two (graph capture, memory columns) let an H200 recover enough
     headroom that a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host
     waits for each sampled chunk; the samples then span at least its ``window_s``."""
-    samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(CHUNK_S / max(sample_s, 1e-9))))
+    chunk_s, most, ahead = ((WATCHED_CHUNK_S, WATCHED_MAX_CHUNK_SAMPLES, WATCHED_AHEAD)
+                            if watch is not None else (CHUNK_S, MAX_CHUNK_SAMPLES, 2))
+    samples_per_chunk = max(1, min(most, round(chunk_s / max(sample_s, 1e-9))))
     if launches_per_sample > 0:  # blocked: two chunks in flight stay within the queue budget
         samples_per_chunk = max(1, min(samples_per_chunk,
                                        LAUNCH_QUEUE_BUDGET // launches_per_sample))
@@ -112,7 +118,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         # retakes at most MAX_RETAKES chunks in a row.
         attempts = MAX_RETAKES + 1 + (max_growths + 2 if warming else 0)
         for _ in range(attempts):
-            while len(inflight) < 2:
+            while len(inflight) < ahead:
                 enqueue()
             chunk, valid = inflight.popleft()
             sampling = watch is not None and not warming
