@@ -398,14 +398,14 @@ def test_steady_blocked_runs_back_to_back_within_the_launch_budget() -> None:
 
 
 def test_a_host_slower_than_the_device_holds_every_blocked_chunk_behind_a_spin() -> None:
-    # The host's enqueue of a chunk (400 µs) outlasts its 320 µs of work: behind the chunk
-    # still running, the device would catch up. Every chunk then waits behind a spin, grown
-    # until the spin and the chunk ahead cover the host (60 → 120 → 240 µs).
+    # The host's enqueue of a chunk (400 µs) outlasts its 255 µs of work (51 samples: the
+    # launch budget): behind the chunk still running, the device would catch up. Every chunk
+    # then waits behind a spin, grown until it covers the host (60 → 120 → 240 → 480 µs).
     device = FakeDevice(per_call_s=5 * US, capture_error=RuntimeError("no"), host_s=400 * US)
     result = run(device, 1, steady=True)
     assert result.method == "blocked"
     assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
-    assert device.chunks[-1][1] == pytest.approx(240 * US)
+    assert device.chunks[-1][1] == pytest.approx(480 * US)
     assert all(spin > 0 for _, spin in device.chunks[3:])
 
 
@@ -562,9 +562,12 @@ def test_a_watched_window_spans_window_s_and_is_told_every_chunk_after_the_first
     result = run(device, 200, steady=True, watch=watch,
                  timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=10))
     m = result.measurement
-    # 1 ms samples: the window runs 0.5 s whatever max_samples says (less the last 50 ms
-    # chunk, still queued when the span was reached), so 450-500 samples.
+    # 1 ms samples: the window runs 0.5 s whatever max_samples says (less the last chunk,
+    # still queued when the span was reached), so 450-500 samples.
     assert sum(m.samples_s) * m.calls_per_sample >= 0.44 and len(m.samples_s) > 400
     assert watch.log[0] == "begin" and watch.log.count("begin") == 1
-    # every sampled chunk after the first is counted: 50 samples of 200 calls each
-    assert watch.calls == (len(watch.log) - 1) * 50 * 200 and watch.polls >= len(watch.log)
+    # every sampled chunk after the first is counted: 42 samples of 200 calls each (50 ms of
+    # 1 ms samples, cut so three chunks in flight stay within the launch budget)
+    per_chunk = 2 * bb.LAUNCH_QUEUE_BUDGET // (bb.WATCHED_AHEAD * bb.SAMPLE_LAUNCHES)
+    assert per_chunk == 42 and watch.calls == (len(watch.log) - 1) * per_chunk * 200
+    assert watch.polls >= len(watch.log)

@@ -26,6 +26,8 @@ from runner.timing.timer import Measurement, TimerPlan, sample, sample_min_s, wa
 #: launches behind a long spin, the host's time per launch jumps at the depth); a quarter of
 #: it leaves room for the events, the spin and the copies a call may also enqueue.
 LAUNCH_QUEUE_BUDGET = 256
+#: Launches each sample adds around its work: the clock probe, two events, a graph replay.
+SAMPLE_LAUNCHES = 4
 #: Shortest spin, seconds: covers enqueueing two events and a graph launch (~10-20 µs).
 SPIN_MIN_S = 50e-6
 #: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
@@ -90,9 +92,12 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     chunk_s, most, ahead = ((WATCHED_CHUNK_S, WATCHED_MAX_CHUNK_SAMPLES, WATCHED_AHEAD)
                             if watch is not None else (CHUNK_S, MAX_CHUNK_SAMPLES, 2))
     samples_per_chunk = max(1, min(most, round(chunk_s / max(sample_s, 1e-9))))
-    if launches_per_sample > 0:  # blocked: two chunks in flight stay within the queue budget
-        samples_per_chunk = max(1, min(samples_per_chunk,
-                                       LAUNCH_QUEUE_BUDGET // launches_per_sample))
+    # Every chunk in flight together stays within half the launch queue: past it the host
+    # blocks inside a launch and the device catches up (50 ms chunks of a 0.75 ms bmm sample,
+    # three ahead, were reached early every time).
+    per_sample = launches_per_sample + SAMPLE_LAUNCHES
+    samples_per_chunk = max(1, min(samples_per_chunk,
+                                   2 * LAUNCH_QUEUE_BUDGET // (ahead * per_sample)))
     spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
     # spin_s covers one sample's enqueue, but a chunk holds many: the warm-up may grow the
     # spin all the way to SPIN_MAX_S (doubling), not just MAX_SPIN_GROWTHS times. Only a host
