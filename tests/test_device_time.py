@@ -550,6 +550,9 @@ class RecordingWatch:
         self.log.append("chunk")
         self.calls += calls
 
+    def discard(self) -> None:
+        self.log.append("discard")
+
 
 def test_a_watched_window_spans_window_s_and_is_told_every_chunk_after_the_first() -> None:
     class Busy(FakeDevice):  # each chunk is still running when the host first asks
@@ -566,8 +569,24 @@ def test_a_watched_window_spans_window_s_and_is_told_every_chunk_after_the_first
     # still queued when the span was reached), so 450-500 samples.
     assert sum(m.samples_s) * m.calls_per_sample >= 0.44 and len(m.samples_s) > 400
     assert watch.log[0] == "begin" and watch.log.count("begin") == 1
-    # every sampled chunk after the first is counted: 42 samples of 200 calls each (50 ms of
-    # 1 ms samples, cut so three chunks in flight stay within the launch budget)
-    per_chunk = 2 * bb.LAUNCH_QUEUE_BUDGET // (bb.WATCHED_AHEAD * bb.SAMPLE_LAUNCHES)
-    assert per_chunk == 42 and watch.calls == (len(watch.log) - 1) * per_chunk * 200
+    # every sampled chunk after the first is counted: WATCHED_CHUNK_S of 1 ms samples each,
+    # at most as many as keep three chunks in flight within the launch budget
+    per_chunk = min(round(bb.WATCHED_CHUNK_S / 1e-3),
+                    2 * bb.LAUNCH_QUEUE_BUDGET // (bb.WATCHED_AHEAD * bb.SAMPLE_LAUNCHES))
+    assert watch.calls == (len(watch.log) - 1) * per_chunk * 200
     assert watch.polls >= len(watch.log)
+
+
+def test_a_watched_window_that_falls_behind_is_dropped_and_the_device_time_kept() -> None:
+    # The host's enqueue of a long watched chunk outlasts any spin (50 ms a chunk, 20 µs
+    # without the watch): the watched run is abandoned, the plain one kept.
+    class SlowOnLongChunks(FakeDevice):
+        def enqueue(self, work: Any, samples: int, spin_s: float, before: Any) -> Any:
+            self.host_s = 1.0 if samples > 5 else 20 * US
+            return super().enqueue(work, samples, spin_s, before)
+
+    device, watch = SlowOnLongChunks(per_call_s=5 * US), RecordingWatch(0.5)
+    result = run(device, 200, steady=True, watch=watch,
+                 timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=10))
+    assert result.method == "graph" and result.measurement is not None
+    assert watch.log[-1] == "discard" and "energy: not read over the samples" in result.reason

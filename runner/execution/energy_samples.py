@@ -63,6 +63,9 @@ class SampleWindow:
         self.window.busy_s = (self.window.busy_s or 0.0) + busy_s
         self.window.end_s = self._wall()
 
+    def discard(self) -> None:
+        self.window = None
+
     def _read(self) -> None:
         now = self._wall()
         energy = self._reader.energy_mj()

@@ -187,8 +187,9 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
         bytes_moved=None if bytes_per_op is None else bytes_per_op * n_ops,
         median_s=rate_measurement.stats.median))
     out.update({f"extra_{k}": v for k, v in first.extra.items()})
-    watched = watch.columns(flops=out["flops"], bytes_moved=out["bytes_moved"],
-                            device_time_s=rate_measurement.stats.median) if watch else None
+    watched = (watch.columns(flops=out["flops"], bytes_moved=out["bytes_moved"],
+                             device_time_s=rate_measurement.stats.median)
+               if watch and device_time.measurement is not None else None)
     if watched is not None:
         out.update(watched)
         insight = dataclasses.replace(insight, energy=False)  # read: no second window

@@ -41,8 +41,9 @@ DEVICE_WARMUP_S = 0.02
 CHUNK_S, MAX_CHUNK_SAMPLES = 0.005, 64
 #: While a ``Watch`` polls NVML between chunks: longer chunks, more of them queued ahead. An
 #: NVML energy read can take milliseconds, and with 5 ms chunks one ahead the device starved
-#: (an H200 was busy 6-45% of the window).
-WATCHED_CHUNK_S, WATCHED_AHEAD, WATCHED_MAX_CHUNK_SAMPLES = 0.05, 3, 1024
+#: (an H200 was busy 6-45% of the window). With 50 ms chunks a power-capped bmm and linear
+#: still fell behind (the host then retries without the watch).
+WATCHED_CHUNK_S, WATCHED_AHEAD, WATCHED_MAX_CHUNK_SAMPLES = 0.02, 3, 1024
 #: Rejected samples in a row after which a method is abandoned.
 MAX_RETAKES = 3
 #: Times the warm-up may grow the spin. A host that still outlasts it is waiting on the device
@@ -69,6 +70,9 @@ class Watch(Protocol):
 
     def chunk(self, calls: int, busy_s: float) -> None:
         """A chunk completed inside the window: ``calls`` calls in ``busy_s`` of device time."""
+
+    def discard(self) -> None:
+        """The samples it watched were not used: forget the window."""
 
 
 

@@ -35,7 +35,9 @@ def _kernel() -> Any:
         import triton
         import triton.language as tl
 
-        @triton.jit
+        # slot: not specialised on its value (1, multiples of 16), which would compile a new
+        # variant in the middle of a chunk.
+        @triton.jit(do_not_specialize=["slot"])
         def probe(out_ptr, slot):
             smid = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32,
                                              is_pure=False, pack=1)

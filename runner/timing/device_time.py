@@ -168,10 +168,22 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     def take(work: Callable[[], Any], calls: int, spin_s: float, launches: int,
              before: Callable[[], None] | None, sample_s: float) -> Measurement:
         if steady:
-            return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
-                                  read_clock, sample_s=sample_s,
-                                  launches_per_sample=launches, loop_capped=loop.power_capped,
-                                  watch=watch)
+            def steady_run(watching: Watch | None) -> Measurement:
+                return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
+                                      read_clock, sample_s=sample_s,
+                                      launches_per_sample=launches,
+                                      loop_capped=loop.power_capped, watch=watching)
+            if watch is None:
+                return steady_run(None)
+            try:
+                return steady_run(watch)
+            except HostBlocked as exc:
+                # The watched window's longer chunks did not keep the device fed: the
+                # device time is taken as without a watch, and the energy by a window of
+                # its own (the watch is told to drop what it saw).
+                watch.discard()
+                notes.append(f"energy: not read over the samples ({exc})")
+                return steady_run(None)
         return gapped_samples(work, calls, spin_s, plan, device, before, flush, wall, notes,
                               settling=flush is not None, read_clock=read_clock)
 
