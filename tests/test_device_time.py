@@ -161,14 +161,14 @@ def test_graph_captures_the_loops_k_and_divides_by_it() -> None:
 def test_a_short_replay_is_captured_again_with_the_k_that_fills_a_sample() -> None:
     # The loop's launch-bound calls gave K = 200; the device runs a call in 0.94 µs, so a
     # replay lasts 188 µs, on the slope where the time per call depends on K: captured again
-    # with ceil(1000 / 0.94) = 1064 calls, on the plateau.
+    # with ceil(500 / 0.94) = 532 calls (half a 1 ms sample), on the plateau.
     device = FakeDevice(per_call_s=0.94 * US)
     result = run(device, 200)
-    assert device.captured == [200, 1064] and device.chunks[0] == (3, bb.SPIN_MIN_S)
+    assert device.captured == [200, 532] and device.chunks[0] == (3, bb.SPIN_MIN_S)
     m = result.measurement
-    assert m.calls_per_sample == 1064 and m.samples_s == pytest.approx((0.94 * US,) * 3)
+    assert m.calls_per_sample == 532 and m.samples_s == pytest.approx((0.94 * US,) * 3)
     assert run(FakeDevice(per_call_s=0.94 * US), 200,
-               timer_plan=plan(max_calls_per_sample=500)).measurement.calls_per_sample == 500
+               timer_plan=plan(max_calls_per_sample=300)).measurement.calls_per_sample == 300
 
 
 def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:

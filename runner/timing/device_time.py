@@ -254,7 +254,7 @@ def _onto_the_plateau(fn: Callable[[], Any], replay: Callable[[], None], calls: 
                       plan: TimerPlan, device: Device, bytes_per_call: int | None,
                       loop_sample_s: float) -> tuple[Callable[[], None], int, float]:
     """The graph, its K and the seconds one replay takes, with K grown until a replay lasts
-    about ``batch_target_us``.
+    :data:`PLATEAU_SHARE` of ``batch_target_us``.
 
     A small op's time per call depends on how many calls one graph holds: on an H200 a
     transposed 2048² sum read 5.48 µs per call in graphs of 8 calls, 5.26 at 32, 5.18 from
@@ -262,7 +262,8 @@ def _onto_the_plateau(fn: Callable[[], Any], replay: Callable[[], None], calls: 
     edges, a huge graph its own overhead; the plateau between is the op's steady time. K
     from the loop time comes from launch-bound calls, which read several times slower than
     the device runs them, so it lands on the slope: one chunk of replays measures the
-    device's time per call and the graph is captured again with the K that fills a sample.
+    device's time per call and the graph is captured again with the K that fills half a
+    sample.
     An op of one call per sample (K = 1: a call of ``batch_below_us`` or more) is left as
     it is.
     """
@@ -273,7 +274,8 @@ def _onto_the_plateau(fn: Callable[[], Any], replay: Callable[[], None], calls: 
     target_s = plan.batch_target_us * 1e-6
     if calls * per_call_s >= PLATEAU_SHARE * target_s or per_call_s <= 0:
         return replay, calls, calls * per_call_s
-    wanted = min(plan.max_calls_per_sample, math.ceil(target_s / per_call_s))
+    # Half a sample is enough to be on the plateau, and half the calls halve the capture.
+    wanted = min(plan.max_calls_per_sample, math.ceil(PLATEAU_SHARE * target_s / per_call_s))
     wanted, _ = bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())
     if wanted <= calls:
         return replay, calls, calls * per_call_s
