@@ -115,9 +115,14 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     # (that op is launch-bound, far from the power cap, so the gap costs it nothing).
     counts = {"retaken": 0, "growths": 0, "hold_every": 0}
 
+    handover = loop_capped is False and plan.warmup_s > 0
+    # A handover needs one chunk only to warm the graph and read the clock: a quarter of one
+    # (a small op's trial is then shorter by most of a chunk).
+    size = [max(1, samples_per_chunk // 4) if handover else samples_per_chunk]
+
     def enqueue() -> None:
         hold = spin[0] if counts["hold_every"] or not inflight else 0.0
-        chunk = device.enqueue(work, samples_per_chunk, hold, before_sample)
+        chunk = device.enqueue(work, size[0], hold, before_sample)
         # Valid when the device had not reached the chunk's first event once the host had
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
         inflight.append((chunk, not device.reached(chunk)))
@@ -170,10 +175,10 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     clocks: list[float] = []
     buffer: deque[tuple[float, float | None]] = deque()
     try:
-        handover = loop_capped is False and plan.warmup_s > 0
         warmup, verdict = warm_up(lambda: next_chunk(True), plan, wall, read_clock=read_clock,
                                   min_s=DEVICE_WARMUP_S if plan.warmup_s > 0 and not handover
                                   else 0.0, handover=handover)
+        size[0] = samples_per_chunk
 
         def take() -> float:
             if not buffer:
