@@ -463,8 +463,11 @@ def test_clock_note_fires_only_when_the_samples_clock_moved() -> None:
     assert capped["sm_clock_mhz_samples_median"] == 1500
     assert capped["sm_clock_mhz_samples_min"] == 1500
     moved = samples_clock_columns(_with_clocks((1980, 1800, 1500), 1980))
-    assert "moved 1500–1980 MHz" in moved["clock_note"]
+    assert "moved from 1980 to 1500 MHz" in moved["clock_note"]
     assert "settled at 1980 MHz" in moved["clock_note"]
+    # The capped clock's swing around a steady level (±3%, no drift) is not a move.
+    swing = samples_clock_columns(_with_clocks((1300, 1380, 1340) * 20, 1340))
+    assert swing["clock_note"] is None
     assert samples_clock_columns(None)["sm_clock_mhz_samples_median"] is None
 
 
