@@ -226,9 +226,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "power_w_timed": (_F, "board power right after the last timed sample, W"),
     "throttle_reasons_timed": (_S, "clock-event reasons right after the last timed sample "
                                    "(SwPowerCap: the samples' clock was set by the power cap)"),
-    "clock_note": (_S, "set only when the SM clock moved by more than 3% during the "
-                       "device-time samples, or they ran 3% or more off the settled clock"),
-    # energy=true (runner.execution.energy): NVML over a back-to-back window after timing
+    "clock_note": (_S, "set only when the SM clock drifted by more than 3% between the first "
+                       "and last third of the device-time samples, or they ran 3% or more off "
+                       "the settled clock"),
+    # energy=true: NVML over the device time's own samples (runner.execution.energy_samples),
+    # else over a back-to-back window after timing (runner.execution.energy)
     "energy_method": (_S, "samples (read over the device time's own samples) | graph (K calls "
                           "replayed from one CUDA graph) | eager | unavailable"),
     "energy_reason": (_S, "why the energy columns are null, or why the window ran eagerly"),
