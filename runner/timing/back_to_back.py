@@ -107,13 +107,14 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     # spin all the way to SPIN_MAX_S (doubling), not just MAX_SPIN_GROWTHS times. Only a host
     # that outlasts even that waits on the device.
     max_growths = max(MAX_SPIN_GROWTHS, math.ceil(math.log2(SPIN_MAX_S / spin[0])))
-    inflight: deque[tuple[Any, bool]] = deque()
+    inflight: deque[tuple[Any, bool, int]] = deque()  # (chunk, valid, samples)
     # hold_every: whether every chunk waits behind a spin. Off at first: a chunk queued behind
     # one still running needs none, and a spin between chunks is an idle gap in which a
     # power-capped GPU recovers its clock. A call (eager, or a graph replay of a tiny op) the
     # host enqueues slower than the device runs it falls behind; the warm-up then turns it on
     # (that op is launch-bound, far from the power cap, so the gap costs it nothing).
-    counts = {"retaken": 0, "growths": 0, "hold_every": 0}
+    counts = {"retaken": 0, "growths": 0, "hold_every": 0, "taken": 0}
+    short_tail = [False]  # whether chunks past min_samples may be short (no span to fill)
 
     handover = loop_capped is False and plan.warmup_s > 0
     # A handover needs one chunk only to warm the graph and read the clock: a quarter of one
@@ -122,10 +123,17 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
 
     def enqueue() -> None:
         hold = spin[0] if counts["hold_every"] or not inflight else 0.0
-        chunk = device.enqueue(work, size[0], hold, before_sample)
+        samples = size[0]
+        if short_tail[0] and counts["taken"] + len(buffer) + sum(
+                n for _, _, n in inflight) >= plan.min_samples:
+            # Enough samples are already on their way: this chunk is likely waited for and
+            # never used, so it is a short one (still long enough to keep the device busy
+            # should the median need more).
+            samples = max(1, size[0] // 4)
+        chunk = device.enqueue(work, samples, hold, before_sample)
         # Valid when the device had not reached the chunk's first event once the host had
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
-        inflight.append((chunk, not device.reached(chunk)))
+        inflight.append((chunk, not device.reached(chunk), samples))
 
     def next_chunk(warming: bool) -> list[tuple[float, float | None]]:
         # The warm-up retries until the spin has grown max_growths times; the sampling
@@ -134,7 +142,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         for _ in range(attempts):
             while len(inflight) < ahead:
                 enqueue()
-            chunk, valid = inflight.popleft()
+            chunk, valid, _ = inflight.popleft()
             sampling = watch is not None and not warming
             while sampling and not device.finished(chunk):
                 watch.poll()
@@ -189,6 +197,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                         clocks.append(float(reading.clock_mhz))
                 buffer.extend(chunk)
             per_call_s, mhz = buffer.popleft()
+            counts["taken"] += 1
             if mhz is not None:
                 clocks.append(mhz)
             return per_call_s
@@ -198,6 +207,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             min_s = max(min_s, watch.window_s)
             sample_plan = replace(plan, max_samples=max(plan.max_samples, 10**7),
                                   max_time_s=max(plan.max_time_s, 1.5 * min_s))
+        short_tail[0] = min_s <= 0
         samples, stop_reason = sample(take, sample_plan, wall, min_s=min_s)
     finally:
         while inflight:  # the chunks queued past the last sample are waited for, not used

@@ -54,6 +54,10 @@ def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
     return graph.replay, output, time.perf_counter() - start
 
 
+#: ``torch.cuda._sleep`` cycles per second, per device (``CudaDevice.spin_cycles``).
+_CYCLES_PER_S: dict[str, float] = {}
+
+
 class CudaDevice:
     """``device_time.Device`` on a CUDA device (events on the current stream, ``torch.cuda._sleep``
     as the spin kernel)."""
@@ -63,7 +67,6 @@ class CudaDevice:
 
         self._torch = torch
         self._device = device
-        self._cycles_per_s: float | None = None
         self._probe = clock_probe(device)
 
     def free_bytes(self) -> int:
@@ -88,9 +91,13 @@ class CudaDevice:
         return count or None
 
     def spin_cycles(self, seconds: float) -> int:
-        """Spin-kernel cycles for ``seconds``, from a one-off calibration of ``_sleep``."""
+        """Spin-kernel cycles for ``seconds``, from a calibration of ``_sleep`` made once per
+        device and process (it costs a millisecond, every trial would pay it). Made at
+        whatever clock the device then runs: under the power cap a spin lasts longer than
+        asked, which only makes it cover more."""
         torch = self._torch
-        if self._cycles_per_s is None:
+        key = str(self._device)
+        if key not in _CYCLES_PER_S:
             torch.cuda._sleep(1000)  # load the kernel
             start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
             cycles = 2_000_000
@@ -98,8 +105,8 @@ class CudaDevice:
             torch.cuda._sleep(cycles)
             end.record()
             end.synchronize()
-            self._cycles_per_s = cycles / (start.elapsed_time(end) / 1e3)
-        return max(1, int(seconds * self._cycles_per_s))
+            _CYCLES_PER_S[key] = cycles / (start.elapsed_time(end) / 1e3)
+        return max(1, int(seconds * _CYCLES_PER_S[key]))
 
     def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
                 before_sample: Callable[[], None] | None) -> _Chunk:
