@@ -139,6 +139,7 @@ def three_ways(fn: Any, seconds_each: float, rounds: int) -> dict[str, list[floa
     """µs per call of eager calls back to back, one-call graph replays and a many-call graph,
     in alternating blocks of ``seconds_each`` (same thermal state for all three)."""
     import torch
+    from sustained_check import back_to_back_us
 
     from runner.timing.cuda_device import capture_graph
 
@@ -150,13 +151,7 @@ def three_ways(fn: Any, seconds_each: float, rounds: int) -> dict[str, list[floa
         for name, (work, calls) in ways.items():
             begin = time.perf_counter()
             while time.perf_counter() - begin < seconds_each:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                for _ in range(10):
-                    work()
-                b.record()
-                b.synchronize()
-                result[name].append(a.elapsed_time(b) * 1e3 / (10 * calls))
+                result[name].append(back_to_back_us(work, 10, calls))
     return result
 
 

@@ -111,15 +111,23 @@ def reference(fn: Callable[[], Any], tf32: bool, rep_ms: int) -> dict[str, float
     cudagraph_us = do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3
     long_us = (cudagraph_us if rep_ms == 500 else
                do_bench_cudagraph(fn, rep=500, return_mode="median") * 1e3)
+    b2b_us = back_to_back_us(fn, 2000)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return {"cudagraph_us": cudagraph_us, "cudagraph_500ms_us": long_us, "b2b_us": b2b_us}
+
+
+def back_to_back_us(fn: Callable[[], Any], launches: int, calls_per_launch: int = 1) -> float:
+    """µs per call of ``launches`` calls of ``fn`` back to back between two CUDA events
+    (``calls_per_launch``: calls one ``fn`` makes, e.g. a graph replay of K calls)."""
+    import torch
+
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     begin.record()
-    for _ in range(2000):
+    for _ in range(launches):
         fn()
     end.record()
     end.synchronize()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    return {"cudagraph_us": cudagraph_us, "cudagraph_500ms_us": long_us,
-            "b2b_us": begin.elapsed_time(end) * 1e3 / 2000}
+    return begin.elapsed_time(end) * 1e3 / (launches * calls_per_launch)
 
 
 def pct(a: float, b: float) -> float:
