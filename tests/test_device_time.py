@@ -597,3 +597,34 @@ def test_a_watched_window_that_falls_behind_is_dropped_and_the_device_time_kept(
                  timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=10))
     assert result.method == "graph" and result.measurement is not None
     assert watch.log[-1] == "discard" and "energy: not read over the samples" in result.reason
+
+
+def test_effective_mhz_is_cycles_over_nanoseconds_and_none_where_unresolved() -> None:
+    from runner.timing.clock_probe import effective_mhz
+
+    # [ns, cycles] per probe: 1 ms at 1500 MHz, then a pair 10 µs apart (too close to
+    # resolve), then a probe that did not run (zeros: the counter went backwards).
+    stamps = [0, 0, 1_000_000, 1_500_000, 1_010_000, 1_515_000, 0, 0]
+    assert effective_mhz(stamps) == [pytest.approx(1500.0), None, None]
+
+
+def test_an_op_nobody_could_tell_is_judged_not_handed_over() -> None:
+    # No probe and no NVML: the loop could not tell capped or not (None), so the device
+    # time's warm-up is judged from DEVICE_WARMUP_S on, not a one-chunk hand-over.
+    device = FakeDevice(per_call_s=5 * US)
+    told = run(device, 200, steady=True, loop_capped=None,
+               timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30)).measurement
+    assert told.power_capped is None and told.warmup_s >= bb.DEVICE_WARMUP_S
+
+
+def test_a_k_that_cannot_be_captured_keeps_the_smaller_graph_and_says_so() -> None:
+    class NoRoom(FakeDevice):
+        def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+            if calls > 200:
+                raise RuntimeError("CUDA out of memory")
+            return super().capture(fn, calls)
+
+    device = NoRoom(per_call_s=0.94 * US)
+    result = run(device, 200)
+    assert result.method == "graph" and result.measurement.calls_per_sample == 200
+    assert "K=532 could not be captured (CUDA out of memory); K=200 kept" in result.reason

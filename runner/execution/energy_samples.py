@@ -59,6 +59,8 @@ class SampleWindow:
         if self.window is None:
             return
         self._read()
+        if self.window is None:  # the read failed
+            return
         self.window.calls += calls
         self.window.busy_s = (self.window.busy_s or 0.0) + busy_s
         self.window.end_s = self._wall()
@@ -68,12 +70,17 @@ class SampleWindow:
 
     def _read(self) -> None:
         now = self._wall()
-        energy = self._reader.energy_mj()
+        try:
+            energy = self._reader.energy_mj()
+            state = self._reader.state() if now >= self._next_state else None
+        except Exception:  # NVML failed mid-window: no energy here, the samples go on
+            self.window = None
+            return
         if energy != self._last_energy:  # hazard 1: only the steps themselves count
             self.window.steps.append((now, energy))
             self._last_energy = energy
-        if now >= self._next_state:
-            self.window.states.append(self._reader.state())
+        if state is not None:
+            self.window.states.append(state)
             self._next_state = now + STATE_INTERVAL_S
 
     def columns(self, *, flops: float | None, bytes_moved: float | None,

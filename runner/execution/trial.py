@@ -151,6 +151,12 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
         torch.cuda.reset_peak_memory_stats(device)
     held_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
+    # energy=true reads the energy over the device time's own (back-to-back) samples where it
+    # can; its idle baseline is read here, before any timing, so no idle gap falls between
+    # the loop time's warm-up and the device time's.
+    watch = (sample_window(spec.device, insight.energy_window_s, insight.energy_idle_s)
+             if insight is not None and insight.energy and timer.device_time
+             and not timer.flush_l2 else None)
     timer_plan = TimerPlan.from_settings(timer)
     read_clock = sm_clock_reader(spec.device)
     clock = clock_for(timer, device)
@@ -162,9 +168,6 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
     # Read before anything else runs on the GPU: the state the loop-time samples ended in.
     out.update(clock_columns(spec.device))
     out.update(_memory(device))
-    # energy=true reads the energy over the device time's own samples where it can.
-    watch = (sample_window(spec.device, insight.energy_window_s, insight.energy_idle_s)
-             if insight is not None and insight.energy and timer.device_time else None)
     device_time = device_time_of(spec, timer, timer_plan, prepared, measurement, device,
                                out.get("peak_allocated_bytes"), held_bytes,
                                read_clock=read_clock, watch=watch)

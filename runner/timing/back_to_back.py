@@ -1,14 +1,14 @@
 """Back-to-back device-time samples: what the GPU sustains (``runner.timing.device_time``).
 
-Chunks of samples, each ``event → work → event → ... → event``, two chunks queued ahead of the
-host and one sync per chunk: the GPU never idles between samples, so it runs at the clock a job
-running the op back to back sustains, and the warm-up (the same stream) runs until the series
-has settled (``runner.timing.settle``). A chunk is used only if the device had not reached its
-first event once the host had queued all of it. Only a chunk with nothing queued ahead of it
-waits behind a spin kernel; the blocked method (eager calls), when the host cannot keep
-ahead of the device, holds every chunk behind one, grown in the warm-up until it covers the
-host's enqueue.
-"""
+Chunks of samples, each sample between its own start and end events with a clock probe
+(``runner.timing.clock_probe``) between samples, two chunks queued ahead of the host (three
+while a ``Watch`` polls) and one sync per chunk: the GPU never idles between samples, so it
+runs at the clock a job running the op back to back sustains, and the warm-up (the same stream)
+runs until the series has settled (``runner.timing.settle``). A chunk is used only if the
+device had not reached its first event once the host had queued all of it. Only a chunk with
+nothing queued ahead of it waits behind a spin kernel; the blocked method (eager calls), when
+the host cannot keep ahead of the device, holds every chunk behind one, grown in the warm-up
+until it covers the host's enqueue. """
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ SAMPLE_LAUNCHES = 4
 SPIN_MIN_S = 50e-6
 #: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
 SPIN_MAX_S = 0.2
-#: Shortest warm-up (s) of the device time (and the whole warm-up of the burst time): two
+#: Shortest warm-up (s) of the device time (and the whole warm-up of the burst time): a few
 #: chunks, so the settle rule has two windows to compare. A power-capped op is told by the
 #: clock its first samples ran at (``runner.timing.clock_probe``) and warms up for longer
 #: (``runner.timing.settle.CAPPED_MIN_S``); small and memory-bound ops pay only this.
@@ -42,8 +42,9 @@ CHUNK_S, MAX_CHUNK_SAMPLES = 0.005, 64
 #: While a ``Watch`` polls NVML between chunks: longer chunks, more of them queued ahead. An
 #: NVML energy read can take milliseconds, and with 5 ms chunks one ahead the device starved
 #: (an H200 was busy 6-45% of the window). With 50 ms chunks a power-capped bmm and linear
-#: still fell behind (the host then retries without the watch).
-WATCHED_CHUNK_S, WATCHED_AHEAD, WATCHED_MAX_CHUNK_SAMPLES = 0.02, 3, 1024
+#: still fell behind; with 20 ms, bmm alone did once (the host then retries without the
+#: watch).
+WATCHED_CHUNK_S, WATCHED_AHEAD = 0.02, 3
 #: Rejected samples in a row after which a method is abandoned.
 MAX_RETAKES = 3
 #: Times the warm-up may grow the spin. A host that still outlasts it is waiting on the device
@@ -93,9 +94,8 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     milliseconds between the two (graph capture, memory columns) let an H200 recover enough
     headroom that a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host
     waits for each sampled chunk; the samples then span at least its ``window_s``."""
-    chunk_s, most, ahead = ((WATCHED_CHUNK_S, WATCHED_MAX_CHUNK_SAMPLES, WATCHED_AHEAD)
-                            if watch is not None else (CHUNK_S, MAX_CHUNK_SAMPLES, 2))
-    samples_per_chunk = max(1, min(most, round(chunk_s / max(sample_s, 1e-9))))
+    chunk_s, ahead = (WATCHED_CHUNK_S, WATCHED_AHEAD) if watch is not None else (CHUNK_S, 2)
+    samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(chunk_s / max(sample_s, 1e-9))))
     # Every chunk in flight together stays within half the launch queue: past it the host
     # blocks inside a launch and the device catches up (50 ms chunks of a 0.75 ms bmm sample,
     # three ahead, were reached early every time).
@@ -123,13 +123,14 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
 
     def enqueue() -> None:
         hold = spin[0] if counts["hold_every"] or not inflight else 0.0
-        samples = size[0]
-        if short_tail[0] and counts["taken"] + len(buffer) + sum(
-                n for _, _, n in inflight) >= plan.min_samples:
+        samples, size[0] = size[0], samples_per_chunk  # a short first chunk, then full ones
+        on_their_way = counts["taken"] + len(buffer) + sum(n for _, _, n in inflight)
+        if (short_tail[0] and on_their_way >= plan.min_samples
+                and all(n == samples_per_chunk for _, _, n in inflight)):
             # Enough samples are already on their way: this chunk is likely waited for and
-            # never used, so it is a short one (still long enough to keep the device busy
-            # should the median need more).
-            samples = max(1, size[0] // 4)
+            # never used, so it is a short one (one at a time: should the median need more,
+            # the next is full again and the device stays busy).
+            samples = max(1, samples_per_chunk // 4)
         chunk = device.enqueue(work, samples, hold, before_sample)
         # Valid when the device had not reached the chunk's first event once the host had
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
@@ -186,12 +187,11 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         warmup, verdict = warm_up(lambda: next_chunk(True), plan, wall, read_clock=read_clock,
                                   min_s=DEVICE_WARMUP_S if plan.warmup_s > 0 and not handover
                                   else 0.0, handover=handover)
-        size[0] = samples_per_chunk
 
         def take() -> float:
             if not buffer:
                 chunk = next_chunk(False)
-                if chunk[0][1] is None:  # no probe: NVML's clock, once per chunk
+                if all(mhz is None for _, mhz in chunk):  # no probe: NVML's, once per chunk
                     reading = read_clock() if read_clock is not None else None
                     if reading is not None and reading.clock_mhz is not None:
                         clocks.append(float(reading.clock_mhz))

@@ -56,6 +56,8 @@ def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
 
 #: ``torch.cuda._sleep`` cycles per second, per device (``CudaDevice.spin_cycles``).
 _CYCLES_PER_S: dict[str, float] = {}
+#: The most the SM clock may rise between the spin's calibration and a spin.
+SPIN_CLOCK_MARGIN = 1.6
 
 
 class CudaDevice:
@@ -92,9 +94,11 @@ class CudaDevice:
 
     def spin_cycles(self, seconds: float) -> int:
         """Spin-kernel cycles for ``seconds``, from a calibration of ``_sleep`` made once per
-        device and process (it costs a millisecond, every trial would pay it). Made at
-        whatever clock the device then runs: under the power cap a spin lasts longer than
-        asked, which only makes it cover more."""
+        device and process (it costs a millisecond, every trial would pay it). ``_sleep``
+        counts SM cycles, so a spin lasts its cycles over the clock it runs at: the
+        calibration's cycles per second are taken :data:`SPIN_CLOCK_MARGIN` times higher, so
+        that a spin still lasts as long as asked when the clock has risen since (an H200
+        calibrated under the power cap at ~1300 MHz later runs at 1980)."""
         torch = self._torch
         key = str(self._device)
         if key not in _CYCLES_PER_S:
@@ -105,7 +109,7 @@ class CudaDevice:
             torch.cuda._sleep(cycles)
             end.record()
             end.synchronize()
-            _CYCLES_PER_S[key] = cycles / (start.elapsed_time(end) / 1e3)
+            _CYCLES_PER_S[key] = SPIN_CLOCK_MARGIN * cycles / (start.elapsed_time(end) / 1e3)
         return max(1, int(seconds * _CYCLES_PER_S[key]))
 
     def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,

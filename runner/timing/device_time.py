@@ -22,11 +22,12 @@ stop, ``noisy``), by the first of these methods that works:
     Neither worked (or a CPU trial); ``gpu_time_reason`` says why.
 
 Samples are taken **back to back** (the steady state, the default): chunks of samples, each
-``event → work → event → work → ... → event``, two chunks queued ahead of the host and one
-sync per chunk, so the GPU never idles between samples and runs at the clock a job running
-the op back to back sustains. The warm-up is the same stream, run until the series has settled
-(``runner.timing.settle``: no trend in the time per call, the SM clock no longer falling).
-A chunk is valid when the device had not yet reached its first event by the time the host had
+sample between its own two events and a clock probe between samples
+(``runner.timing.back_to_back``), two chunks queued ahead of the host and one sync per chunk,
+so the GPU never idles between samples and runs at the clock a job running the op back to back
+sustains. The warm-up is the same stream, run until the series has settled
+(``runner.timing.settle``: no trend in the time per call, the SM clock no longer falling). A
+chunk is valid when the device had not yet reached its first event by the time the host had
 enqueued all of it: then the GPU cannot have waited on the host inside it. An invalid chunk is
 dropped, never used (the blocked method holds each chunk behind a spin kernel, nvbench's
 blocking kernel, grown in the warm-up until it covers the host's enqueue); after
@@ -77,7 +78,7 @@ MEMORY_SHARE = 0.5
 #: 6-15% slower in the graph than in the loop on an H200 (bf16 8192³, tf32 4096³, fp16 bmm).
 GRAPH_SLOWER_TOL = 1.3
 #: A graph replay shorter than this share of ``timer.batch_target_us`` is captured again with
-#: more calls (:func:`_onto_the_plateau`).
+#: more calls (:func:`_plateau_calls`).
 PLATEAU_SHARE = 0.5
 
 
@@ -98,8 +99,9 @@ class Device(Protocol):
 
     def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
                 before_sample: Callable[[], None] | None) -> Any:
-        """Queue one back-to-back chunk without waiting: (a spin of ``spin_s`` if > 0,) an
-        event, then ``samples`` × (``work()``, event). Returns the chunk."""
+        """Queue one back-to-back chunk without waiting: (a spin of ``spin_s`` if > 0,) then
+        ``samples`` × (probe, start event, ``work()``, end event) and a last probe. Returns
+        the chunk."""
 
     def reached(self, chunk: Any) -> bool:
         """Whether the device has already reached the chunk's first event."""
@@ -198,16 +200,21 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     else:
         try:
             replay = device.capture(fn, calls)
+            graph_calls, sample_s = calls, loop.stats.median * calls
             if flush is None:
-                replay, graph_calls, sample_s = _onto_the_plateau(
-                    fn, replay, calls, plan, device, bytes_per_call, loop.stats.median)
+                graph_calls, per_call_s = _plateau_calls(replay, calls, plan, device,
+                                                         bytes_per_call, loop.stats.median)
+                sample_s = graph_calls * per_call_s
+                if graph_calls > calls:
+                    del replay  # frees the smaller graph and its pool before the larger one
+                    replay, graph_calls = _capture_or_keep(fn, device, graph_calls, calls,
+                                                           notes)
+                    sample_s = graph_calls * per_call_s
         except Exception as exc:  # any capture failure means: try the next method
             notes.append(f"graph capture failed: {_first_line(exc)}")
         else:
             try:
-                measurement = (take(replay, graph_calls, SPIN_MIN_S, 0, None, sample_s)
-                               if flush is None else
-                               take(replay, calls, SPIN_MIN_S, 0, None, 0.0))
+                measurement = take(replay, graph_calls, SPIN_MIN_S, 0, None, sample_s)
             except HostBlocked as exc:
                 notes.append(f"graph: {exc}")
             else:
@@ -250,11 +257,10 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     return DeviceTime(BLOCKED, _join(notes), measurement)
 
 
-def _onto_the_plateau(fn: Callable[[], Any], replay: Callable[[], None], calls: int,
-                      plan: TimerPlan, device: Device, bytes_per_call: int | None,
-                      loop_sample_s: float) -> tuple[Callable[[], None], int, float]:
-    """The graph, its K and the seconds one replay takes, with K grown until a replay lasts
-    :data:`PLATEAU_SHARE` of ``batch_target_us``.
+def _plateau_calls(replay: Callable[[], None], calls: int, plan: TimerPlan, device: Device,
+                   bytes_per_call: int | None, loop_per_call_s: float) -> tuple[int, float]:
+    """The K a graph should hold, and the device's seconds per call: K grown until a replay
+    lasts :data:`PLATEAU_SHARE` of ``batch_target_us``.
 
     A small op's time per call depends on how many calls one graph holds: on an H200 a
     transposed 2048² sum read 5.48 µs per call in graphs of 8 calls, 5.26 at 32, 5.18 from
@@ -268,19 +274,28 @@ def _onto_the_plateau(fn: Callable[[], Any], replay: Callable[[], None], calls: 
     it is.
     """
     if calls == 1:
-        return replay, calls, loop_sample_s
+        return calls, loop_per_call_s
     times = device.wait(device.enqueue(replay, 3, SPIN_MIN_S, None))
     per_call_s = sorted(times)[1] / calls
     target_s = plan.batch_target_us * 1e-6
     if calls * per_call_s >= PLATEAU_SHARE * target_s or per_call_s <= 0:
-        return replay, calls, calls * per_call_s
+        return calls, per_call_s
     # Half a sample is enough to be on the plateau, and half the calls halve the capture.
     wanted = min(plan.max_calls_per_sample, math.ceil(PLATEAU_SHARE * target_s / per_call_s))
     wanted, _ = bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())
-    if wanted <= calls:
-        return replay, calls, calls * per_call_s
-    del replay  # frees the smaller graph and its pool before the larger is captured
-    return device.capture(fn, wanted), wanted, wanted * per_call_s
+    return max(wanted, calls), per_call_s
+
+
+def _capture_or_keep(fn: Callable[[], Any], device: Device, wanted: int, calls: int,
+                     notes: list[str]) -> tuple[Callable[[], None], int]:
+    """The graph of ``wanted`` calls or, where it cannot be captured (memory), of ``calls``
+    again, with a note: a smaller K still measures the op, a little off the plateau."""
+    try:
+        return device.capture(fn, wanted), wanted
+    except Exception as exc:
+        notes.append(f"graph: K={wanted} could not be captured ({_first_line(exc)}); "
+                     f"K={calls} kept")
+        return device.capture(fn, calls), calls
 
 
 def _join(notes: list[str]) -> str | None:

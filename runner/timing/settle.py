@@ -101,8 +101,8 @@ class Settled:
     elapsed_s: float
     reason: str | None = None
     #: whether the series was power-capped (:func:`capped`): its samples then span
-    #: :data:`CAPPED_SAMPLE_S`
-    capped: bool = False
+    #: :data:`CAPPED_SAMPLE_S`; None where it could not be told
+    capped: bool | None = None
 
 
 def windows(points: Sequence[Point], elapsed_s: float) -> tuple[Sequence[Point],
@@ -130,13 +130,16 @@ class _TimeView(Sequence[float]):
 
 
 def capped(recent_mhz: Sequence[float], power_share: float | None,
-           max_clock_mhz: float | None) -> bool:
+           max_clock_mhz: float | None) -> bool | None:
     """Whether the power controller holds this series down: its most recent effective clocks
     ran below :data:`HELD_DOWN_SHARE` of the maximum or, where no probe read them, it drew
-    :data:`POWER_NEAR_CAP` of the limit (a memory-bound op can draw that at full clock)."""
+    :data:`POWER_NEAR_CAP` of the limit (a memory-bound op can draw that at full clock).
+    None: neither could be read (no probe, no NVML), so nobody can tell."""
     if recent_mhz and max_clock_mhz:
         return statistics.median(recent_mhz) < HELD_DOWN_SHARE * max_clock_mhz
-    return power_share is not None and power_share >= POWER_NEAR_CAP
+    if power_share is None:
+        return None
+    return power_share >= POWER_NEAR_CAP
 
 
 def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None = None, *,

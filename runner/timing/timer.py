@@ -334,10 +334,10 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
 def sample_min_s(verdict: Settled) -> float:
     """Shortest span of the samples: :data:`runner.timing.settle.CAPPED_SAMPLE_S` for a
     power-capped op (its clock still swings once settled), else none."""
-    return CAPPED_SAMPLE_S if verdict.capped else 0.0
+    return CAPPED_SAMPLE_S if verdict.capped else 0.0  # None (not told): not capped
 
 
-def warm_up(step: Callable[[], list[float]], plan: TimerPlan,
+def warm_up(step: Callable[[], list[Any]], plan: TimerPlan,
             wall: Callable[[], float] = time.perf_counter, *,
             read_clock: Callable[[], Reading | None] | None = None,
             min_s: float | None = None, handover: bool = False
