@@ -69,13 +69,10 @@ from runner.timing.timer import Measurement, TimerPlan
 GRAPH, BLOCKED, UNAVAILABLE = "graph", "blocked", "unavailable"
 #: Share of the free device memory that K calls' allocations may take.
 MEMORY_SHARE = 0.5
-#: A graph replay may read at most this much slower per call than the loop. A slower graph
-#: runs different work: on an H200 a device-to-device copy of 512 MiB or more captured as a
-#: memcpy node ran at 2.75 TB/s, against 4.2 TB/s on a stream (1.5× slower); the blocked
-#: method then runs the work as the stream does. The margin is wide because the two times
-#: are taken differently: the graph's samples run back to back at the sustained, power-capped
-#: clock, the loop's have a sync between them, and a compute-bound op near the power cap read
-#: 6-15% slower in the graph than in the loop on an H200 (bf16 8192³, tf32 4096³, fp16 bmm).
+#: A graph replay may read at most this much slower per call than the loop: a slower graph
+#: runs different work (on an H200 a 512 MiB device copy captured as a memcpy node ran 1.5×
+#: slower than on a stream); the blocked method then runs it as the stream does. Wide, as
+#: the loop's gapped samples of a power-capped op can read several % faster than the graph's.
 GRAPH_SLOWER_TOL = 1.3
 #: A graph replay shorter than this share of ``timer.batch_target_us`` is captured again with
 #: more calls (:func:`_plateau_calls`).
