@@ -27,18 +27,13 @@ sample between its own two events and a clock probe between samples
 so the GPU never idles between samples and runs at the clock a job running the op back to back
 sustains. The warm-up is the same stream, run until the series has settled
 (``runner.timing.settle``: no trend in the time per call, the SM clock no longer falling). A
-chunk is valid when the device had not yet reached its first event by the time the host had
-enqueued all of it: then the GPU cannot have waited on the host inside it. An invalid chunk is
-dropped, never used (the blocked method holds each chunk behind a spin kernel, nvbench's
-blocking kernel, grown in the warm-up until it covers the host's enqueue); after
-:data:`MAX_RETAKES` invalid chunks in a row the method is abandoned with the reason.
+chunk is used only when the device had not yet reached its first event once the host had
+enqueued all of it (``runner.timing.back_to_back`` says how the rest are handled).
 
-``steady=False`` takes the *burst* time instead: every sample ``spin → start event → work →
-end event → sync``, after a short warm-up. The gap between samples lets a power-capped GPU
-recover its boost clock, so for a compute-bound op near the cap it reads up to ~20% faster than
-the steady state: a real number for peak capability, not what a sustained job sees. The cold
-protocol (``flush``: flush, sync, spin, one call, per sample) is gapped by nature and uses it
-too, with the settling warm-up.
+``steady=False`` takes the *burst* time instead (``runner.timing.gapped``: spin, events, sync
+around every sample, after a short warm-up): for a compute-bound op near the power cap it reads
+up to ~20% faster than the steady state, a real number for peak capability, not what a
+sustained job sees. The cold protocol (``flush``) is gapped by nature and uses it too.
 
 K copies of an op that allocates could exhaust memory: K is bounded by the trial's measured
 per-call peak and the free device memory (:func:`bound_calls_by_memory`).
