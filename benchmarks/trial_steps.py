@@ -35,7 +35,8 @@ OTHER_STEPS = (("runner.execution.modes", "prepare"), ("runner.execution.modes",
 
 
 @contextlib.contextmanager
-def timed_steps(totals: dict[str, float]) -> Iterator[None]:
+def timed_steps(totals: dict[str, float],
+                extra: tuple[tuple[str, str], ...] = ()) -> Iterator[None]:
     """Time each step of ``run_trial`` (:data:`TRIAL_STEPS`, :data:`OTHER_STEPS`) into
     ``totals`` (seconds, summed over calls), each step less the timed steps it calls, so the
     parts add up to ``run_trial``'s wall time; the SM clock reader's readings are a step too.
@@ -76,7 +77,7 @@ def timed_steps(totals: dict[str, float]) -> Iterator[None]:
 
     patched: list[tuple[Any, str, Any, str]] = [
         (trial, name, getattr(trial, name), name) for name in (*TRIAL_STEPS, "run_trial")]
-    for module, path in OTHER_STEPS:
+    for module, path in (*OTHER_STEPS, *extra):
         owner: Any = importlib.import_module(module)
         *parents, name = path.split(".")
         for parent in parents:

@@ -158,17 +158,41 @@ def test_graph_captures_the_loops_k_and_divides_by_it() -> None:
     assert m.warmup_s == pytest.approx(2 * (bb.SPIN_MIN_S + 200 * 3 * US))
 
 
-def test_a_short_replay_is_captured_again_with_the_k_that_fills_a_sample() -> None:
-    # The loop's launch-bound calls gave K = 200; the device runs a call in 0.94 µs, so a
-    # replay lasts 188 µs, on the slope where the time per call depends on K: captured again
-    # with ceil(500 / 0.94) = 532 calls (half a 1 ms sample), on the plateau.
+def test_a_short_replay_is_captured_at_the_k_that_fills_half_a_sample() -> None:
+    # The loop's launch-bound calls gave K = 200; a burst of 32 eager calls behind a spin
+    # shows the device runs a call in 0.94 µs, so a replay of 200 would last 188 µs, on the
+    # slope where the time per call depends on K: captured once, with ceil(500 / 0.94) = 532
+    # calls (half a 1 ms sample), on the plateau.
     device = FakeDevice(per_call_s=0.94 * US)
     result = run(device, 200)
-    assert device.captured == [200, 532] and device.chunks[0] == (3, bb.SPIN_MIN_S)
+    assert device.captured == [532] and device.spins[0] == pytest.approx(2 * 32 * 5 * US
+                                                                           + bb.SPIN_MIN_S)
     m = result.measurement
     assert m.calls_per_sample == 532 and m.samples_s == pytest.approx((0.94 * US,) * 3)
     assert run(FakeDevice(per_call_s=0.94 * US), 200,
                timer_plan=plan(max_calls_per_sample=300)).measurement.calls_per_sample == 300
+
+
+def test_where_the_host_cannot_outrun_eager_calls_replays_of_the_loops_k_size_the_graph() -> None:
+    # The burst's enqueue outlasts its spin (a call of many kernels): a graph of the loop's
+    # K = 200 is captured, three replays time the device's call (0.94 µs), and the graph is
+    # captured again with 532 calls.
+    device = FakeDevice(per_call_s=0.94 * US, host_script=[1.0])
+    result = run(device, 200)
+    assert device.captured == [200, 532] and device.chunks[0] == (3, 3 * bb.SPIN_MIN_S)
+    assert result.measurement.calls_per_sample == 532
+
+
+def test_a_graph_too_large_for_memory_keeps_the_loops_k_with_a_note() -> None:
+    class Limited(FakeDevice):
+        def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+            if calls > 200:
+                raise RuntimeError("CUDA out of memory")
+            return super().capture(fn, calls)
+
+    result = run(Limited(per_call_s=0.94 * US), 200)
+    assert result.method == "graph" and result.measurement.calls_per_sample == 200
+    assert result.reason == "graph: K=532 could not be captured (CUDA out of memory); K=200 kept"
 
 
 def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
@@ -263,7 +287,7 @@ def test_a_blocked_sample_is_retaken_never_used() -> None:
     result = run(device, 4)
     assert result.method == "graph"
     assert result.measurement.samples_s == pytest.approx((2 * US,) * 3)
-    assert len(device.spins) == 2 + 4
+    assert len(device.spins) == 1 + 2 + 4  # the eager burst that sized K, warm-up, samples
     assert result.reason == "1 sample(s) retaken: the host's enqueue outlasted the spin"
 
 
@@ -364,9 +388,8 @@ def test_steady_samples_run_back_to_back_two_chunks_ahead() -> None:
     result = run(device, 200, steady=True,
                  timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
     assert result.method == "graph" and result.reason is None
-    # (the first chunk: three replays that measured the device's time per call for K)
-    assert device.chunks[1] == (5, bb.SPIN_MIN_S)
-    assert all(chunk == (5, 0.0) for chunk in device.chunks[2:-1])
+    assert device.chunks[0] == (5, 5 * bb.SPIN_MIN_S)  # a spin covers each sample's enqueue
+    assert all(chunk == (5, 0.0) for chunk in device.chunks[1:-1])
     # Once 30 samples were on their way, the chunk queued past them is a short one: it is
     # waited for and (the median converged) never used.
     assert device.chunks[-1] == (1, 0.0)
@@ -377,7 +400,7 @@ def test_steady_samples_run_back_to_back_two_chunks_ahead() -> None:
     assert m.settled is True and m.warmup_s == pytest.approx(bb.DEVICE_WARMUP_S, abs=1e-3)
     # 4 warm-up chunks + 6 sampled chunks, and the one queued past the last sample was
     # waited for, not used.
-    assert len(device.chunks) == 1 + 4 + 6 + 1 and device.ahead_s == 0
+    assert len(device.chunks) == 4 + 6 + 1 and device.ahead_s == 0
 
 
 def test_a_chunk_the_device_reached_early_is_retaken_never_used() -> None:
@@ -402,14 +425,16 @@ def test_steady_blocked_runs_back_to_back_within_the_launch_budget() -> None:
 
 def test_a_host_slower_than_the_device_holds_every_blocked_chunk_behind_a_spin() -> None:
     # The host's enqueue of a chunk (400 µs) outlasts its 255 µs of work (51 samples: the
-    # launch budget): behind the chunk still running, the device would catch up. Every chunk
-    # then waits behind a spin, grown until it covers the host (60 → 120 → 240 → 480 µs).
+    # launch budget). The first chunk's spin covers it (60 µs per sample); the next, queued
+    # behind it, is reached early and retaken, and from then on every chunk waits behind a
+    # spin of 60 µs per sample.
     device = FakeDevice(per_call_s=5 * US, capture_error=RuntimeError("no"), host_s=400 * US)
     result = run(device, 1, steady=True)
     assert result.method == "blocked"
     assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
-    assert device.chunks[-1][1] == pytest.approx(480 * US)
-    assert all(spin > 0 for _, spin in device.chunks[3:])
+    assert device.chunks[0] == (51, pytest.approx(51 * 60 * US))
+    assert device.chunks[1][1] == 0.0 and "1 chunk(s) retaken" in result.reason
+    assert all(spin == pytest.approx(n * 60 * US) for n, spin in device.chunks[2:])
 
 
 def test_a_host_slower_than_the_device_holds_every_graph_chunk_behind_a_spin() -> None:
@@ -423,12 +448,19 @@ def test_a_host_slower_than_the_device_holds_every_graph_chunk_behind_a_spin() -
 
 
 def test_a_chunk_whose_enqueue_outlasts_many_sample_spins_still_gets_a_covering_spin() -> None:
-    # 5 ms of host enqueue per chunk: past MAX_SPIN_GROWTHS doublings of the first spin, but
-    # well under SPIN_MAX_S, so the graph is kept (a fork/join replay on two streams does this).
-    device = FakeDevice(per_call_s=5 * US, host_s=5e-3)
+    # 1 ms of host enqueue per sample (a fork/join replay on two streams): past
+    # MAX_SPIN_GROWTHS doublings of SPIN_MIN_S, but a chunk's spin stays well under
+    # SPIN_MAX_S, so the warm-up keeps growing it and the graph is kept.
+    class SlowPerSample(FakeDevice):
+        def enqueue(self, work: Any, samples: int, spin_s: float, before: Any) -> Any:
+            self.host_s = samples * 1000 * US
+            return super().enqueue(work, samples, spin_s, before)
+
+    device = SlowPerSample(per_call_s=5 * US)
     result = run(device, 1, steady=True)
     assert result.method == "graph", result.reason
-    assert device.chunks[-1][1] >= 5e-3 - device.chunks[-1][0] * 5 * US
+    assert max(spin / n for n, spin in device.chunks) >= 1000 * US
+    assert 1000 * US / bb.SPIN_MIN_S > 2 ** bb.MAX_SPIN_GROWTHS
 
 
 def test_a_host_that_waits_on_the_device_makes_steady_blocked_unavailable() -> None:

@@ -392,7 +392,7 @@ def test_device_time_of_a_launch_bound_add_is_below_its_loop_time(run_one: Any,
     assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
     assert row["gpu_time_method"] == "graph", row["gpu_time_reason"]
     # The loop's launch-bound K gives a short replay: the graph is captured again with the K
-    # that fills half a sample (runner.timing.device_time._plateau_calls).
+    # that fills half a sample (runner.timing.graph_size).
     assert row["gpu_time_calls_per_sample"] > row["calls_per_sample"] > 1
     assert row["gpu_time_median_us"] < row["time_median_us"]
     assert row["host_overhead_ratio"] > 1.2

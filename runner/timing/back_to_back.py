@@ -102,12 +102,13 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     per_sample = launches_per_sample + SAMPLE_LAUNCHES
     samples_per_chunk = max(1, min(samples_per_chunk,
                                    2 * LAUNCH_QUEUE_BUDGET // (ahead * per_sample)))
+    # The spin per sample of a held chunk (spin_s covers one sample's enqueue). The warm-up
+    # may grow it until a chunk's spin reaches SPIN_MAX_S (doubling), not just
+    # MAX_SPIN_GROWTHS times. Only a host that outlasts even that waits on the device.
     spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
-    # spin_s covers one sample's enqueue, but a chunk holds many: the warm-up may grow the
-    # spin all the way to SPIN_MAX_S (doubling), not just MAX_SPIN_GROWTHS times. Only a host
-    # that outlasts even that waits on the device.
     max_growths = max(MAX_SPIN_GROWTHS, math.ceil(math.log2(SPIN_MAX_S / spin[0])))
-    inflight: deque[tuple[Any, bool, int]] = deque()  # (chunk, valid, samples)
+    # (chunk, valid, samples, the spin per sample that held it: 0.0 when not held)
+    inflight: deque[tuple[Any, bool, int, float]] = deque()
     # hold_every: whether every chunk waits behind a spin. Off at first: a chunk queued behind
     # one still running needs none, and a spin between chunks is an idle gap in which a
     # power-capped GPU recovers its clock. A call (eager, or a graph replay of a tiny op) the
@@ -122,19 +123,23 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     size = [max(1, samples_per_chunk // 4) if handover else samples_per_chunk]
 
     def enqueue() -> None:
-        hold = spin[0] if counts["hold_every"] or not inflight else 0.0
+        # Held: the first chunk, or one behind a chunk the device reached early (it may have
+        # caught up with the host), or every chunk once the host is known to fall behind.
+        held = bool(counts["hold_every"]) or not inflight or not inflight[-1][1]
         samples, size[0] = size[0], samples_per_chunk  # a short first chunk, then full ones
-        on_their_way = counts["taken"] + len(buffer) + sum(n for _, _, n in inflight)
+        on_their_way = counts["taken"] + len(buffer) + sum(n for _, _, n, _ in inflight)
         if (short_tail[0] and on_their_way >= plan.min_samples
-                and all(n == samples_per_chunk for _, _, n in inflight)):
+                and all(n == samples_per_chunk for _, _, n, _ in inflight)):
             # Enough samples are already on their way: this chunk is likely waited for and
             # never used, so it is a short one (one at a time: should the median need more,
             # the next is full again and the device stays busy).
             samples = max(1, samples_per_chunk // 4)
+        # The spin covers the enqueue of every sample of the chunk it holds.
+        hold = min(spin[0] * samples, SPIN_MAX_S) if held else 0.0
         chunk = device.enqueue(work, samples, hold, before_sample)
         # Valid when the device had not reached the chunk's first event once the host had
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
-        inflight.append((chunk, not device.reached(chunk), samples))
+        inflight.append((chunk, not device.reached(chunk), samples, spin[0] if held else 0.0))
 
     def next_chunk(warming: bool) -> list[tuple[float, float | None]]:
         # The warm-up retries until the spin has grown max_growths times; the sampling
@@ -143,7 +148,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         for _ in range(attempts):
             while len(inflight) < ahead:
                 enqueue()
-            chunk, valid, _ = inflight.popleft()
+            chunk, valid, samples, spun = inflight.popleft()
             sampling = watch is not None and not warming
             while sampling and not device.finished(chunk):
                 watch.poll()
@@ -153,20 +158,21 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             if valid:
                 mhz = device.clocks(chunk) or [None] * len(times)
                 return [(t / calls, m) for t, m in zip(times, mhz)]
-            if warming and not counts["hold_every"]:
-                # The host falls behind (eager launches, or graph replays of a tiny op whose
-                # replay and events take the host longer than the device): hold every chunk.
+            counts["retaken"] += not warming
+            if not spun:
+                # Queued behind a running chunk, the device still caught up: the host falls
+                # behind (eager launches, or graph replays of a tiny op whose replay and
+                # events take the host longer than the device). Hold every chunk.
                 counts["hold_every"] = 1
-            elif warming:  # grow the spin until it covers the host (warm-up chunks only)
-                if counts["growths"] == max_growths or spin[0] >= SPIN_MAX_S:
+            elif warming and spun == spin[0]:  # grow the spin until it covers the host
+                # (in the warm-up; a chunk queued before the last growth says nothing new)
+                if counts["growths"] == max_growths or spin[0] * samples >= SPIN_MAX_S:
                     raise HostBlocked(f"the host's enqueue still outlasted a "
-                                      f"{spin[0] * 1e6:.0f} µs spin after "
-                                      f"{counts['growths']} growths: the call waits on the "
-                                      "device (a sync or a pageable copy)")
+                                      f"{min(spin[0] * samples, SPIN_MAX_S) * 1e6:.0f} µs "
+                                      f"spin after {counts['growths']} growths: the call "
+                                      "waits on the device (a sync or a pageable copy)")
                 counts["growths"] += 1
                 spin[0] = min(2 * spin[0], SPIN_MAX_S)
-            else:
-                counts["retaken"] += 1
         raise HostBlocked(f"the host blocked: the device reached {MAX_RETAKES + 1} chunks in "
                           "a row before the host had queued them")
 

@@ -8,10 +8,10 @@ sampler as the loop time (:func:`runner.timing.timer.sample`: raw samples, media
 stop, ``noisy``), by the first of these methods that works:
 
 ``graph``
-    Capture K calls of the callable into one CUDA graph (K = the loop time's
-    ``calls_per_sample``, chosen by ``choose_calls_per_sample`` from the warm-up; 1 with an L2
-    flush), warm the graph, time replays with CUDA events and divide by K. A replay launches
-    all K calls at once, so the host cannot starve the GPU between them.
+    Capture K calls of the callable into one CUDA graph (at least the loop time's
+    ``calls_per_sample``, grown so a replay fills half a sample: ``runner.timing.graph_size``;
+    1 with an L2 flush), warm the graph, time replays with CUDA events and divide by K. A
+    replay launches all K calls at once, so the host cannot starve the GPU between them.
 ``blocked``
     For callables that cannot be captured (a host sync inside, pageable copies,
     ``compile=reduce-overhead``'s own graphs): hold the stream with a spin kernel, queue K
@@ -44,7 +44,6 @@ GPU; tests inject a fake with the same methods.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +57,13 @@ from runner.timing.back_to_back import (
     steady_samples,
 )
 from runner.timing.gapped import Timed, gapped_samples
+from runner.timing.graph_size import (
+    capture_or_keep,
+    eager_per_call_s,
+    first_line,
+    plateau_calls,
+    replay_per_call_s,
+)
 from runner.timing.settle import Reading
 from runner.timing.timer import Measurement, TimerPlan
 
@@ -69,9 +75,6 @@ MEMORY_SHARE = 0.5
 #: slower than on a stream); the blocked method then runs it as the stream does. Wide, as
 #: the loop's gapped samples of a power-capped op can read several % faster than the graph's.
 GRAPH_SLOWER_TOL = 1.3
-#: A graph replay shorter than this share of ``timer.batch_target_us`` is captured again with
-#: more calls (:func:`_plateau_calls`).
-PLATEAU_SHARE = 0.5
 
 
 class Device(Protocol):
@@ -96,7 +99,8 @@ class Device(Protocol):
         the chunk."""
 
     def reached(self, chunk: Any) -> bool:
-        """Whether the device has already reached the chunk's first event."""
+        """Whether the device had reached the chunk's first event once the host had queued
+        its last sample."""
 
     def wait(self, chunk: Any) -> list[float]:
         """Wait for the chunk; the seconds of each of its samples."""
@@ -191,19 +195,11 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
         notes.append(f"graph: {capture_blocker}")
     else:
         try:
-            replay = device.capture(fn, calls)
-            graph_calls, sample_s = calls, loop.stats.median * calls
-            if flush is None:
-                graph_calls, per_call_s = _plateau_calls(replay, calls, plan, device,
-                                                         bytes_per_call, loop.stats.median)
-                sample_s = graph_calls * per_call_s
-                if graph_calls > calls:
-                    del replay  # frees the smaller graph and its pool before the larger one
-                    replay, graph_calls = _capture_or_keep(fn, device, graph_calls, calls,
-                                                           notes)
-                    sample_s = graph_calls * per_call_s
+            replay, graph_calls, per_call_s = _capture(fn, calls, plan, device, loop,
+                                                       bytes_per_call, notes, flush is None)
+            sample_s = graph_calls * per_call_s
         except Exception as exc:  # any capture failure means: try the next method
-            notes.append(f"graph capture failed: {_first_line(exc)}")
+            notes.append(f"graph capture failed: {first_line(exc)}")
         else:
             try:
                 measurement = take(replay, graph_calls, SPIN_MIN_S, 0, None, sample_s)
@@ -249,51 +245,34 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     return DeviceTime(BLOCKED, _join(notes), measurement)
 
 
-def _plateau_calls(replay: Callable[[], None], calls: int, plan: TimerPlan, device: Device,
-                   bytes_per_call: int | None, loop_per_call_s: float) -> tuple[int, float]:
-    """The K a graph should hold, and the device's seconds per call: K grown until a replay
-    lasts :data:`PLATEAU_SHARE` of ``batch_target_us``.
+def _capture(fn: Callable[[], Any], calls: int, plan: TimerPlan, device: Device,
+             loop: Measurement, bytes_per_call: int | None, notes: list[str],
+             plateau: bool) -> tuple[Callable[[], None], int, float]:
+    """The graph's replay, its K and the device's seconds per call (an estimate that sizes
+    the samples). ``plateau``: K is grown to the plateau (``runner.timing.graph_size``);
+    else (the cold protocol) the loop's K is kept."""
+    per_call_s = loop.stats.median
+    if not plateau or calls == 1:
+        return device.capture(fn, calls), calls, per_call_s
 
-    A small op's time per call depends on how many calls one graph holds: on an H200 a
-    transposed 2048² sum read 5.48 µs per call in graphs of 8 calls, 5.26 at 32, 5.18 from
-    512 to 8192, and 5.35 at 32768 (benchmarks/graph_size_check.py). A short replay pays its
-    edges, a huge graph its own overhead; the plateau between is the op's steady time. K
-    from the loop time comes from launch-bound calls, which read several times slower than
-    the device runs them, so it lands on the slope: one chunk of replays measures the
-    device's time per call and the graph is captured again with the K that fills half a
-    sample.
-    An op of one call per sample (K = 1: a call of ``batch_below_us`` or more) is left as
-    it is.
-    """
-    if calls == 1:
-        return calls, loop_per_call_s
-    times = device.wait(device.enqueue(replay, 3, SPIN_MIN_S, None))
-    per_call_s = sorted(times)[1] / calls
-    target_s = plan.batch_target_us * 1e-6
-    if calls * per_call_s >= PLATEAU_SHARE * target_s or per_call_s <= 0:
-        return calls, per_call_s
-    # Half a sample is enough to be on the plateau, and half the calls halve the capture.
-    wanted = min(plan.max_calls_per_sample, math.ceil(PLATEAU_SHARE * target_s / per_call_s))
-    wanted, _ = bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())
-    return max(wanted, calls), per_call_s
+    def bound(wanted: int) -> int:
+        return bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())[0]
 
-
-def _capture_or_keep(fn: Callable[[], Any], device: Device, wanted: int, calls: int,
-                     notes: list[str]) -> tuple[Callable[[], None], int]:
-    """The graph of ``wanted`` calls or, where it cannot be captured (memory), of ``calls``
-    again, with a note: a smaller K still measures the op, a little off the plateau."""
-    try:
-        return device.capture(fn, wanted), wanted
-    except Exception as exc:
-        notes.append(f"graph: K={wanted} could not be captured ({_first_line(exc)}); "
-                     f"K={calls} kept")
-        return device.capture(fn, calls), calls
+    estimate = eager_per_call_s(fn, calls, per_call_s, device)
+    if estimate is not None:  # one capture, at the plateau K
+        replay, graph_calls = capture_or_keep(
+            fn, device, plateau_calls(estimate, calls, plan, bound), calls, notes)
+        return replay, graph_calls, estimate
+    # The host could not stay ahead of eager calls: the loop's K, replayed, tells the K.
+    replay = device.capture(fn, calls)
+    per_call_s = replay_per_call_s(replay, calls, device)
+    wanted = plateau_calls(per_call_s, calls, plan, bound)
+    if wanted == calls:
+        return replay, calls, per_call_s
+    del replay  # frees the smaller graph and its pool before the larger one
+    replay, graph_calls = capture_or_keep(fn, device, wanted, calls, notes)
+    return replay, graph_calls, per_call_s
 
 
 def _join(notes: list[str]) -> str | None:
     return "; ".join(notes) if notes else None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return (lines[0][:300] if lines else type(exc).__name__)

@@ -1,0 +1,91 @@
+"""How many calls the device time's CUDA graph holds (``runner.timing.device_time``).
+
+A small op's time per call depends on how many calls one graph holds: on an H200 a transposed
+2048² sum read 5.48 µs per call in graphs of 8 calls, 5.26 at 32, 5.18 from 512 to 8192, and
+5.35 at 32768 (benchmarks/graph_size_check.py). A short replay pays its edges, a huge graph its
+own overhead; the plateau between is the op's steady time. K from the loop time comes from
+launch-bound calls, which read several times slower than the device runs them, so it lands on
+the slope. The graph is captured with the K whose replay fills :data:`PLATEAU_SHARE` of a
+sample (``timer.batch_target_us``), from the device's time per call:
+
+* first from a burst of eager calls queued behind a spin (:func:`eager_per_call_s`): one
+  capture, at the plateau K;
+* where the host could not stay ahead of that burst (a call of many kernels), from a chunk of
+  replays of the loop's K (:func:`replay_per_call_s`), and the graph captured again.
+
+Capturing costs host time per call (about 7 µs on an H200), so half a sample is the aim:
+enough to be on the plateau, half the capture of a whole one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from runner.timing.back_to_back import SPIN_MIN_S
+from runner.timing.timer import TimerPlan
+
+#: A graph replay should fill this share of ``timer.batch_target_us``.
+PLATEAU_SHARE = 0.5
+#: Eager calls in the burst that estimates the device's time per call. A call of up to 32
+#: kernels keeps the burst within CUDA's ~1024 pending launches, so the host stays ahead.
+ESTIMATE_CALLS = 32
+
+
+def eager_per_call_s(fn: Callable[[], Any], calls: int, loop_per_call_s: float,
+                     device: Any) -> float | None:
+    """The device's seconds per call of ``fn``: up to :data:`ESTIMATE_CALLS` eager calls
+    queued behind a spin that covers twice the loop's time for them, then timed between two
+    events. None when the host's enqueue outlasted the spin (the device then waited on it).
+    Eager calls run a little slower than replays, so the K chosen from it errs short."""
+    n = min(calls, ESTIMATE_CALLS)
+
+    def burst() -> None:
+        for _ in range(n):
+            fn()
+
+    timed = device.timed(burst, 2 * n * loop_per_call_s + SPIN_MIN_S, None)
+    if timed.host_s >= timed.spin_s or timed.work_s <= 0:
+        return None
+    return timed.work_s / n
+
+
+def replay_per_call_s(replay: Callable[[], None], calls: int, device: Any) -> float:
+    """The device's seconds per call from the median of three back-to-back replays of a graph
+    of ``calls`` calls."""
+    times = device.wait(device.enqueue(replay, 3, 3 * SPIN_MIN_S, None))
+    return sorted(times)[1] / calls
+
+
+def plateau_calls(per_call_s: float, calls: int, plan: TimerPlan,
+                  bound: Callable[[int], int]) -> int:
+    """The K whose replay fills :data:`PLATEAU_SHARE` of ``batch_target_us``, never below
+    ``calls`` nor above ``max_calls_per_sample`` and ``bound`` (the memory bound). An op of
+    one call per sample (a call of ``batch_below_us`` or more) is left as it is."""
+    target_s = plan.batch_target_us * 1e-6
+    if calls == 1 or per_call_s <= 0 or calls * per_call_s >= PLATEAU_SHARE * target_s:
+        return calls
+    wanted = min(plan.max_calls_per_sample, math.ceil(PLATEAU_SHARE * target_s / per_call_s))
+    return max(bound(wanted), calls)
+
+
+def capture_or_keep(fn: Callable[[], Any], device: Any, wanted: int, calls: int,
+                    notes: list[str]) -> tuple[Callable[[], None], int]:
+    """The graph of ``wanted`` calls or, where it cannot be captured (memory), of ``calls``
+    again, with a note: a smaller K still measures the op, a little off the plateau."""
+    if wanted == calls:
+        return device.capture(fn, calls), calls
+    try:
+        return device.capture(fn, wanted), wanted
+    except Exception as exc:
+        replay = device.capture(fn, calls)  # raises where the op cannot be captured at all
+        notes.append(f"graph: K={wanted} could not be captured ({first_line(exc)}); "
+                     f"K={calls} kept")
+        return replay, calls
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first non-empty line (300 characters at most), for a reason column."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return (lines[0][:300] if lines else type(exc).__name__)
