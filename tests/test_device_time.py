@@ -388,7 +388,8 @@ def test_steady_samples_run_back_to_back_two_chunks_ahead() -> None:
     result = run(device, 200, steady=True,
                  timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
     assert result.method == "graph" and result.reason is None
-    assert device.chunks[0] == (5, 5 * bb.SPIN_MIN_S)  # a spin covers each sample's enqueue
+    # The first chunk's spin covers each sample's enqueue (SPIN_MIN_S each), and a margin.
+    assert device.chunks[0] == (5, pytest.approx(6 * bb.SPIN_MIN_S))
     assert all(chunk == (5, 0.0) for chunk in device.chunks[1:-1])
     # Once 30 samples were on their way, the chunk queued past them is a short one: it is
     # waited for and (the median converged) never used.
@@ -425,16 +426,17 @@ def test_steady_blocked_runs_back_to_back_within_the_launch_budget() -> None:
 
 def test_a_host_slower_than_the_device_holds_every_blocked_chunk_behind_a_spin() -> None:
     # The host's enqueue of a chunk (400 µs) outlasts its 255 µs of work (51 samples: the
-    # launch budget). The first chunk's spin covers it (60 µs per sample); the next, queued
-    # behind it, is reached early and retaken, and from then on every chunk waits behind a
-    # spin of 60 µs per sample.
+    # launch budget). The first chunk's spin covers it (60 µs per sample, and SPIN_MIN_S);
+    # the next, queued behind it, is reached early and retaken, and from then on every chunk
+    # waits behind such a spin.
     device = FakeDevice(per_call_s=5 * US, capture_error=RuntimeError("no"), host_s=400 * US)
     result = run(device, 1, steady=True)
     assert result.method == "blocked"
     assert result.measurement.samples_s == pytest.approx((5 * US,) * 3)
-    assert device.chunks[0] == (51, pytest.approx(51 * 60 * US))
+    assert device.chunks[0] == (51, pytest.approx(51 * 60 * US + bb.SPIN_MIN_S))
     assert device.chunks[1][1] == 0.0 and "1 chunk(s) retaken" in result.reason
-    assert all(spin == pytest.approx(n * 60 * US) for n, spin in device.chunks[2:])
+    assert all(spin == pytest.approx(n * 60 * US + bb.SPIN_MIN_S)
+               for n, spin in device.chunks[2:])
 
 
 def test_a_host_slower_than_the_device_holds_every_graph_chunk_behind_a_spin() -> None:
@@ -559,6 +561,11 @@ def test_an_op_the_loop_found_uncapped_hands_over_after_a_short_chunk() -> None:
     # one chunk of a quarter of the usual size: 5 samples of 1 ms // 4 = 1 sample
     assert m.warmup_calls == 1 and m.warmup_s == pytest.approx(CHUNK_S / 5, rel=0.05)
     assert m.settled is True and m.power_capped is False
+    # The full chunk queued behind the short one waits behind a spin of its own (the device
+    # would run the short chunk before the host had queued it); the rest follow with none.
+    assert device.chunks[:2] == [(1, pytest.approx(2 * bb.SPIN_MIN_S)),
+                                 (5, pytest.approx(6 * bb.SPIN_MIN_S))]
+    assert all(spin == 0.0 for _, spin in device.chunks[2:])
 
 
 def test_a_capped_op_warms_up_and_samples_long_enough_to_span_the_swing() -> None:

@@ -123,9 +123,6 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     size = [max(1, samples_per_chunk // 4) if handover else samples_per_chunk]
 
     def enqueue() -> None:
-        # Held: the first chunk, or one behind a chunk the device reached early (it may have
-        # caught up with the host), or every chunk once the host is known to fall behind.
-        held = bool(counts["hold_every"]) or not inflight or not inflight[-1][1]
         samples, size[0] = size[0], samples_per_chunk  # a short first chunk, then full ones
         on_their_way = counts["taken"] + len(buffer) + sum(n for _, _, n, _ in inflight)
         if (short_tail[0] and on_their_way >= plan.min_samples
@@ -134,8 +131,13 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             # never used, so it is a short one (one at a time: should the median need more,
             # the next is full again and the device stays busy).
             samples = max(1, samples_per_chunk // 4)
-        # The spin covers the enqueue of every sample of the chunk it holds.
-        hold = min(spin[0] * samples, SPIN_MAX_S) if held else 0.0
+        # Held: the first chunk; one behind a chunk the device reached early (it may have
+        # caught up with the host) or behind a shorter one (a handover's: the host may not
+        # have queued this one by the time the device has run that); every chunk once the
+        # host is known to fall behind. The spin covers the enqueue of each sample it holds.
+        held = (bool(counts["hold_every"]) or not inflight or not inflight[-1][1]
+                or inflight[-1][2] < samples)
+        hold = min(SPIN_MIN_S + spin[0] * samples, SPIN_MAX_S) if held else 0.0
         chunk = device.enqueue(work, samples, hold, before_sample)
         # Valid when the device had not reached the chunk's first event once the host had
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
@@ -166,9 +168,10 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                 counts["hold_every"] = 1
             elif warming and spun == spin[0]:  # grow the spin until it covers the host
                 # (in the warm-up; a chunk queued before the last growth says nothing new)
-                if counts["growths"] == max_growths or spin[0] * samples >= SPIN_MAX_S:
+                chunk_spin_s = min(SPIN_MIN_S + spin[0] * samples, SPIN_MAX_S)
+                if counts["growths"] == max_growths or chunk_spin_s >= SPIN_MAX_S:
                     raise HostBlocked(f"the host's enqueue still outlasted a "
-                                      f"{min(spin[0] * samples, SPIN_MAX_S) * 1e6:.0f} µs "
+                                      f"{chunk_spin_s * 1e6:.0f} µs "
                                       f"spin after {counts['growths']} growths: the call "
                                       "waits on the device (a sync or a pageable copy)")
                 counts["growths"] += 1
