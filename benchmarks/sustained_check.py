@@ -5,11 +5,13 @@
 Runs ``python -m runner experiment=sustained`` in two processes (the second with
 ``energy=true``), and in this process the references for the same ops, each after a 2 s
 back-to-back warm-up of that op: ``triton.testing.do_bench_cudagraph`` and 2000 calls back to
-back between two events. Then the order test (tf32 4096³ alone on a rested GPU, and right
-after 10 s of bf16 8192³ load: ``gpu_warmup_s=10``), and the harness cost: 200 tiny trials
-through ``run_trial`` interleaved, in this one process, with a bare loop of the same timed
-calls, with the device time off and on. Prints the tables and a PASS/FAIL table last; logs and
-results go to DIR.
+back between two events. Then the 1-element add with its element at 48 places
+(benchmarks/tiny_op_check.py: its time depends on where the element lives, so the two-process
+gate is over the other trials, the add shown apart), the order test (tf32 4096³ alone on a
+rested GPU, and right after 10 s of bf16 8192³ load: ``gpu_warmup_s=10``), and the harness
+cost: 200 tiny trials through ``run_trial`` interleaved, in this one process, with a bare loop
+of the same timed calls, with the device time off and on. Prints the tables and a PASS/FAIL
+table last; logs and results go to DIR.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 from harness_cost import harness_cost, per_trial_costs  # benchmarks/: this script's folder
+from tiny_op_check import placement_us
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -183,17 +186,28 @@ def main() -> None:
             checks.append(("1-element add ≤ 1.2× do_bench_cudagraph", ratio <= 1.2,
                            f"{gpu:.3f} / {ref['cudagraph_us']:.3f} µs = {ratio:.2f}×"))
 
-    deltas = [abs(pct(r1[k]["gpu_time_median_us"], r2[k]["gpu_time_median_us"]))
-              for k in r1 if k in r2 and pd.notna(r1[k]["gpu_time_median_us"])]
+    deltas = {k: abs(pct(r1[k]["gpu_time_median_us"], r2[k]["gpu_time_median_us"]))
+              for k in r1 if k in r2 and pd.notna(r1[k]["gpu_time_median_us"])}
     print("\n## Two processes\n")
     for k in r1:
         if k in r2:
             print(f"- {k}: {r1[k]['gpu_time_median_us']:.2f} vs {r2[k]['gpu_time_median_us']:.2f}"
                   f" µs ({pct(r1[k]['gpu_time_median_us'], r2[k]['gpu_time_median_us']):+.2f}%),"
                   f" loop {r1[k]['time_median_us']:.2f} vs {r2[k]['time_median_us']:.2f}")
-    med, worst = statistics.median(deltas), max(deltas)
-    checks.append((f"two processes, {len(deltas)} trials: median |Δ| ≤ 1%, max ≤ 3%",
-                   med <= 1 and worst <= 3, f"median {med:.2f}%, max {worst:.2f}%"))
+    # The 1-element add's time is set by where its element lives (placement_us below), which
+    # no process chooses: the repeatability gate is over the other trials, the floor shown.
+    rest = [d for k, d in deltas.items() if k != FLOOR]
+    med, worst = statistics.median(rest), max(rest)
+    checks.append((f"two processes, {len(rest)} trials besides the 1-element add: median |Δ| "
+                   "≤ 1%, max ≤ 3%", med <= 1 and worst <= 3,
+                   f"median {med:.2f}%, max {worst:.2f}%; the 1-element add "
+                   f"{deltas.get(FLOOR, float('nan')):.2f}%"))
+    place = placement_us()
+    print("\n## The 1-element add with its element elsewhere (µs per call, K=512 replays)\n")
+    print(f"- element written at 48 places: min {place['written_min']:.3f}, median "
+          f"{place['written_median']:.3f}, max {place['written_max']:.3f}")
+    print(f"- element read at 48 places: min {place['read_min']:.3f}, median "
+          f"{place['read_median']:.3f}, max {place['read_max']:.3f}")
     bf16 = r1[COMPUTE[0]]
     checks.append(("eager bf16 8192³ matmul is bound=compute", bf16["bound"] == "compute",
                    f"bound={bf16['bound']}, host_overhead_ratio="

@@ -11,7 +11,8 @@ in-place add (the floor of ``conf/experiment/sustained.yaml``):
 * ``triton.testing.do_bench_cudagraph`` (20 ms window);
 * 20 trials through ``run_trial`` with the device time on: the device time, its K, and each
   device-time step's own cost (benchmarks/trial_steps.py);
-* 5 more right after 3 s of bf16 8192³ matmuls.
+* 5 more right after 3 s of bf16 8192³ matmuls;
+* the same add with its element at 48 places in one buffer (:func:`placement_us`).
 
 Each process writes DIR/proc<i>.json; the table comes last.
 """
@@ -47,6 +48,31 @@ DEVICE_STEPS = (
     ("runner.timing.cuda_device", "CudaDevice.kernels_per_call"),
     ("runner.timing.cuda_device", "CudaDevice.spin_cycles"),
 )
+
+
+def placement_us(places: int = 48, calls: int = 512) -> dict[str, float]:
+    """The 1-element in-place add's µs per call (graph replays of ``calls`` calls) with the
+    element it writes at ``places`` places 264 kB apart in one 256 MiB buffer, then with the
+    element it reads moved instead. Two rounds each; min, median and max of the medians."""
+    import torch
+    from graph_size_check import per_call_us
+
+    buffer = torch.zeros(64 << 20, device="cuda")
+    fixed = torch.ones(1, device="cuda")
+    offsets = [i * 1031 * 64 for i in range(places)]
+    out: dict[str, float] = {}
+    for moved in ("written", "read"):
+        times: dict[int, list[float]] = {}
+        for _ in range(2):
+            for offset in offsets:
+                here = buffer[offset:offset + 1]
+                dst, src = (here, fixed) if moved == "written" else (fixed, here)
+                times.setdefault(offset, []).append(
+                    per_call_us(lambda d=dst, s=src: d.add_(s), calls, seconds=0.05))
+        medians = [statistics.median(v) for v in times.values()]
+        out.update({f"{moved}_min": min(medians), f"{moved}_median": statistics.median(medians),
+                    f"{moved}_max": max(medians)})
+    return out
 
 
 def one_process(out: Path) -> dict:
@@ -95,6 +121,7 @@ def one_process(out: Path) -> dict:
         "gpu_time_after_load": [r["gpu_time_median_us"] for r in after],
         "gpu_k_after_load": [r["gpu_time_calls_per_sample"] for r in after],
         "trial_ms": statistics.median(walls) * 1e3,
+        "placement": placement_us(),
         "steps_ms": {name: s / len(rows) * 1e3 for name, s in sorted(
             steps.items(), key=lambda item: -item[1]) if s / len(rows) > 2e-5},
     }
@@ -125,6 +152,13 @@ def main() -> None:
               + f" | {r['do_bench_cudagraph']:.3f} | {statistics.median(times):.3f} "
               f"({min(times):.3f}-{max(times):.3f}) | {sorted(set(r['gpu_k']))} | "
               f"{statistics.median(after):.3f} | {r['trial_ms']:.1f} |")
+    print("\n| process | element written moved: min / median / max µs | element read moved |")
+    print("| --- | --- | --- |")
+    for index, r in enumerate(results):
+        p = r["placement"]
+        print(f"| {index} | {p['written_min']:.3f} / {p['written_median']:.3f} / "
+              f"{p['written_max']:.3f} | {p['read_min']:.3f} / {p['read_median']:.3f} / "
+              f"{p['read_max']:.3f} |")
     for index, r in enumerate(results):
         print(f"\nprocess {index}: device-time steps, ms per trial (own time)")
         for name, ms in r["steps_ms"].items():
