@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 from harness_cost import harness_cost, per_trial_costs  # benchmarks/: this script's folder
-from tiny_op_check import placement_us
+from tiny_op_check import placement_text, placement_us
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -204,10 +204,9 @@ def main() -> None:
                    f"{deltas.get(FLOOR, float('nan')):.2f}%"))
     place = placement_us()
     print("\n## The 1-element add with its element elsewhere (µs per call, K=512 replays)\n")
-    print(f"- element written at 48 places: min {place['written_min']:.3f}, median "
-          f"{place['written_median']:.3f}, max {place['written_max']:.3f}")
-    print(f"- element read at 48 places: min {place['read_min']:.3f}, median "
-          f"{place['read_median']:.3f}, max {place['read_max']:.3f}")
+    for moved in ("written", "read"):
+        print(f"- element {moved} at 48 places: min / median / max (median spread between "
+              f"rounds) {placement_text(place, moved)}")
     bf16 = r1[COMPUTE[0]]
     checks.append(("eager bf16 8192³ matmul is bound=compute", bf16["bound"] == "compute",
                    f"bound={bf16['bound']}, host_overhead_ratio="

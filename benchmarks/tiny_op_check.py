@@ -50,10 +50,13 @@ DEVICE_STEPS = (
 )
 
 
-def placement_us(places: int = 48, calls: int = 512) -> dict[str, float]:
+def placement_us(places: int = 48, calls: int = 512, rounds: int = 3) -> dict[str, float]:
     """The 1-element in-place add's µs per call (graph replays of ``calls`` calls) with the
     element it writes at ``places`` places 264 kB apart in one 256 MiB buffer, then with the
-    element it reads moved instead. Two rounds each; min, median and max of the medians."""
+    element it reads moved instead, ``rounds`` rounds over the places (after one untimed
+    pass). Min, median and max over the places of each place's median, and ``*_rounds``: the
+    median over places of the spread between rounds (small against the spread between
+    places: the place sets the time, not the moment)."""
     import torch
     from graph_size_check import per_call_us
 
@@ -62,16 +65,19 @@ def placement_us(places: int = 48, calls: int = 512) -> dict[str, float]:
     offsets = [i * 1031 * 64 for i in range(places)]
     out: dict[str, float] = {}
     for moved in ("written", "read"):
-        times: dict[int, list[float]] = {}
-        for _ in range(2):
+        times: dict[int, list[float]] = {offset: [] for offset in offsets}
+        for round_index in range(rounds + 1):
             for offset in offsets:
                 here = buffer[offset:offset + 1]
                 dst, src = (here, fixed) if moved == "written" else (fixed, here)
-                times.setdefault(offset, []).append(
-                    per_call_us(lambda d=dst, s=src: d.add_(s), calls, seconds=0.05))
+                us = per_call_us(lambda d=dst, s=src: d.add_(s), calls, seconds=0.03)
+                if round_index:  # the first pass warms up
+                    times[offset].append(us)
         medians = [statistics.median(v) for v in times.values()]
         out.update({f"{moved}_min": min(medians), f"{moved}_median": statistics.median(medians),
-                    f"{moved}_max": max(medians)})
+                    f"{moved}_max": max(medians),
+                    f"{moved}_rounds": statistics.median(max(v) - min(v)
+                                                         for v in times.values())})
     return out
 
 
@@ -127,6 +133,11 @@ def one_process(out: Path) -> dict:
     }
 
 
+def placement_text(place: dict[str, float], moved: str) -> str:
+    return (f"{place[f'{moved}_min']:.3f} / {place[f'{moved}_median']:.3f} / "
+            f"{place[f'{moved}_max']:.3f} ({place[f'{moved}_rounds']:.3f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -152,13 +163,12 @@ def main() -> None:
               + f" | {r['do_bench_cudagraph']:.3f} | {statistics.median(times):.3f} "
               f"({min(times):.3f}-{max(times):.3f}) | {sorted(set(r['gpu_k']))} | "
               f"{statistics.median(after):.3f} | {r['trial_ms']:.1f} |")
-    print("\n| process | element written moved: min / median / max µs | element read moved |")
+    print("\n| process | element written moved: min / median / max µs (between rounds) "
+          "| element read moved |")
     print("| --- | --- | --- |")
     for index, r in enumerate(results):
-        p = r["placement"]
-        print(f"| {index} | {p['written_min']:.3f} / {p['written_median']:.3f} / "
-              f"{p['written_max']:.3f} | {p['read_min']:.3f} / {p['read_median']:.3f} / "
-              f"{p['read_max']:.3f} |")
+        print(f"| {index} | {placement_text(r['placement'], 'written')} | "
+              f"{placement_text(r['placement'], 'read')} |")
     for index, r in enumerate(results):
         print(f"\nprocess {index}: device-time steps, ms per trial (own time)")
         for name, ms in r["steps_ms"].items():
