@@ -5,10 +5,11 @@ Chunks of samples, each sample between its own start and end events with a clock
 while a ``Watch`` polls) and one sync per chunk: the GPU never idles between samples, so it
 runs at the clock a job running the op back to back sustains, and the warm-up (the same stream)
 runs until the series has settled (``runner.timing.settle``). A chunk is used only if the
-device had not reached its first event once the host had queued all of it. Only a chunk with
-nothing queued ahead of it waits behind a spin kernel; the blocked method (eager calls), when
-the host cannot keep ahead of the device, holds every chunk behind one, grown in the warm-up
-until it covers the host's enqueue. """
+device had not reached its first event once the host had queued its last sample. Only a
+chunk with nothing running ahead of it (the first, one behind a chunk reached early or behind
+a shorter one) waits behind a spin kernel, which covers the host's enqueue of each of its
+samples; when the host cannot keep ahead of the device (eager calls, or replays of a few tiny
+kernels), every chunk waits behind one, grown in the warm-up until it covers the host. """
 
 from __future__ import annotations
 
