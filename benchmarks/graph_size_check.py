@@ -19,29 +19,9 @@ sys.path.insert(0, str(HERE))
 KS = (8, 32, 128, 512, 2048, 8192, 32768)
 
 
-def per_call_us(fn, calls: int, seconds: float = 0.3) -> float:
-    import time
-
-    import torch
-
-    from runner.timing.cuda_device import capture_graph
-
-    replay, _, _ = capture_graph(fn, torch.device("cuda"), calls)
-    times = []
-    begin = time.perf_counter()
-    while time.perf_counter() - begin < seconds:
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(9)]
-        events[0].record()
-        for e in events[1:]:
-            replay()
-            e.record()
-        events[-1].synchronize()
-        times += [a.elapsed_time(b) * 1e3 / calls for a, b in zip(events, events[1:])]
-    del replay
-    return statistics.median(times)
-
 
 def main() -> None:
+    from graph_replays import per_call_us
     from sustained_check import FLOOR, MEMORY, workloads
     from triton.testing import do_bench_cudagraph
 

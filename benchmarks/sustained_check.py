@@ -6,7 +6,7 @@ Runs ``python -m runner experiment=sustained`` in two processes (the second with
 ``energy=true``), and in this process the references for the same ops, each after a 2 s
 back-to-back warm-up of that op: ``triton.testing.do_bench_cudagraph`` and 2000 calls back to
 back between two events. Then the 1-element add with its element at 48 places
-(benchmarks/tiny_op_check.py: its time depends on where the element lives, so the two-process
+(benchmarks/graph_replays.py: its time depends on where the element lives, so the two-process
 gate is over the other trials, the add shown apart), the order test (tf32 4096³ alone on a
 rested GPU, and right after 10 s of bf16 8192³ load: ``gpu_warmup_s=10``), and the harness
 cost: 200 tiny trials through ``run_trial`` interleaved, in this one process, with a bare loop
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from graph_replays import placement_text, placement_us
 from harness_cost import harness_cost, per_trial_costs  # benchmarks/: this script's folder
-from tiny_op_check import placement_text, placement_us
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -12,7 +12,7 @@ in-place add (the floor of ``conf/experiment/sustained.yaml``):
 * 20 trials through ``run_trial`` with the device time on: the device time, its K, and each
   device-time step's own cost (benchmarks/trial_steps.py);
 * 5 more right after 3 s of bf16 8192³ matmuls;
-* the same add with its element at 48 places in one buffer (:func:`placement_us`).
+* the same add with its element at 48 places in one buffer (``graph_replays.placement_us``).
 
 Each process writes DIR/proc<i>.json; the table comes last.
 """
@@ -50,40 +50,9 @@ DEVICE_STEPS = (
 )
 
 
-def placement_us(places: int = 48, calls: int = 512, rounds: int = 3) -> dict[str, float]:
-    """The 1-element in-place add's µs per call (graph replays of ``calls`` calls) with the
-    element it writes at ``places`` places 264 kB apart in one 256 MiB buffer, then with the
-    element it reads moved instead, ``rounds`` rounds over the places (after one untimed
-    pass). Min, median and max over the places of each place's median, and ``*_rounds``: the
-    median over places of the spread between rounds (small against the spread between
-    places: the place sets the time, not the moment)."""
-    import torch
-    from graph_size_check import per_call_us
-
-    buffer = torch.zeros(64 << 20, device="cuda")
-    fixed = torch.ones(1, device="cuda")
-    offsets = [i * 1031 * 64 for i in range(places)]
-    out: dict[str, float] = {}
-    for moved in ("written", "read"):
-        times: dict[int, list[float]] = {offset: [] for offset in offsets}
-        for round_index in range(rounds + 1):
-            for offset in offsets:
-                here = buffer[offset:offset + 1]
-                dst, src = (here, fixed) if moved == "written" else (fixed, here)
-                us = per_call_us(lambda d=dst, s=src: d.add_(s), calls, seconds=0.03)
-                if round_index:  # the first pass warms up
-                    times[offset].append(us)
-        medians = [statistics.median(v) for v in times.values()]
-        out.update({f"{moved}_min": min(medians), f"{moved}_median": statistics.median(medians),
-                    f"{moved}_max": max(medians),
-                    f"{moved}_rounds": statistics.median(max(v) - min(v)
-                                                         for v in times.values())})
-    return out
-
-
 def one_process(out: Path) -> dict:
     import torch
-    from graph_size_check import per_call_us
+    from graph_replays import per_call_us, placement_us
     from harness_cost import plan_trial
     from sustained_check import COMPUTE, FLOOR, workloads
     from trial_steps import timed_steps
@@ -133,12 +102,9 @@ def one_process(out: Path) -> dict:
     }
 
 
-def placement_text(place: dict[str, float], moved: str) -> str:
-    return (f"{place[f'{moved}_min']:.3f} / {place[f'{moved}_median']:.3f} / "
-            f"{place[f'{moved}_max']:.3f} ({place[f'{moved}_rounds']:.3f})")
-
-
 def main() -> None:
+    from graph_replays import placement_text
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--processes", type=int, default=2)
