@@ -391,12 +391,28 @@ def test_device_time_of_a_launch_bound_add_is_below_its_loop_time(run_one: Any,
                   f"graph={graph}")
     assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
     assert row["gpu_time_method"] == "graph", row["gpu_time_reason"]
-    # The loop's launch-bound K gives a short replay: the graph is captured again with the K
-    # that fills half a sample (runner.timing.graph_size).
+    # The loop's launch-bound K gives a short replay: the graph is captured with the K that
+    # fills half a sample (runner.timing.graph_size).
     assert row["gpu_time_calls_per_sample"] > row["calls_per_sample"] > 1
     assert row["gpu_time_median_us"] < row["time_median_us"]
     assert row["host_overhead_ratio"] > 1.2
     assert len(row["gpu_time_samples_us"]) == row["gpu_time_n_samples"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+@pytest.mark.parametrize("graph", ["none", "cuda_graph"])
+def test_a_second_gpu_after_the_first_captures_its_own_work(run_one: Any, graph: str) -> None:
+    # One process captures on cuda:0, then on cuda:1. torch.cuda.graph's default capture
+    # stream belongs to the device it was first used on; capturing cuda:1's kernels there
+    # gives an empty graph, whose replays read ~0.01 µs a call.
+    rows = [run_one(f"device=cuda:{index}", "timer=quick", "op=add", "shape=[1]",
+                    "op.inplace=true", f"graph={graph}") for index in (0, 1)]
+    for row in rows:
+        assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
+        assert row["gpu_time_method"] == "graph", row["gpu_time_reason"]
+        assert row["gpu_time_median_us"] > 0.5
+    assert rows[1]["gpu_time_median_us"] == pytest.approx(rows[0]["gpu_time_median_us"],
+                                                          rel=0.5)
 
 
 def test_device_time_captures_streams_fork_join(run_one: Any) -> None:

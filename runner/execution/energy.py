@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.execution.energy_nvml import EnergyReader, EnergyUnavailable, NvmlReader
+from runner.timing.cuda_device import capture_stream
 
 ENERGY_COLUMNS = (
     "energy_method", "energy_reason", "energy_counter_s", "energy_counter_steps", "energy_calls",
@@ -246,7 +247,7 @@ def _graph_chunk(fn: Callable[[], Any], calls: int, device: Any) -> Any:
     with torch.cuda.stream(stream):
         fn()  # a warm call on the capture stream (lazy handles, workspaces)
     torch.cuda.current_stream(device).wait_stream(stream)
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=capture_stream(device)):  # this device's stream
         for _ in range(calls):
             fn()
     graph.replay()

@@ -7,6 +7,7 @@ tested) without a GPU; ``runner.execution.modes`` captures ``graph=cuda_graph`` 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,11 +49,40 @@ def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
     torch.cuda.synchronize(device)
     graph = torch.cuda.CUDAGraph()
     start = time.perf_counter()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            output = fn()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # The capture stream is this device's: torch.cuda.graph's default is one stream made
+        # on whichever device the process first captured on, and capturing there the kernels
+        # of another device's tensors captures nothing (an empty graph, replayed in 0.01 µs
+        # a call: seen on an H200's second GPU).
+        with torch.cuda.graph(graph, stream=capture_stream(device)):
+            for _ in range(calls):
+                output = fn()
     torch.cuda.synchronize(device)
+    for warning in caught:
+        if "Graph is empty" in str(warning.message):
+            raise RuntimeError(f"the CUDA graph captured no work on {device}: "
+                               f"{warning.message}")
+        warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                               warning.lineno)
     return graph.replay, output, time.perf_counter() - start
+
+
+#: One capture stream per device (:func:`capture_stream`).
+_CAPTURE_STREAMS: dict[str, Any] = {}
+
+
+def capture_stream(device: Any) -> Any:
+    """A side stream on ``device`` for CUDA-graph capture, made once per device and process
+    (PyTorch captures on a side stream; one per capture would cost a stream each)."""
+    import torch
+
+    device = torch.device(device)
+    if device.index is None:  # "cuda": the current device
+        device = torch.device("cuda", torch.cuda.current_device())
+    if str(device) not in _CAPTURE_STREAMS:
+        _CAPTURE_STREAMS[str(device)] = torch.cuda.Stream(device)
+    return _CAPTURE_STREAMS[str(device)]
 
 
 #: ``torch.cuda._sleep`` cycles per second, per device (``CudaDevice.spin_cycles``).
