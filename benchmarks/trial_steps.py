@@ -18,15 +18,17 @@ from typing import Any
 TRIAL_STEPS = (
     "spec_columns", "environment", "git_provenance", "user_code_provenance", "gpu_state",
     "_build_workloads", "_count_flops", "_accuracy", "sm_clock_reader", "clock_for",
-    "burst_time", "measure", "clock_columns", "_memory", "device_time_of", "timing_columns",
-    "device_time_columns", "settle_columns", "samples_clock_columns", "burst_columns",
-    "throughput_columns", "consistency_flag", "_release",
+    "burst_time", "clock_columns", "timing_columns", "device_time_columns", "settle_columns",
+    "samples_clock_columns", "burst_columns", "throughput_columns", "consistency_flag",
+    "_release",
 )
 #: Steps outside runner.execution.trial's namespace: (module, attribute path). The clock
 #: probe's are taken during the loop time's warm-up, on CUDA (its read-back, ``tolist``, stays
 #: in ``measure``).
 OTHER_STEPS = (("runner.execution.modes", "prepare"), ("runner.execution.modes",
                                                         "check_supported"),
+               ("runner.execution.timed", "measure"), ("runner.execution.timed", "_memory"),
+               ("runner.execution.timed", "device_time_of"),
                ("torch.cuda", "synchronize"), ("torch.cuda", "empty_cache"),
                ("torch.cuda", "reset_peak_memory_stats"),
                ("runner.timing.clock_probe", "ClockProbe.stamps"),

@@ -13,14 +13,11 @@ from typing import Any
 import pytest
 from fakes import FakeClock
 
+from runner.timing.heat import HOT_CAPPED_MIN_S, HOT_GAP_S, Heat, capped_min_s
 from runner.timing.settle import (
     CAPPED_MIN_S,
     CAPPED_SAMPLE_S,
-    HOT_CAPPED_MIN_S,
-    HOT_GAP_S,
-    Heat,
     Reading,
-    capped_min_s,
     settle,
 )
 from runner.timing.stats import median_ci_ranks
@@ -477,11 +474,11 @@ def test_an_op_whose_samples_run_held_down_is_capped_from_its_first_samples() ->
 
 
 def test_a_small_op_after_a_capped_one_pays_no_capped_minimum() -> None:
-    # The trial before left the clock held down and NVML's averaged power still high; this
-    # op's own clock is rising back (headroom returns): not capped, judged by its trend alone.
+    # The trial before left the clock held down; this op draws a fifth of the limit and its
+    # clock comes back up: not capped, judged by its trend alone.
     recovering = ProbedSeries(lambda t: MS * (1.02 if t < 0.01 else 1.0),
                               lambda t: 1800.0 if t < 0.01 else 1860.0,
-                              lambda t: Reading(clock_mhz=1500, power_share=0.95,
+                              lambda t: Reading(clock_mhz=1500, power_share=0.2,
                                                 max_clock_mhz=1980))
     _, verdict = settle(recovering.step, min_s=0.02, cap_s=5.0, wall=recovering.wall,
                         read_clock=recovering.read, min_capped_s=CAPPED_MIN_S)
@@ -489,19 +486,36 @@ def test_a_small_op_after_a_capped_one_pays_no_capped_minimum() -> None:
     assert verdict.elapsed_s <= 0.1  # no uncapped trial settles for more than 0.1 s
 
 
-def test_a_clock_between_deep_and_held_is_capped_only_while_it_falls() -> None:
-    flat = ProbedSeries(lambda t: MS, lambda t: 1800.0, lambda t: LAGGING_CLOCK)
+def test_a_clock_between_deep_and_held_is_capped_while_it_falls_or_draws_the_limit() -> None:
+    flat = ProbedSeries(lambda t: MS, lambda t: 1800.0, lambda t: LAGGING_NVML)
     _, verdict = settle(flat.step, min_s=0.02, cap_s=5.0, wall=flat.wall, read_clock=flat.read)
     assert not verdict.capped and verdict.elapsed_s < 0.1
     falling = ProbedSeries(lambda t: MS, lambda t: 1900.0 if t < 0.01 else 1800.0,
-                           lambda t: LAGGING_CLOCK)
+                           lambda t: LAGGING_NVML)
     _, verdict = settle(falling.step, min_s=0.02, cap_s=5.0, wall=falling.wall,
                         read_clock=falling.read)
+    assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
+    # Flat in the band but drawing the limit (a tf32 2048³ matmul's first 60 ms): capped.
+    drawing = ProbedSeries(lambda t: MS, lambda t: 1750.0, lambda t: LAGGING_CLOCK)
+    _, verdict = settle(drawing.step, min_s=0.02, cap_s=5.0, wall=drawing.wall,
+                        read_clock=drawing.read)
     assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
     # Deep below the maximum it is capped whatever power NVML reports (an averaged reading).
     deep = ProbedSeries(lambda t: MS, lambda t: 1450.0, lambda t: LAGGING_NVML)
     _, verdict = settle(deep.step, min_s=0.02, cap_s=5.0, wall=deep.wall, read_clock=deep.read)
     assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
+
+
+def test_a_clock_coming_back_up_is_not_settled_until_it_stops() -> None:
+    # After a capped trial a small op's clock climbs back over 0.1 s: its time per call falls
+    # with it, and the warm-up must not end before the climb does.
+    def mhz(t: float) -> float:
+        return min(1900.0, 1700.0 + 2000 * t)
+
+    climbing = ProbedSeries(lambda t: MS * 1900 / mhz(t), mhz, lambda t: LAGGING_NVML)
+    _, verdict = settle(climbing.step, min_s=0.02, cap_s=5.0, wall=climbing.wall,
+                        read_clock=climbing.read)
+    assert verdict.settled and not verdict.capped and verdict.elapsed_s >= 0.1
 
 
 def test_a_capped_op_after_a_capped_one_settles_sooner_than_after_an_idle_gap() -> None:

@@ -1,7 +1,7 @@
 """What every layer shares: the axis registry (``axes``: every trial axis, and the mode label
 built from it), the one error type for bad input (``errors``), the one resolver of a
-dotted path to code (``targets``), and the GPUs CUDA would show, counted without torch
-(``gpus``).
+dotted path to code (``targets``), the GPUs CUDA would show, counted without torch
+(``gpus``), and a trial's outcome (``status``).
 
 Both the run side (``runner.config``, ``runner.execution``) and the read side
 (``runner.storage``, ``runner.analysis``, ``runner.claims``) stand on this package, so it sits

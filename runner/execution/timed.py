@@ -17,7 +17,7 @@ from runner.execution import modes
 from runner.timing.clock_probe import clock_probe
 from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
-from runner.timing.settle import (
+from runner.timing.heat import (
     HANDOVER_CAPPED_MIN_S,
     HOT_POWER_SHARE,
     LOOP_CAPPED_SAMPLE_S,
@@ -35,9 +35,11 @@ from runner.timing.timer import (
 )
 
 _FLUSHERS: dict[str, L2Flusher] = {}
-#: What each device last ran in this process (``runner.timing.settle.Heat``): a trial that
+#: What each device last ran in this process (``runner.timing.heat.Heat``): a trial that
 #: follows power-capped work starts hot and settles sooner.
 _HEAT: dict[str, Heat] = {}
+#: µs of calls in one loop-time sample of a power-capped op (see the hazard in time_trial).
+CAPPED_LOOP_SAMPLE_US = 10_000.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +63,7 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
     1. a short loop probe (a few calls, not recorded) sizes the device time's K and spin;
     2. the peak memory is read: one call's allocations bound K;
     3. the device time warms up until settled (shorter where the trial before left the
-       device hot: ``runner.timing.settle.capped_min_s``) and samples back to back;
+       device hot: ``runner.timing.heat.capped_min_s``) and samples back to back;
     4. the loop time follows at once and hands over: the op is already at its sustained
        state, so its warm-up only checks that the loop's own regime (a sync per sample)
        holds it there.
@@ -84,11 +86,24 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
         device_time = device_time_of(spec, timer, plan, prepared, None, device, None,
                                      held_bytes)
     device_s = time.perf_counter() - start
-    handover = device_time.measurement is not None
-    loop = measure(prepared.fn, plan, clock, before_sample=prepared.before_sample,
-                   flush=flusher(timer, device), read_clock=read_clock, handover=handover,
-                   **({"min_capped_s": HANDOVER_CAPPED_MIN_S,
-                       "capped_span_s": LOOP_CAPPED_SAMPLE_S} if handover else {}))
+    sustained = device_time.measurement
+    loop_plan, handover = plan, {}
+    if sustained is not None:
+        # The device time has just run the op back to back: the loop's warm-up only checks
+        # that its own regime holds the op there (none at all for an op the device time did
+        # not find power-capped: a call is enough).
+        handover = {"handover": True, "min_s": 0.0 if not sustained.power_capped else None,
+                    "min_capped_s": HANDOVER_CAPPED_MIN_S,
+                    "capped_span_s": LOOP_CAPPED_SAMPLE_S}
+        if sustained.power_capped:
+            # Hazard: the sync after every sample leaves the GPU idle for tens of µs, and a
+            # power-capped GPU turns that idle into clock headroom (an H200's bmm read 10%
+            # fast in 1 ms samples): longer samples keep the gaps under 1%.
+            loop_plan = dataclasses.replace(
+                plan, batch_below_us=max(plan.batch_below_us, CAPPED_LOOP_SAMPLE_US),
+                batch_target_us=max(plan.batch_target_us, CAPPED_LOOP_SAMPLE_US))
+    loop = measure(prepared.fn, loop_plan, clock, before_sample=prepared.before_sample,
+                   flush=flusher(timer, device), read_clock=read_clock, **handover)
     if not steady:
         memory = _memory(device)
     _HEAT[str(device)] = Heat(_left_hot(device_time, loop, read_clock), time.perf_counter())
@@ -97,7 +112,7 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
 
 
 def _left_hot(device_time: DeviceTime, loop: Measurement, read_clock: Any) -> bool:
-    """Whether the trial left the device hot (``runner.timing.settle.Heat``): power-capped, or
+    """Whether the trial left the device hot (``runner.timing.heat.Heat``): power-capped, or
     drawing ``HOT_POWER_SHARE`` of the limit as its last samples ended."""
     if any(m.power_capped for m in (device_time.measurement, loop) if m is not None):
         return True

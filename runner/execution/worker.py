@@ -38,6 +38,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from runner.core.status import Status
 from runner.execution import timeline
 from runner.execution.worker_loop import (  # noqa: F401  (is_poisoned: for callers)
     failed_row,
@@ -45,7 +46,6 @@ from runner.execution.worker_loop import (  # noqa: F401  (is_poisoned: for call
     run_trial_safely,
     serve,
 )
-from runner.storage.columns import Status
 
 #: Seconds a fresh worker may take to import torch and report ready.
 START_TIMEOUT_S = 300.0

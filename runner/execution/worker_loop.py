@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from runner.storage.columns import Status
+from runner.core.status import Status
 
 #: Error text that means the CUDA context of the process is unusable from now on.
 POISONED_CUDA = (

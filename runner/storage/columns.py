@@ -11,28 +11,13 @@ inferred.
 
 from __future__ import annotations
 
-from enum import Enum
-
 import pyarrow as pa
 
 from runner.core.axes import AXES, MODE_AXES, Axis
+from runner.core.status import Status
 
 __all__ = ["AXES", "AXIS_COLUMNS", "COLUMNS", "COST_COLUMNS", "MODE_COLUMNS", "Status",
            "axis_doc"]
-
-class Status(str, Enum):
-    """Outcome of one trial. Every trial ends as a row with one of these (the ``status``
-    column)."""
-
-    ok = "ok"
-    error = "error"
-    skipped = "skipped"
-    oom = "oom"
-    #: the worker process died (signal, exit) or its CUDA context was poisoned
-    crashed = "crashed"
-    #: no result within trial_timeout_s; the worker was killed
-    timeout = "timeout"
-
 
 _S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 _TS = pa.timestamp("us", tz="UTC")

@@ -96,7 +96,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     headroom that a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host
     waits for each sampled chunk; the samples then span at least its ``window_s``.
     ``min_capped_s``: the shortest warm-up of a power-capped op
-    (``runner.timing.settle.capped_min_s``: shorter when the device starts hot)."""
+    (``runner.timing.heat.capped_min_s``: shorter when the device starts hot)."""
     chunk_s, ahead = (WATCHED_CHUNK_S, WATCHED_AHEAD) if watch is not None else (CHUNK_S, 2)
     samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(chunk_s / max(sample_s, 1e-9))))
     # Every chunk in flight together stays within half the launch queue: past it the host

@@ -162,7 +162,7 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     SM clock and power (``runner.timing.settle.Reading``) for the settle rule and the
     samples' clock. ``watch``: watches the steady samples' window
     (``runner.timing.back_to_back.Watch``: the energy counter). ``min_capped_s``: the shortest
-    warm-up of a power-capped op (``runner.timing.settle.capped_min_s``).
+    warm-up of a power-capped op (``runner.timing.heat.capped_min_s``).
     """
     steady = steady and flush is None
 

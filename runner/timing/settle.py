@@ -8,11 +8,12 @@ power and is at its steady speed after its first calls. A fixed warm-up is eithe
 for the first or a waste for the second, so the warm-up runs until the series says it is over:
 
 *settled* means the per-call time shows no trend and the SM clock (where it can be read) has
-stopped falling. Both are judged on two windows of the series: the last quarter of the
+stopped moving. Both are judged on two windows of the series: the last quarter of the
 elapsed time against the quarter before it. The power controller is slow: an op drawing near
 the board's limit still runs flat at the boost clock for its first few hundred milliseconds
-(an H200 bmm read 34 µs there, 39.6 µs sustained), so a series that has drawn
-:data:`POWER_NEAR_CAP` of the limit is not settled before :data:`CAPPED_MIN_S`.
+(an H200 bmm read 34 µs there, 39.6 µs sustained), so a power-capped series (:func:`capped`)
+is not settled before ``min_capped_s``: :data:`CAPPED_MIN_S` from cold, less when earlier
+work left the device hot (``runner.timing.heat``): settling is paid once per heat.
 Comparing quarters of the *elapsed* time (not a fixed span) makes the test more sensitive
 the longer the fall lasts, so a slow tail is not mistaken for a plateau, while an op that is
 flat from the start, far below the power limit, settles as soon as the minimum warm-up is
@@ -36,8 +37,8 @@ from runner.timing.stats import median_ci_rel_halfwidth
 
 #: Medians of the two windows may differ by this share and still be "no trend".
 TIME_TOL = 0.01
-#: The SM clock may fall by this share between the two windows and still be "stopped
-#: falling" (NVML reports it in ~15 MHz bins: 1% of 1980 MHz is 20 MHz).
+#: The SM clock may move by this share between the two windows and still be "stopped
+#: moving" (NVML reports it in ~15 MHz bins: 1% of 1980 MHz is 20 MHz).
 CLOCK_TOL = 0.01
 #: Seconds between two reads of the SM clock (an NVML read costs tens of µs), and between two
 #: judgements of the series.
@@ -55,45 +56,30 @@ HELD_DOWN_SHARE = 0.95
 #: seconds: on an H200, tf32 4096³ read 400 µs for 1.5 s, dipped to 424 µs, and held 414 µs
 #: from 2 s on; a fp16 bmm slid from 37.5 to 39.3-39.9 µs over 3 s (benchmarks/power_trace.py).
 CAPPED_MIN_S = 2.5
-#: Shortest warm-up (s) of a power-capped series that starts *hot*: within :data:`HOT_GAP_S`
-#: of the end of earlier power-capped work on the same device (the trial before). The
-#: controller has already pulled the clock down; the gap between two trials (tens of ms of
-#: set-up) gives some headroom back, which a second of the new op's load takes again.
-HOT_CAPPED_MIN_S = 1.5
-#: Longest gap (s) after power-capped work for a warm-up to count as starting hot.
-HOT_GAP_S = 1.0
-#: Work that drew this share of the power limit leaves the device hot, capped or not.
-HOT_POWER_SHARE = 0.8
 #: A series whose clock runs between :data:`DEEP_HELD_SHARE` and :data:`HELD_DOWN_SHARE` of the
 #: maximum is watched this long (s) before it may settle: long enough to see the power cap
 #: pull it down (a tf32 2048³ matmul after a large fp32 one started near 1960 MHz and ran at
 #: 1660-1750 MHz once capped), short enough that a light load in that band pays little.
 BAND_WATCH_S = 0.05
-#: Shortest warm-up (s) of a power-capped loop time taken right after the device time's
-#: back-to-back samples (``runner.execution.timed.time_trial``): the op is at its sustained
-#: state already, so the warm-up only checks that the loop's own regime (a sync per sample)
-#: holds it there.
-HANDOVER_CAPPED_MIN_S = 0.1
 #: Below this share of the maximum the clock is held down by the power cap, whatever else
-#: is seen: every compute-bound op near the cap ran below 1750 MHz (0.88 of 1980) within its
-#: first milliseconds. Between it and :data:`HELD_DOWN_SHARE`, a clock is the cap's doing only
-#: while it is falling (:data:`CLOCK_FALL_SHARE`): light loads run there too, flat (an H100
-#: ran 2.5-7 µs matmuls at 1770-1880 MHz and 100-190 W of 700, right after larger ones).
-#: NVML's power cannot tell them apart: where the instantaneous field is missing, its reading
-#: is a one-second average that still shows the trial before.
-DEEP_HELD_SHARE = 0.88
+#: is seen: capped ops run at 1270-1550 MHz of 1980 once the controller has them. Between it
+#: and :data:`HELD_DOWN_SHARE` light loads run too, flat: an H200 ran 2.6-13 µs bf16, fp16 and
+#: tf32 matmuls at 1750-1830 MHz and ~150 W, a tf32 2048³ one at 1750 MHz for its first 60 ms
+#: before the cap took it to 1550. There the series is capped only while its clock falls from
+#: its first clocks (:data:`CLOCK_FALL_SHARE`) or the board draws :data:`HELD_POWER_SHARE` of
+#: its limit, and it is watched for :data:`BAND_WATCH_S` before it may settle.
+DEEP_HELD_SHARE = 0.85
 #: A clock this share below the series' first clocks is being pulled down.
 CLOCK_FALL_SHARE = 0.03
+#: In that band, drawing this share of the power limit (NVML's instantaneous reading, the most
+#: of the last few) is the power cap's doing.
+HELD_POWER_SHARE = 0.8
 #: Effective clocks (and power readings), the most recent, that :func:`capped` judges.
 RECENT_CLOCKS = 8
 #: Shortest span (s) of the samples of a power-capped series: once settled the clock still
 #: swings ±1-2% (a tf32 4096³ matmul's samples moved 3.4% within 50 ms), so the median is
 #: taken over a span that holds many swings, not one phase of one.
 CAPPED_SAMPLE_S = 0.75
-#: The same for the loop time of a power-capped op once the device time has sampled it: the
-#: device time is the headline there; the loop time says what the host pays and sets
-#: ``bound``, which half the span tells as well.
-LOOP_CAPPED_SAMPLE_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -138,24 +124,6 @@ class Settled:
     capped: bool | None = None
 
 
-@dataclass(frozen=True)
-class Heat:
-    """What the device last ran: whether that work left it hot (power-capped, or drawing
-    :data:`HOT_POWER_SHARE` of the limit: a large fp32 matmul runs at full clock and 600-680 W
-    of 700), and when it ended (s, on the same wall clock as the warm-up's). How a warm-up
-    knows that it starts hot."""
-
-    hot: bool
-    ended_s: float
-
-
-def capped_min_s(heat: Heat | None, now_s: float) -> float:
-    """The shortest warm-up of a power-capped series that starts at ``now_s`` after ``heat``:
-    :data:`HOT_CAPPED_MIN_S` right after power-capped work, else :data:`CAPPED_MIN_S` (cold,
-    or after a gap long enough for the controller to give its headroom back)."""
-    if heat is not None and heat.hot and 0 <= now_s - heat.ended_s <= HOT_GAP_S:
-        return HOT_CAPPED_MIN_S
-    return CAPPED_MIN_S
 
 
 def windows(points: Sequence[Point], elapsed_s: float) -> tuple[Sequence[Point],
@@ -185,17 +153,19 @@ class _TimeView(Sequence[float]):
 def capped(recent_mhz: Sequence[float], power_share: float | None,
            max_clock_mhz: float | None, first_mhz: Sequence[float] = ()) -> bool | None:
     """Whether the power controller holds this series down: its most recent effective clocks
-    ran below :data:`DEEP_HELD_SHARE` of the maximum, or below :data:`HELD_DOWN_SHARE` and
-    falling from its first clocks (``first_mhz``); or, where no probe read the clocks, it drew
-    :data:`POWER_NEAR_CAP` of the limit (a memory-bound op can draw that at full clock).
-    None: neither could be read (no probe, no NVML), so nobody can tell."""
+    ran below :data:`DEEP_HELD_SHARE` of the maximum, or below :data:`HELD_DOWN_SHARE` while
+    falling from its first clocks (``first_mhz``) or drawing :data:`HELD_POWER_SHARE` of the
+    limit (``power_share``: the most of the recent readings); or, where no probe read the
+    clocks, it drew :data:`POWER_NEAR_CAP` of the limit (a memory-bound op can draw that at
+    full clock). None: neither could be read (no probe, no NVML), so nobody can tell."""
     if recent_mhz and max_clock_mhz:
         now = statistics.median(recent_mhz)
         if now >= HELD_DOWN_SHARE * max_clock_mhz:
             return False
         if now < DEEP_HELD_SHARE * max_clock_mhz:
             return True
-        return bool(first_mhz) and now < (1 - CLOCK_FALL_SHARE) * statistics.median(first_mhz)
+        falling = bool(first_mhz) and now < (1 - CLOCK_FALL_SHARE) * statistics.median(first_mhz)
+        return falling or (power_share is not None and power_share >= HELD_POWER_SHARE)
     if power_share is None:
         return None
     return power_share >= POWER_NEAR_CAP
@@ -209,7 +179,7 @@ def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None =
     ``power_share``: the most power the series drew recently, over the limit (None: not
     known); ``recent_mhz``: its last effective clocks (default: from
     ``points``); ``min_capped_s``: the shortest warm-up if it is power-capped
-    (:func:`capped_min_s`); ``first_mhz``: its first effective clocks."""
+    (``runner.timing.heat.capped_min_s``); ``first_mhz``: its first effective clocks."""
     if recent_mhz is None:
         recent_mhz = [p.effective_mhz for p in points if p.effective_mhz is not None]
         recent_mhz = recent_mhz[-RECENT_CLOCKS:]
@@ -238,8 +208,11 @@ def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None =
     clocks_now = [p.best_mhz for p in recent if p.best_mhz is not None]
     if clocks_before and clocks_now:
         mhz_before, mhz_now = statistics.median(clocks_before), statistics.median(clocks_now)
-        if mhz_now < mhz_before * (1 - CLOCK_TOL):
-            return f"SM clock still falling ({mhz_before:.0f} → {mhz_now:.0f} MHz)"
+        # Either way: a clock coming back up after earlier work (or out of a dip of the
+        # controller's) speeds the op up as much as a falling one slows it down.
+        if abs(mhz_now / mhz_before - 1) > CLOCK_TOL:
+            moving = "falling" if mhz_now < mhz_before else "rising"
+            return f"SM clock still {moving} ({mhz_before:.0f} → {mhz_now:.0f} MHz)"
     return None
 
 
@@ -256,8 +229,8 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
     ``min_calls`` samples, not judged. ``handover``: the op
     has just settled in another warm-up (the loop time's), so ``min_calls`` samples are enough
     unless they show it :func:`capped`, in which case they are judged as usual.
-    ``min_capped_s``: the shortest warm-up of a power-capped series (:func:`capped_min_s`:
-    shorter when the device starts hot)."""
+    ``min_capped_s``: the shortest warm-up of a power-capped series
+    (``runner.timing.heat.capped_min_s``: shorter when the device starts hot)."""
     start = wall()
     points: list[Point] = []
     reading, next_read, next_judge = Reading(), start, 0.0

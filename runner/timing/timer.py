@@ -290,7 +290,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             before_sample: Callable[[], None] | None = None,
             flush: Callable[[], None] | None = None,
             read_clock: Callable[[], Reading | None] | None = None,
-            handover: bool = False, min_capped_s: float = CAPPED_MIN_S,
+            handover: bool = False, min_s: float | None = None,
+            min_capped_s: float = CAPPED_MIN_S,
             capped_span_s: float = CAPPED_SAMPLE_S) -> Measurement:
     """Warm ``fn`` up until settled, then sample it until the median is stable or a cap is
     reached.
@@ -301,8 +302,9 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     ``read_clock`` reads the SM clock and power (a ``Reading``) for the settle rule (None:
     time alone). ``handover``: the op has just run back to back at its sustained state (the
     device time's samples), so the warm-up only checks that it still is
-    (``runner.timing.settle.settle``); ``min_capped_s``: the shortest warm-up of a
-    power-capped op; ``capped_span_s``: the shortest span of its samples.
+    (``runner.timing.settle.settle``); ``min_s``: the shortest warm-up (default
+    ``warmup_s``); ``min_capped_s``: the shortest warm-up of a power-capped op;
+    ``capped_span_s``: the shortest span of its samples.
     """
     def one_call() -> tuple[float, float | None]:
         if before_sample:
@@ -317,7 +319,7 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
         clock.probing = True  # type: ignore[attr-defined]
     try:
         warmup, verdict = warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock,
-                                  handover=handover, min_capped_s=min_capped_s)
+                                  min_s=min_s, handover=handover, min_capped_s=min_capped_s)
     finally:
         if probing:
             clock.probing = False  # type: ignore[attr-defined]

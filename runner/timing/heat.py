@@ -1,0 +1,55 @@
+"""What earlier work left the device in, and how the warm-ups that follow use it.
+
+A power-capped op needs seconds of load before its time per call stops moving
+(``runner.timing.settle.CAPPED_MIN_S``). A trial that follows power-capped work, or work that
+drew most of the power limit, starts *hot*: the controller has already pulled the clock down,
+and the gap between two trials (tens of ms of set-up) gives only part of the headroom back. So
+its warm-up is shorter (:func:`capped_min_s`): settling is paid once per heat, not once per
+trial. Within a trial, the loop time follows the device time's back-to-back samples at once
+(``runner.execution.timed.time_trial``) and only checks that the op is still there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runner.timing.settle import CAPPED_MIN_S
+
+#: Shortest warm-up (s) of a power-capped series that starts *hot*: within :data:`HOT_GAP_S`
+#: of the end of earlier hot work on the same device (the trial before). The
+#: controller has already pulled the clock down; the gap between two trials (tens of ms of
+#: set-up) gives some headroom back, which a second of the new op's load takes again.
+HOT_CAPPED_MIN_S = 1.5
+#: Longest gap (s) after power-capped work for a warm-up to count as starting hot.
+HOT_GAP_S = 1.0
+#: Work that drew this share of the power limit leaves the device hot, capped or not.
+HOT_POWER_SHARE = 0.8
+#: Shortest warm-up (s) of a power-capped loop time taken right after the device time's
+#: back-to-back samples (``runner.execution.timed.time_trial``): the op is at its sustained
+#: state already, so the warm-up only checks that the loop's own regime (a sync per sample)
+#: holds it there.
+HANDOVER_CAPPED_MIN_S = 0.1
+#: Shortest span (s) of the loop time's samples of a power-capped op once the device time has
+#: sampled it (``runner.timing.settle.CAPPED_SAMPLE_S`` there): the device time is the headline;
+#: the loop time says what the host pays and sets ``bound``, which a shorter span tells too.
+LOOP_CAPPED_SAMPLE_S = 0.2
+
+
+@dataclass(frozen=True)
+class Heat:
+    """What the device last ran: whether that work left it hot (power-capped, or drawing
+    :data:`HOT_POWER_SHARE` of the limit: a large fp32 matmul runs at full clock and 600-680 W
+    of 700), and when it ended (s, on the same wall clock as the warm-up's). How a warm-up
+    knows that it starts hot."""
+
+    hot: bool
+    ended_s: float
+
+
+def capped_min_s(heat: Heat | None, now_s: float) -> float:
+    """The shortest warm-up of a power-capped series that starts at ``now_s`` after ``heat``:
+    :data:`HOT_CAPPED_MIN_S` right after power-capped work, else :data:`CAPPED_MIN_S` (cold,
+    or after a gap long enough for the controller to give its headroom back)."""
+    if heat is not None and heat.hot and 0 <= now_s - heat.ended_s <= HOT_GAP_S:
+        return HOT_CAPPED_MIN_S
+    return CAPPED_MIN_S
