@@ -131,7 +131,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "power_capped": (_B, "true when the warm-up found the op power-capped (its SMs ran below "
                          "95% of the maximum clock while the board drew 80% of its limit, or, "
                          "with no clock probe, it drew 90% of the limit): its device time is "
-                         "what the capped GPU sustains, sampled over >= 0.5 s"),
+                         "what the capped GPU sustains, sampled over the span that "
+                         "runner.timing.settle.CAPPED_SAMPLE_S sets"),
     "sm_clock_mhz_samples_median": (_F, "median SM clock the device-time samples really ran "
                                         "at, MHz: cycles over ns between probes on SM 0 "
                                         "(nvbench's way); NVML's reported clock where there "

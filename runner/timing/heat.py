@@ -19,7 +19,7 @@ from runner.timing.settle import CAPPED_MIN_S
 #: of the end of earlier hot work on the same device (the trial before). The
 #: controller has already pulled the clock down; the gap between two trials (tens of ms of
 #: set-up) gives some headroom back, which a second of the new op's load takes again.
-HOT_CAPPED_MIN_S = 1.5
+HOT_CAPPED_MIN_S = 1.0
 #: Longest gap (s) after power-capped work for a warm-up to count as starting hot.
 HOT_GAP_S = 1.0
 #: Work that drew this share of the power limit leaves the device hot, capped or not.

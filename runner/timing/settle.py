@@ -57,10 +57,11 @@ HELD_DOWN_SHARE = 0.95
 #: from 2 s on; a fp16 bmm slid from 37.5 to 39.3-39.9 µs over 3 s (benchmarks/power_trace.py).
 CAPPED_MIN_S = 2.5
 #: A series whose clock runs between :data:`DEEP_HELD_SHARE` and :data:`HELD_DOWN_SHARE` of the
-#: maximum is watched this long (s) before it may settle: long enough to see the power cap
-#: pull it down (a tf32 2048³ matmul after a large fp32 one started near 1960 MHz and ran at
-#: 1660-1750 MHz once capped), short enough that a light load in that band pays little.
-BAND_WATCH_S = 0.05
+#: maximum is watched this long (s) before it may settle: long enough for the power cap to
+#: show (a tf32 2048³ matmul ran flat at 1750 MHz for its first 60 ms, then at 1550; bf16
+#: 2048³ drew too little power to tell in its first 50 ms), short enough that a light load in
+#: that band pays little.
+BAND_WATCH_S = 0.1
 #: Below this share of the maximum the clock is held down by the power cap, whatever else
 #: is seen: capped ops run at 1270-1550 MHz of 1980 once the controller has them. Between it
 #: and :data:`HELD_DOWN_SHARE` light loads run too, flat: an H200 ran 2.6-13 µs bf16, fp16 and
@@ -79,7 +80,7 @@ RECENT_CLOCKS = 8
 #: Shortest span (s) of the samples of a power-capped series: once settled the clock still
 #: swings ±1-2% (a tf32 4096³ matmul's samples moved 3.4% within 50 ms), so the median is
 #: taken over a span that holds many swings, not one phase of one.
-CAPPED_SAMPLE_S = 0.75
+CAPPED_SAMPLE_S = 0.6
 
 
 @dataclass(frozen=True)
