@@ -129,8 +129,9 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                              "time per call, SM clock no longer falling), false at the cap"),
     "settle_reason": (_S, "what was still moving when a warm-up hit timer.settle_max_s"),
     "power_capped": (_B, "true when the warm-up found the op power-capped (its SMs ran below "
-                         "95% of the maximum clock while the board drew 80% of its limit, or, "
-                         "with no clock probe, it drew 90% of the limit): its device time is "
+                         "85% of the maximum clock, or below 95% while falling or drawing 80% "
+                         "of the power limit; with no clock probe, it drew 90% of the limit): "
+                         "its device time is "
                          "what the capped GPU sustains, sampled over the span that "
                          "runner.timing.settle.CAPPED_SAMPLE_S sets"),
     "sm_clock_mhz_samples_median": (_F, "median SM clock the device-time samples really ran "
