@@ -491,7 +491,7 @@ def test_a_small_op_after_a_capped_one_pays_no_capped_minimum() -> None:
 def test_a_clock_between_deep_and_held_is_capped_while_it_falls_or_draws_the_limit() -> None:
     flat = ProbedSeries(lambda t: MS, lambda t: 1800.0, lambda t: LAGGING_NVML)
     _, verdict = settle(flat.step, min_s=0.02, cap_s=5.0, wall=flat.wall, read_clock=flat.read)
-    assert not verdict.capped and verdict.elapsed_s < 0.1
+    assert not verdict.capped and verdict.elapsed_s <= BAND_WATCH_S + 0.01
     falling = ProbedSeries(lambda t: MS, lambda t: 1900.0 if t < 0.01 else 1800.0,
                            lambda t: LAGGING_NVML)
     _, verdict = settle(falling.step, min_s=0.02, cap_s=5.0, wall=falling.wall,
