@@ -13,13 +13,27 @@ from runner.execution import timeline  # first: its import time is the "main" ma
 # isort: split
 import sys
 
+import hydra
+from omegaconf import DictConfig
+
 from runner.cli import fail
+from runner.config import schema
 from runner.config.commandline import CommandLine, parse_command_line
+from runner.config.ops import CONF_DIR
+from runner.config.overrides import check_overrides
+from runner.config.preflight import preflight
 from runner.core.errors import ConfigError
 
-# Hydra, OmegaConf and the config checks are imported in main(), after the trial workers have
-# been started: their torch import is the longest part of the start, and it should not wait
-# for ours (docs/timing.md#what-a-trial-costs).
+schema.register()
+
+
+# An absolute path: Hydra reads a relative one against the calling module, which for the
+# installed `opsweep` script is a package (runner) and not this file's folder.
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def _hydra_main(cfg: DictConfig) -> object:
+    from runner.execution.job import run_job  # imports torch: keep `--help` fast
+
+    return run_job(cfg)
 
 
 def main() -> None:
@@ -29,12 +43,6 @@ def main() -> None:
         if cmd.runs_trials:
             _prestart(cmd)
             timeline.mark("spawned")
-        from runner.config import schema
-        from runner.config.overrides import check_overrides
-        from runner.config.preflight import preflight
-
-        schema.register()
-
         if not (cmd.flags.help or cmd.flags.hydra_help or cmd.flags.shell_completion):
             check_overrides(cmd)
         if cmd.flags.help:
@@ -45,29 +53,11 @@ def main() -> None:
             timeline.mark("preflight")
     except ConfigError as exc:
         fail(exc)
-    _run_hydra()
+    _hydra_main()
     from runner.execution.callbacks import MERGE_FAILED
 
     if MERGE_FAILED:
         raise SystemExit(1)
-
-
-def _run_hydra() -> None:
-    """Hand over to Hydra: it composes each job and calls ``runner.execution.job.run_job``."""
-    import hydra
-    from omegaconf import DictConfig
-
-    from runner.config.ops import CONF_DIR
-
-    # An absolute path: Hydra reads a relative one against the calling module, which for
-    # the installed `opsweep` script is a package (runner) and not this file's folder.
-    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-    def hydra_main(cfg: DictConfig) -> object:
-        from runner.execution.job import run_job  # imports torch: keep `--help` fast
-
-        return run_job(cfg)
-
-    hydra_main()
 
 
 def _help_for_op(cmd: CommandLine) -> None:
@@ -75,7 +65,6 @@ def _help_for_op(cmd: CommandLine) -> None:
     ops = [text.partition("=")[2] for text in cmd.texts if text.startswith("op=")]
     if ops:
         from runner.config import help
-        from runner.config.ops import CONF_DIR
         from runner.config.schema import RunConfig
 
         help.register(CONF_DIR, RunConfig, op=ops[-1])
