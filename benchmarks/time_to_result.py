@@ -13,7 +13,9 @@ in one call on a CUDA machine:
 2. ``python -m runner op=matmul`` over 256³ … 8192³ × bf16/fp16/fp32/tf32 (24 trials, one job,
    the default timer), timed as a whole command: its wall, when its first trial started, and
    each trial's cost split (the ``cost_*_s`` columns).
-3. ``--copies``: large device-to-device copies (512 MiB, 1 GiB) through opsweep and as eager
+3. ``--presets quick precise``: the same sweep once per timer preset, each row's agreement with
+   the reference and the wall, for the cost per preset (docs/timing.md#what-a-trial-costs).
+4. ``--copies``: large device-to-device copies (512 MiB, 1 GiB) through opsweep and as eager
    calls back to back between two events: a copy captured in a CUDA graph can run slower than
    the eager one the user's code runs, and the device time must measure the eager one.
 
@@ -133,6 +135,7 @@ def main() -> None:
     parser.add_argument("--copies", action="store_true", help="the large d2d copy check")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--extra", nargs="*", default=[], help="more runner overrides")
+    parser.add_argument("--presets", nargs="*", default=[], help="other timer presets to run")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     sizes = tuple(args.sizes)
@@ -193,6 +196,14 @@ def main() -> None:
         checks.append(("two processes: median ≤ 1%, max ≤ 3%",
                        statistics.median(moves) <= 1 and moves[-1] <= 3,
                        f"median {statistics.median(moves):.2f}%, max {moves[-1]:.2f}%"))
+    for preset in args.presets:
+        rows, preset_wall, _ = run_opsweep(args.out, f"preset_{preset}",
+                                           [*sweep, f"timer={preset}"])
+        gaps = sorted(abs(pct(row["gpu_time_median_us"],
+                              refs[(int(row["shape_str"].split("x")[0]), row["dtype"])]["ref_us"]))
+                      for _, row in rows.iterrows())
+        print(f"timer={preset}: wall {preset_wall:.1f} s, {preset_wall / len(rows):.2f} s a trial, "
+              f"|Δ| median {statistics.median(gaps):.2f}%, max {gaps[-1]:.2f}%")
     if args.copies:
         shapes = "[" + ",".join(f"[{n}]" for n in COPY_NUMELS) + "]"
         copies, _, _ = run_opsweep(args.out, "copies",
