@@ -52,6 +52,8 @@ def run_job(cfg: DictConfig) -> Path | None:
     runner_ = _choose_runner(cfg, workers)
     job.metadata = _metadata(cfg, job)
     todo = _todo(planned, job)
+    fresh = not (job.dir / JOB_FILE).exists() and journal.count_entries(job.dir) == 0
+    job.held = [] if fresh else None
     if todo and isinstance(runner_, (worker.Supervisor, pool.Pool)):
         # usually started by __main__ already; each worker warms the job's devices (a pool's
         # worker: its own GPU) unless it was already asked to warm exactly those
@@ -64,7 +66,8 @@ def run_job(cfg: DictConfig) -> Path | None:
     job.metadata["isolation"] = cfg.isolation
     job.metadata["workers"] = len(workers.slots)
     job.metadata["startup"] = timeline.startup()  # command → first trial, in parts (job 0)
-    path = _write_job_file(job.dir, job.metadata, cfg.results_dir)
+    journal.close(job.dir)  # fsync the rows' batch before the job file counts on them
+    path = _write_job_file(job.dir, job.metadata, cfg.results_dir, job.held)
     if stop.requested:
         _stopped(job.sweep_dir, job.dir)
     return path
@@ -80,6 +83,9 @@ class Job:
     overrides: list[str]
     resuming: bool
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: The rows this process journaled, while they are the whole journal (a job that started
+    #: with none): the job file is built from them, not read back. ``None`` otherwise.
+    held: list[dict[str, Any]] | None = None
 
     @classmethod
     def from_hydra(cls) -> Job:
@@ -159,6 +165,8 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, todo: list[tuple[int, A
         row.update(sweep_id=job.sweep_dir.name, job_num=job.num, trial_index=trial.index,
                    shard=cfg.shard, num_shards=cfg.num_shards)
         _journal(job.dir, row, job.metadata)
+        if job.held is not None:
+            job.held.append(row)
 
     with GracefulStop() as stop:
         try:
@@ -196,9 +204,11 @@ def _journal(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> No
         raise SystemExit(1) from None
 
 
-def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str) -> Path | None:
-    """``trials.parquet`` from the journal: one row per trial, roofline columns added."""
-    table = journal.job_rows(job_dir, metadata)
+def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str,
+                    held: list[dict[str, Any]] | None = None) -> Path | None:
+    """``trials.parquet``: one row per trial, roofline columns added; from the rows this
+    process holds when they are the whole journal, else from the journal."""
+    table = journal.job_rows(job_dir, metadata, held)
     if table is None:
         return None
     return replace_with_superset(_with_roofline(table, results_root), job_dir / JOB_FILE)
