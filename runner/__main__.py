@@ -17,7 +17,7 @@ import hydra
 from omegaconf import DictConfig
 
 from runner.cli import fail
-from runner.config import schema
+from runner.config import hydra_lists, schema
 from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.ops import CONF_DIR
 from runner.config.overrides import check_overrides
@@ -37,6 +37,7 @@ def _hydra_main(cfg: DictConfig) -> object:
 
 
 def main() -> None:
+    hydra_lists.install()  # before the first override is parsed
     try:
         cmd = parse_command_line(sys.argv[1:])
         sys.argv[1:] = cmd.argv  # flags first: Hydra's parser wants overrides last
