@@ -65,7 +65,7 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> 
     from hydra.types import RunMode
 
     from runner.config.guards import check_job, check_results_dir
-    from runner.config.planner import plan_job
+    from runner.config.planner import plan_job, remember
 
     cfg = hydra.compose_config(cmd.flags.config_name or "config", job,
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
@@ -79,6 +79,7 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> 
         return  # jobs run on other machines (SLURM, Ray): their devices are planned there
     planned = plan_job(cfg, conf_dir)
     check_job(cfg, planned, None)
+    remember(job, planned)
 
 
 def _check_experiment_package(cfg: DictConfig) -> None:

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from runner import console
 from runner.cli import fail
 from runner.config.guards import check_job
-from runner.config.planner import plan_job
+from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
 from runner.execution import pool, timeline, worker
 from runner.execution.insight import InsightOptions
@@ -117,7 +117,7 @@ def _plan(cfg: DictConfig, job: Job) -> tuple[list, InsightOptions, Any]:
     """The job's trials, insight options and worker slots; bad configuration exits 2 here,
     before any trial, leaving no empty sweep folder behind."""
     try:
-        planned = plan_job(cfg)
+        planned = recall(job.overrides) or plan_job(cfg)  # planned once, by the check
         check_job(cfg, planned, job.dir, resuming=job.resuming)
         insight = InsightOptions.from_config(cfg, job.dir)
         workers = pool.plan_workers(cfg.workers, cfg.isolation, planned,
