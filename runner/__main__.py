@@ -21,7 +21,7 @@ from runner.config import hydra_lists, schema
 from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.ops import CONF_DIR
 from runner.config.overrides import check_overrides
-from runner.config.preflight import preflight
+from runner.config.preflight import check_job_count, preflight
 from runner.core.errors import ConfigError
 
 schema.register()
@@ -40,6 +40,8 @@ def main() -> None:
     hydra_lists.install()  # before the first override is parsed
     try:
         cmd = parse_command_line(sys.argv[1:])
+        if cmd.runs_trials:
+            check_job_count(cmd)  # before a huge -m sweep's values are listed or checked
         sys.argv[1:] = cmd.argv  # flags first: Hydra's parser wants overrides last
         if cmd.runs_trials:
             _prestart(cmd)

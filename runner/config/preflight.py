@@ -11,13 +11,16 @@ Hydra's merge and struct errors become opsweep's message naming the key, the val
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from runner.config import sweep_size
 from runner.config.commandline import CommandLine
 from runner.config.ops import CONF_DIR
+from runner.config.schema import RunConfig
 from runner.core.errors import ConfigError
 
 #: Launchers that run jobs on this machine: only there can the driver plan devices.
@@ -25,22 +28,52 @@ LOCAL_LAUNCHERS = ("hydra._internal.core_plugins.basic_launcher.BasicLauncher",)
 
 
 def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
-    """Compose and plan each job of ``cmd``; :class:`ConfigError` for the first bad one."""
+    """Compose and plan each job of ``cmd``; :class:`ConfigError` for the first bad one.
+
+    Says the sweep's size on stderr before it starts (``runner.config.sweep_size``): the jobs
+    are counted before they are listed, and a sweep past ``max_trials`` stops here, exit 2."""
     from hydra.core.global_hydra import GlobalHydra
 
+    check_job_count(cmd)
     jobs = cmd.job_overrides()
     hydra = _hydra(cmd, conf_dir)
+    counts: list[int] = []
+    timer: Any = None
     try:
         for number, job in enumerate(jobs):
             where = f"job {number} ({' '.join(job)}): " if len(jobs) > 1 else ""
             try:
-                _check_job(hydra, cmd, job, conf_dir)
+                count, limit, timer = _check_job(hydra, cmd, job, conf_dir)
+                if count is None:
+                    continue
+                counts.append(count)
+                if number == 0 and len(jobs) > 1:  # the size now, not after every compose
+                    sweep_size.check_trials(count * len(jobs), limit, timer, jobs=len(jobs),
+                                            estimated=True)
+                    _say(sweep_size.size_line([count] * len(jobs), timer, estimated=True))
             except ConfigError as exc:
                 raise ConfigError(f"{where}{exc}") from None
             except Exception as exc:  # Hydra's and OmegaConf's errors, in opsweep's words
                 raise ConfigError(f"{where}{explain(exc)}") from None
+        if counts:
+            sweep_size.check_trials(sum(counts), limit, timer, jobs=len(counts))
+            if len(jobs) == 1 or len(set(counts)) > 1:
+                _say(sweep_size.size_line(counts, timer))
     finally:
         GlobalHydra.instance().clear()
+
+
+def check_job_count(cmd: CommandLine) -> None:
+    """Every job has a trial at least: more jobs than ``max_trials`` is refused before the
+    jobs are listed or their values checked (``-m seed=range(0,1000000)``: milliseconds)."""
+    n_jobs = sweep_size.job_count(cmd)
+    limit = sweep_size.max_trials_given(cmd) or RunConfig.max_trials
+    if n_jobs > limit:
+        sweep_size.check_trials(n_jobs, limit, None, jobs=n_jobs, estimated=True)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
@@ -61,7 +94,10 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
     return Hydra.create_main_hydra2(task_name="runner", config_search_path=search_path)
 
 
-def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> None:
+def _check_job(hydra: Any, cmd: CommandLine, job: list[str],
+               conf_dir: Path) -> tuple[int | None, Any, Any]:
+    """Compose and plan one job: (its trial count or None where it is not planned here, its
+    ``max_trials``, its timer settings)."""
     from hydra.types import RunMode
 
     from runner.config.guards import check_job, check_results_dir
@@ -75,11 +111,14 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> 
         del cfg["hydra"]
     _check_experiment_package(cfg)
     check_results_dir(str(cfg.results_dir))
+    limit, timer = cfg.get("max_trials"), OmegaConf.to_container(cfg.timer, resolve=True)
     if launcher not in (None, *LOCAL_LAUNCHERS):
-        return  # jobs run on other machines (SLURM, Ray): their devices are planned there
+        # jobs run on other machines (SLURM, Ray): their devices are planned there
+        return None, limit, timer
     planned = plan_job(cfg, conf_dir)
     check_job(cfg, planned, None)
     remember(job, planned)
+    return len(planned), limit, timer
 
 
 def _check_experiment_package(cfg: DictConfig) -> None:
