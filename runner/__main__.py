@@ -22,6 +22,7 @@ from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.ops import CONF_DIR
 from runner.config.overrides import check_overrides
 from runner.config.preflight import check_job_count, preflight
+from runner.config.yaml_size import check_experiments
 from runner.core.errors import ConfigError
 
 schema.register()
@@ -42,6 +43,7 @@ def main() -> None:
         cmd = parse_command_line(sys.argv[1:])
         if cmd.runs_trials:
             check_job_count(cmd)  # before a huge -m sweep's values are listed or checked
+        check_experiments(cmd)  # a YAML alias bomb, before anything loads the file
         sys.argv[1:] = cmd.argv  # flags first: Hydra's parser wants overrides last
         if cmd.runs_trials:
             _prestart(cmd)
