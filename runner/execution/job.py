@@ -25,7 +25,7 @@ from runner.cli import fail
 from runner.config.guards import check_job
 from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
-from runner.execution import pool, timeline, worker
+from runner.execution import launched, pool, timeline, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
 from runner.storage import journal, lock
@@ -47,6 +47,7 @@ def run_job(cfg: DictConfig) -> Path | None:
     gc.freeze()
     timeline.job_started()  # start-up accounting: Hydra has composed this job
     job = Job.from_hydra()
+    _prestart_launched(cfg, job)
     planned, insight, workers = _plan(cfg, job)
     timeline.mark("planned")
     runner_ = _choose_runner(cfg, workers)
@@ -73,6 +74,17 @@ def run_job(cfg: DictConfig) -> Path | None:
     return path
 
 
+def _prestart_launched(cfg: DictConfig, job: Job) -> None:
+    """A job that a launcher (submitit, Ray) started in a process of its own has no worker
+    yet (``python -m runner`` starts one before Hydra runs): start it now, so its torch import
+    overlaps the planning here, as it does for the basic launcher's jobs."""
+    if cfg.isolation != "process" or job.where["launcher"] == "basic":
+        return
+    if worker.supervisor().worker is not None or pool._POOL is not None:
+        return
+    pool.prestart_from_command_line([f"workers={cfg.workers}", *job.overrides])
+
+
 @dataclass
 class Job:
     """Where one Hydra job writes, who it is in its sweep, and the metadata of its files."""
@@ -83,6 +95,8 @@ class Job:
     overrides: list[str]
     resuming: bool
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: launcher, launcher_job_id, node, job_pid: the same in every row (runner.execution.launched)
+    where: dict[str, Any] = field(default_factory=dict)
     #: The rows this process journaled, while they are the whole journal (a job that started
     #: with none): the job file is built from them, not read back. ``None`` otherwise.
     held: list[dict[str, Any]] | None = None
@@ -91,9 +105,11 @@ class Job:
     def from_hydra(cls) -> Job:
         hydra_cfg = HydraConfig.get()
         job_dir = Path(hydra_cfg.runtime.output_dir)
+        target = OmegaConf.select(hydra_cfg, "launcher._target_", default=None)
         return cls(job_dir, job_dir.parent.parent,
                    OmegaConf.select(hydra_cfg, "job.num", default=0) or 0,
-                   list(hydra_cfg.overrides.task), os.environ.get(RESUME_ENV) == "1")
+                   list(hydra_cfg.overrides.task), os.environ.get(RESUME_ENV) == "1",
+                   where=launched.where(target))
 
     @property
     def title(self) -> str:
@@ -163,7 +179,7 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, todo: list[tuple[int, A
     def record(row: dict[str, Any], trial: Any) -> None:
         row.setdefault("worker", 0 if isinstance(runner_, worker.Supervisor) else None)
         row.update(sweep_id=job.sweep_dir.name, job_num=job.num, trial_index=trial.index,
-                   shard=cfg.shard, num_shards=cfg.num_shards)
+                   shard=cfg.shard, num_shards=cfg.num_shards, **job.where)
         _journal(job.dir, row, job.metadata)
         if job.held is not None:
             job.held.append(row)
