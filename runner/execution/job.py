@@ -60,6 +60,8 @@ def run_job(cfg: DictConfig) -> Path | None:
         # worker: its own GPU) unless it was already asked to warm exactly those
         runner_.prestart(pool.warm_devices(t for _, t in todo))
     stop = _run_trials(cfg, job, runner_, todo, workers, insight)
+    if stop.requested:  # a Ctrl-C may have come between a row's journal line and its holding
+        job.held = None
     # evidence for the isolation design: the driver must never have created a CUDA context
     torch = sys.modules.get("torch")
     job.metadata["driver_cuda_initialized"] = bool(torch is not None
