@@ -23,6 +23,10 @@ from runner.config.ops import CONF_DIR
 from runner.config.schema import RunConfig
 from runner.core.errors import ConfigError
 
+#: With more jobs than this, the sweep's estimated size is said after the first job is
+#: checked (composing them all takes ~0.1 s each), and the exact one after all of them.
+SAY_EARLY_JOBS = 20
+
 #: Launchers that run jobs on this machine: only there can the driver plan devices.
 LOCAL_LAUNCHERS = ("hydra._internal.core_plugins.basic_launcher.BasicLauncher",)
 
@@ -47,9 +51,10 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
                 if count is None:
                     continue
                 counts.append(count)
-                if number == 0 and len(jobs) > 1:  # the size now, not after every compose
+                if number == 0 and len(jobs) > 1:  # refused now, not after every compose
                     sweep_size.check_trials(count * len(jobs), limit, timer, jobs=len(jobs),
                                             estimated=True)
+                if number == 0 and len(jobs) > SAY_EARLY_JOBS:  # checking them all takes a while
                     _say(sweep_size.size_line([count] * len(jobs), timer, estimated=True))
             except ConfigError as exc:
                 raise ConfigError(f"{where}{exc}") from None
@@ -57,7 +62,9 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
                 raise ConfigError(f"{where}{explain(exc)}") from None
         if counts:
             sweep_size.check_trials(sum(counts), limit, timer, jobs=len(counts))
-            if len(jobs) == 1 or len(set(counts)) > 1:
+            # one job says its size once planned (runner.execution.job): an error only the
+            # job can find (its workers) then comes first, alone
+            if len(jobs) > 1 and (len(jobs) <= SAY_EARLY_JOBS or len(set(counts)) > 1):
                 _say(sweep_size.size_line(counts, timer))
     finally:
         GlobalHydra.instance().clear()

@@ -118,4 +118,5 @@ def size_line(counts: list[int], timer: Any, *, estimated: bool = False) -> str:
     else:
         shown = ", ".join(str(n) for n in counts[:8]) + (", …" if len(counts) > 8 else "")
         jobs = f"{len(counts)} jobs ({shown} trials)"
-    return f"sweep: {about}{total:,} trials in {jobs}; {estimate(total, timer)}"
+    trials = "trial" if total == 1 else "trials"
+    return f"sweep: {about}{total:,} {trials} in {jobs}; {estimate(total, timer)}"

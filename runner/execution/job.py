@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from runner import console
 from runner.cli import fail
+from runner.config import sweep_size
 from runner.config.guards import check_job
 from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
@@ -50,6 +52,9 @@ def run_job(cfg: DictConfig) -> Path | None:
     _prestart_launched(cfg, job)
     planned, insight, workers = _plan(cfg, job)
     timeline.mark("planned")
+    if HydraConfig.get().mode != RunMode.MULTIRUN:  # a multirun's size: runner.config.preflight
+        console.stderr.print(sweep_size.size_line(
+            [len(planned)], OmegaConf.to_container(cfg.timer, resolve=True)), highlight=False)
     runner_ = _choose_runner(cfg, workers)
     job.metadata = _metadata(cfg, job)
     todo = _todo(planned, job)
