@@ -133,3 +133,20 @@ def test_launcher_names_are_short() -> None:
                          "LocalLauncher") == "submitit_local"
     assert launcher_name("hydra._internal.core_plugins.basic_launcher.BasicLauncher") == "basic"
     assert launcher_name(None) == "basic" and launcher_name("x.MyLauncher") == "MyLauncher"
+
+
+def test_a_ray_gpu_request_without_gpus_is_refused_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray would wait forever for a GPU a local cluster cannot have."""
+    from runner.config import preflight
+    from runner.core import gpus
+    from runner.core.errors import ConfigError
+
+    ray = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: [])
+    with pytest.raises(ConfigError, match="num_gpus.*no task could ever start"):
+        preflight.check_ray_gpus(ray, 1, None)
+    preflight.check_ray_gpus(ray, 1, "head:6379")  # a cluster decides for itself
+    preflight.check_ray_gpus(ray, 0, None)
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: None)  # unknown: Ray decides
+    preflight.check_ray_gpus(ray, 1, None)

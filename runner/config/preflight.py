@@ -114,6 +114,8 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str],
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
                                with_log_configuration=False)
     launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
+    check_ray_gpus(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.remote.num_gpus"),
+                   OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
     with open_dict(cfg):
         del cfg["hydra"]
     _check_experiment_package(cfg)
@@ -126,6 +128,27 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str],
     check_job(cfg, planned, None)
     remember(job, planned)
     return len(planned), limit, timer
+
+
+def check_ray_gpus(launcher: Any, num_gpus: Any, address: Any) -> None:
+    """A local Ray cluster on a machine without GPUs can never give a task a GPU: Ray would
+    wait forever (logging "No available node types can fulfill resource request" every 35 s,
+    and ``ray.get`` swallowing Ctrl-C). Refused before anything starts. With an ``address``
+    the cluster's own nodes decide, and where only torch could count the GPUs, Ray does."""
+    from runner.core.gpus import visible_gpus
+
+    if not str(launcher or "").endswith("RayLauncher") or address:
+        return
+    try:
+        wanted = float(num_gpus or 0)
+    except (TypeError, ValueError):
+        return
+    if wanted > 0 and visible_gpus() == []:
+        raise ConfigError(f"invalid value for 'hydra.launcher.ray.remote.num_gpus': {num_gpus}. "
+                          "Each Ray task asks for a GPU, but this machine has none and no "
+                          "cluster address is set, so no task could ever start. Set "
+                          "hydra.launcher.ray.init.address=HOST:PORT to use a cluster with "
+                          "GPUs, or use hydra/launcher=ray with device=cpu.")
 
 
 def _check_experiment_package(cfg: DictConfig) -> None:
