@@ -17,11 +17,12 @@ import hydra
 from omegaconf import DictConfig
 
 from runner.cli import fail
-from runner.config import schema
+from runner.config import hydra_lists, schema
 from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.ops import CONF_DIR
 from runner.config.overrides import check_overrides
-from runner.config.preflight import preflight
+from runner.config.preflight import check_job_count, preflight
+from runner.config.yaml_size import check_experiments
 from runner.core.errors import ConfigError
 
 schema.register()
@@ -37,8 +38,12 @@ def _hydra_main(cfg: DictConfig) -> object:
 
 
 def main() -> None:
+    hydra_lists.install()  # before the first override is parsed
     try:
         cmd = parse_command_line(sys.argv[1:])
+        if cmd.runs_trials:
+            check_job_count(cmd)  # before a huge -m sweep's values are listed or checked
+        check_experiments(cmd)  # a YAML alias bomb, before anything loads the file
         sys.argv[1:] = cmd.argv  # flags first: Hydra's parser wants overrides last
         if cmd.runs_trials:
             _prestart(cmd)

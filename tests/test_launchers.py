@@ -1,4 +1,5 @@
-"""The cluster presets in ``conf/hydra/launcher/``, tested without a cluster.
+"""The cluster presets in ``conf/hydra/launcher/``, tested without a cluster, and the local
+launchers (submitit_local; Ray where it is installed) run for real.
 
 ``slurm`` and ``slurm_node`` are composed by Hydra onto hydra-submitit-launcher's schema (a
 typo in a preset fails here), turned into a submitit executor exactly as the plugin does in
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +85,68 @@ def test_a_typo_in_a_preset_key_fails_at_composition(tmp_path) -> None:
 
     with pytest.raises((ConfigCompositionException, ConfigKeyError)):
         _launcher_params("slurm", "hydra.launcher.gpus_per_tsak=2")
+
+
+# ---------------------------------------------------------------------------------------
+# Launchers run for real, on this machine
+# ---------------------------------------------------------------------------------------
+
+LAUNCHED = ["op=add", "device=cpu", "timer=smoke", "shape=[[1],[2]]", "seed=1,2", "-m"]
+
+
+def _launched_rows(run: Any) -> Any:
+    import pandas as pd
+
+    assert run.returncode == 0, run.explain()
+    (sweep,) = (run.cwd / "results").iterdir()
+    return pd.read_parquet(sweep / "results.parquet")
+
+
+def test_submitit_local_runs_a_multirun_and_every_row_names_where_it_ran(
+        start_cli: Any, tmp_path: Path) -> None:
+    """Each job in a process submitit starts: its rows name the launcher, the submitit job,
+    the node and that process, and merge into the one sweep file."""
+    df = _launched_rows(start_cli([*LAUNCHED, "hydra/launcher=submitit_local"],
+                                  tmp_path).wait())
+    assert sorted(zip(df["job_num"], df["trial_index"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert set(df["status"]) == {"ok"} and set(df["launcher"]) == {"submitit_local"}
+    assert df["launcher_job_id"].notna().all() and df["node"].notna().all()
+    per_job = df.groupby("job_num")[["launcher_job_id", "job_pid"]].nunique()
+    assert (per_job == 1).all().all()  # one submitit job, one process per Hydra job
+    assert df["launcher_job_id"].nunique() == 2 and df["job_pid"].nunique() == 2
+
+
+def test_ray_runs_a_multirun_and_every_row_names_where_it_ran(start_cli: Any,
+                                                              tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="pip install -e .[ray]")
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="pip install -e .[ray]")
+    df = _launched_rows(start_cli([*LAUNCHED, "hydra/launcher=ray",
+                                   "+hydra.launcher.ray.init.num_cpus=2"], tmp_path).wait())
+    assert len(df) == 4 and set(df["status"]) == {"ok"} and set(df["launcher"]) == {"ray"}
+    assert df["launcher_job_id"].notna().all() and df["node"].str.contains("ray node").all()
+
+
+def test_launcher_names_are_short() -> None:
+    from runner.execution.launched import launcher_name
+
+    assert launcher_name("hydra_plugins.hydra_submitit_launcher.submitit_launcher."
+                         "LocalLauncher") == "submitit_local"
+    assert launcher_name("hydra._internal.core_plugins.basic_launcher.BasicLauncher") == "basic"
+    assert launcher_name(None) == "basic" and launcher_name("x.MyLauncher") == "MyLauncher"
+
+
+def test_a_ray_gpu_request_without_gpus_is_refused_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray would wait forever for a GPU a local cluster cannot have."""
+    from runner.config import preflight
+    from runner.core import gpus
+    from runner.core.errors import ConfigError
+
+    ray = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: [])
+    with pytest.raises(ConfigError, match="num_gpus.*no task could ever start"):
+        preflight.check_ray_gpus(ray, 1, None)
+    preflight.check_ray_gpus(ray, 1, "head:6379")  # a cluster decides for itself
+    preflight.check_ray_gpus(ray, 0, None)
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: None)  # unknown: Ray decides
+    preflight.check_ray_gpus(ray, 1, None)

@@ -69,7 +69,7 @@ class Proc:
 
 
 def journaled(cwd: Path) -> int:
-    return len(list((cwd / "results").glob("*/jobs/*/journal/*.parquet")))
+    return sum(journal.count_entries(job) for job in (cwd / "results").glob("*/jobs/*"))
 
 
 def wait_for_entries(cwd: Path, n: int, proc: Proc, timeout: float = 120) -> None:
@@ -216,8 +216,8 @@ def damage(sweep: Path, index: int = 0) -> None:
     """What overlapping resumes did: a second ok attempt of one trial, started later, which
     the old view kept in trials.parquet and results.parquet."""
     job = sweep / "jobs" / "0"
-    first = pq.read_table(journal.journal_dir(job) / f"{index:05d}.0.parquet")
-    later = first.to_pylist()[0]
+    (entries,) = journal.read_entries(job)
+    later = next(r for r in entries.to_pylist() if r["trial_index"] == index)
     later["timestamp"] = later["timestamp"] + pd.Timedelta(seconds=30)
     later["time_median_us"] = 12345.0
     journal.write_row(job, later, {})
@@ -281,8 +281,8 @@ def test_three_ctrl_c_in_a_row_exit_130_with_a_merged_file_or_a_resume_line(
 
 def test_a_full_disk_at_the_job_file_write_names_the_path_and_the_resume(
         tmp_path: Path) -> None:
-    """RLIMIT_FSIZE in the child: journal entries (~36 kB, one row each) fit, the job file
-    (~46 kB, 40 rows) does not; the write fails with EFBIG, as on a full disk."""
+    """RLIMIT_FSIZE in the child: the journal's log segments (at most 32 kB each) fit, the
+    job file (~46 kB, 40 rows) does not; the write fails with EFBIG, as on a full disk."""
     run = Proc([*FORTY, "sweep_id=s"], tmp_path, limit_file_bytes=41_000)
     code = run.wait()
     assert code == 1, run.text

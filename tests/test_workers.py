@@ -26,6 +26,7 @@ import pytest
 from runner.core.axes import DTYPE_BYTES
 from runner.core.errors import ConfigError
 from runner.execution import placement, pool, timeline
+from runner.storage import journal
 from runner.storage.files import METADATA_KEY
 from runner.storage.layout import JOB_FILE, SWEEP_FILE
 
@@ -99,7 +100,7 @@ def test_ctrl_c_lets_the_workers_finish_then_resume_completes(start_cli: Any,
     run = start_cli(["op=vector_add", "timer=smoke", "workers=2", shapes], tmp_path)
     entries = tmp_path / "results"
     deadline = time.monotonic() + 120
-    while len(list(entries.glob("*/jobs/0/journal/*.parquet"))) < 4 \
+    while sum(journal.count_entries(job) for job in entries.glob("*/jobs/0")) < 4 \
             and time.monotonic() < deadline:
         time.sleep(0.05)
     run._proc.send_signal(signal.SIGINT)
@@ -108,7 +109,7 @@ def test_ctrl_c_lets_the_workers_finish_then_resume_completes(start_cli: Any,
     (sweep,) = entries.iterdir()
     df = pd.read_parquet(sweep / SWEEP_FILE)
     assert 4 <= len(df) < 40 and set(df["status"]) == {"ok"}
-    assert len(df) == len(list(sweep.glob("jobs/0/journal/*.parquet")))
+    assert len(df) == journal.count_entries(sweep / "jobs" / "0")
     resumed = start_cli([str(sweep)], tmp_path, module="runner.resume").wait()
     assert resumed.returncode == 0, resumed.explain()
     df = pd.read_parquet(sweep / SWEEP_FILE)

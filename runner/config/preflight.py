@@ -11,36 +11,76 @@ Hydra's merge and struct errors become opsweep's message naming the key, the val
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from runner.config import sweep_size
 from runner.config.commandline import CommandLine
 from runner.config.ops import CONF_DIR
+from runner.config.schema import RunConfig
 from runner.core.errors import ConfigError
+
+#: With more jobs than this, the sweep's estimated size is said after the first job is
+#: checked (composing them all takes ~0.1 s each), and the exact one after all of them.
+SAY_EARLY_JOBS = 20
 
 #: Launchers that run jobs on this machine: only there can the driver plan devices.
 LOCAL_LAUNCHERS = ("hydra._internal.core_plugins.basic_launcher.BasicLauncher",)
 
 
 def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
-    """Compose and plan each job of ``cmd``; :class:`ConfigError` for the first bad one."""
+    """Compose and plan each job of ``cmd``; :class:`ConfigError` for the first bad one.
+
+    Says the sweep's size on stderr before it starts (``runner.config.sweep_size``): the jobs
+    are counted before they are listed, and a sweep past ``max_trials`` stops here, exit 2."""
     from hydra.core.global_hydra import GlobalHydra
 
+    check_job_count(cmd)
     jobs = cmd.job_overrides()
     hydra = _hydra(cmd, conf_dir)
+    counts: list[int] = []
+    timer: Any = None
     try:
         for number, job in enumerate(jobs):
             where = f"job {number} ({' '.join(job)}): " if len(jobs) > 1 else ""
             try:
-                _check_job(hydra, cmd, job, conf_dir)
+                count, limit, timer = _check_job(hydra, cmd, job, conf_dir)
+                if count is None:
+                    continue
+                counts.append(count)
+                if number == 0 and len(jobs) > 1:  # refused now, not after every compose
+                    sweep_size.check_trials(count * len(jobs), limit, timer, jobs=len(jobs),
+                                            estimated=True)
+                if number == 0 and len(jobs) > SAY_EARLY_JOBS:  # checking them all takes a while
+                    _say(sweep_size.size_line([count] * len(jobs), timer, estimated=True))
             except ConfigError as exc:
                 raise ConfigError(f"{where}{exc}") from None
             except Exception as exc:  # Hydra's and OmegaConf's errors, in opsweep's words
                 raise ConfigError(f"{where}{explain(exc)}") from None
+        if counts:
+            sweep_size.check_trials(sum(counts), limit, timer, jobs=len(counts))
+            # one job says its size once planned (runner.execution.job): an error only the
+            # job can find (its workers) then comes first, alone
+            if len(jobs) > 1 and (len(jobs) <= SAY_EARLY_JOBS or len(set(counts)) > 1):
+                _say(sweep_size.size_line(counts, timer))
     finally:
         GlobalHydra.instance().clear()
+
+
+def check_job_count(cmd: CommandLine) -> None:
+    """Every job has a trial at least: more jobs than ``max_trials`` is refused before the
+    jobs are listed or their values checked (``-m seed=range(0,1000000)``: milliseconds)."""
+    n_jobs = sweep_size.job_count(cmd)
+    limit = sweep_size.max_trials_given(cmd) or RunConfig.max_trials
+    if n_jobs > limit:
+        sweep_size.check_trials(n_jobs, limit, None, jobs=n_jobs, estimated=True)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
@@ -61,24 +101,54 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
     return Hydra.create_main_hydra2(task_name="runner", config_search_path=search_path)
 
 
-def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> None:
+def _check_job(hydra: Any, cmd: CommandLine, job: list[str],
+               conf_dir: Path) -> tuple[int | None, Any, Any]:
+    """Compose and plan one job: (its trial count or None where it is not planned here, its
+    ``max_trials``, its timer settings)."""
     from hydra.types import RunMode
 
     from runner.config.guards import check_job, check_results_dir
-    from runner.config.planner import plan_job
+    from runner.config.planner import plan_job, remember
 
     cfg = hydra.compose_config(cmd.flags.config_name or "config", job,
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
                                with_log_configuration=False)
     launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
+    check_ray_gpus(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.remote.num_gpus"),
+                   OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
     with open_dict(cfg):
         del cfg["hydra"]
     _check_experiment_package(cfg)
     check_results_dir(str(cfg.results_dir))
+    limit, timer = cfg.get("max_trials"), OmegaConf.to_container(cfg.timer, resolve=True)
     if launcher not in (None, *LOCAL_LAUNCHERS):
-        return  # jobs run on other machines (SLURM, Ray): their devices are planned there
+        # jobs run on other machines (SLURM, Ray): their devices are planned there
+        return None, limit, timer
     planned = plan_job(cfg, conf_dir)
     check_job(cfg, planned, None)
+    remember(job, planned)
+    return len(planned), limit, timer
+
+
+def check_ray_gpus(launcher: Any, num_gpus: Any, address: Any) -> None:
+    """A local Ray cluster on a machine without GPUs can never give a task a GPU: Ray would
+    wait forever (logging "No available node types can fulfill resource request" every 35 s,
+    and ``ray.get`` swallowing Ctrl-C). Refused before anything starts. With an ``address``
+    the cluster's own nodes decide, and where only torch could count the GPUs, Ray does."""
+    from runner.core.gpus import visible_gpus
+
+    if not str(launcher or "").endswith("RayLauncher") or address:
+        return
+    try:
+        wanted = float(num_gpus or 0)
+    except (TypeError, ValueError):
+        return
+    if wanted > 0 and visible_gpus() == []:
+        raise ConfigError(f"invalid value for 'hydra.launcher.ray.remote.num_gpus': {num_gpus}. "
+                          "Each Ray task asks for a GPU, but this machine has none and no "
+                          "cluster address is set, so no task could ever start. Set "
+                          "hydra.launcher.ray.init.address=HOST:PORT to use a cluster with "
+                          "GPUs, or use hydra/launcher=ray with device=cpu.")
 
 
 def _check_experiment_package(cfg: DictConfig) -> None:

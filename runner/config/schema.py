@@ -211,6 +211,9 @@ class RunConfig(InsightSettings, AxisFields):
     results_dir: str = field(default="results", metadata={"doc": "where sweeps are written"})
     sweep_id: str = setting("${now:%Y-%m-%d_%H-%M-%S.%f}", "the sweep's folder name under "
                                                           "results_dir", check=_sweep_id)
+    max_trials: int = setting(100_000, "most trials a sweep (all its jobs together) may plan; "
+                                       "past it the sweep exits 2 before it starts, with its "
+                                       "size and the override that allows it", minimum=1)
     # One writer per sweep (runner.storage.lock): run, resume and collect lock its folder.
     lock_wait_s: float = setting(0.0, "seconds to wait while another process writes the same "
                                       "sweep (0: exit 2 at once)", minimum=0)

@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from runner import console
 from runner.cli import fail
+from runner.config import sweep_size
 from runner.config.guards import check_job
-from runner.config.planner import plan_job
+from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
-from runner.execution import pool, timeline, worker
+from runner.execution import launched, pool, timeline, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
 from runner.storage import journal, lock
@@ -47,16 +49,24 @@ def run_job(cfg: DictConfig) -> Path | None:
     gc.freeze()
     timeline.job_started()  # start-up accounting: Hydra has composed this job
     job = Job.from_hydra()
+    _prestart_launched(cfg, job)
     planned, insight, workers = _plan(cfg, job)
     timeline.mark("planned")
+    if HydraConfig.get().mode != RunMode.MULTIRUN:  # a multirun's size: runner.config.preflight
+        console.stderr.print(sweep_size.size_line(
+            [len(planned)], OmegaConf.to_container(cfg.timer, resolve=True)), highlight=False)
     runner_ = _choose_runner(cfg, workers)
     job.metadata = _metadata(cfg, job)
     todo = _todo(planned, job)
+    fresh = not (job.dir / JOB_FILE).exists() and journal.count_entries(job.dir) == 0
+    job.held = [] if fresh else None
     if todo and isinstance(runner_, (worker.Supervisor, pool.Pool)):
         # usually started by __main__ already; each worker warms the job's devices (a pool's
         # worker: its own GPU) unless it was already asked to warm exactly those
         runner_.prestart(pool.warm_devices(t for _, t in todo))
     stop = _run_trials(cfg, job, runner_, todo, workers, insight)
+    if stop.requested:  # a Ctrl-C may have come between a row's journal line and its holding
+        job.held = None
     # evidence for the isolation design: the driver must never have created a CUDA context
     torch = sys.modules.get("torch")
     job.metadata["driver_cuda_initialized"] = bool(torch is not None
@@ -64,10 +74,22 @@ def run_job(cfg: DictConfig) -> Path | None:
     job.metadata["isolation"] = cfg.isolation
     job.metadata["workers"] = len(workers.slots)
     job.metadata["startup"] = timeline.startup()  # command → first trial, in parts (job 0)
-    path = _write_job_file(job.dir, job.metadata, cfg.results_dir)
+    journal.close(job.dir)  # fsync the rows' batch before the job file counts on them
+    path = _write_job_file(job.dir, job.metadata, cfg.results_dir, job.held)
     if stop.requested:
         _stopped(job.sweep_dir, job.dir)
     return path
+
+
+def _prestart_launched(cfg: DictConfig, job: Job) -> None:
+    """A job that a launcher (submitit, Ray) started in a process of its own has no worker
+    yet (``python -m runner`` starts one before Hydra runs): start it now, so its torch import
+    overlaps the planning here, as it does for the basic launcher's jobs."""
+    if cfg.isolation != "process" or job.where["launcher"] == "basic":
+        return
+    if worker.supervisor().worker is not None or pool._POOL is not None:
+        return
+    pool.prestart_from_command_line([f"workers={cfg.workers}", *job.overrides])
 
 
 @dataclass
@@ -80,14 +102,21 @@ class Job:
     overrides: list[str]
     resuming: bool
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: launcher, launcher_job_id, node, job_pid: the same in every row (runner.execution.launched)
+    where: dict[str, Any] = field(default_factory=dict)
+    #: The rows this process journaled, while they are the whole journal (a job that started
+    #: with none): the job file is built from them, not read back. ``None`` otherwise.
+    held: list[dict[str, Any]] | None = None
 
     @classmethod
     def from_hydra(cls) -> Job:
         hydra_cfg = HydraConfig.get()
         job_dir = Path(hydra_cfg.runtime.output_dir)
+        target = OmegaConf.select(hydra_cfg, "launcher._target_", default=None)
         return cls(job_dir, job_dir.parent.parent,
                    OmegaConf.select(hydra_cfg, "job.num", default=0) or 0,
-                   list(hydra_cfg.overrides.task), os.environ.get(RESUME_ENV) == "1")
+                   list(hydra_cfg.overrides.task), os.environ.get(RESUME_ENV) == "1",
+                   where=launched.where(target))
 
     @property
     def title(self) -> str:
@@ -111,7 +140,7 @@ def _plan(cfg: DictConfig, job: Job) -> tuple[list, InsightOptions, Any]:
     """The job's trials, insight options and worker slots; bad configuration exits 2 here,
     before any trial, leaving no empty sweep folder behind."""
     try:
-        planned = plan_job(cfg)
+        planned = recall(job.overrides) or plan_job(cfg)  # planned once, by the check
         check_job(cfg, planned, job.dir, resuming=job.resuming)
         insight = InsightOptions.from_config(cfg, job.dir)
         workers = pool.plan_workers(cfg.workers, cfg.isolation, planned,
@@ -157,8 +186,10 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, todo: list[tuple[int, A
     def record(row: dict[str, Any], trial: Any) -> None:
         row.setdefault("worker", 0 if isinstance(runner_, worker.Supervisor) else None)
         row.update(sweep_id=job.sweep_dir.name, job_num=job.num, trial_index=trial.index,
-                   shard=cfg.shard, num_shards=cfg.num_shards)
+                   shard=cfg.shard, num_shards=cfg.num_shards, **job.where)
         _journal(job.dir, row, job.metadata)
+        if job.held is not None:
+            job.held.append(row)
 
     with GracefulStop() as stop:
         try:
@@ -196,9 +227,11 @@ def _journal(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> No
         raise SystemExit(1) from None
 
 
-def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str) -> Path | None:
-    """``trials.parquet`` from the journal: one row per trial, roofline columns added."""
-    table = journal.job_rows(job_dir, metadata)
+def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str,
+                    held: list[dict[str, Any]] | None = None) -> Path | None:
+    """``trials.parquet``: one row per trial, roofline columns added; from the rows this
+    process holds when they are the whole journal, else from the journal."""
+    table = journal.job_rows(job_dir, metadata, held)
     if table is None:
         return None
     return replace_with_superset(_with_roofline(table, results_root), job_dir / JOB_FILE)

@@ -94,6 +94,12 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                                 "sending its row (build, checks, timing, clean-up; the "
                                 "driver's wait for a crashed or hung one): a worker's busy "
                                 "time is the sum over its rows"),
+    "launcher": (_S, "the Hydra launcher that started the job: basic, submitit_local, "
+                     "submitit_slurm, ray, ..."),
+    "launcher_job_id": (_S, "the job's id in its launcher: the SLURM job (array_task), the "
+                            "submitit job or the Ray task; null for the basic launcher"),
+    "node": (_S, "host name of the machine that ran the job (and its Ray node)"),
+    "job_pid": (_I, "process id of the job's driver process on that node"),
     "trial_id": (_S, "stable hash of the trial spec (op, axes, params); equal on every machine"),
     "timestamp": (_TS, "UTC time the trial started"),
     "status": (_S, " | ".join(status.value for status in Status)),

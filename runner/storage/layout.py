@@ -4,7 +4,7 @@
 
     <results_dir>/<sweep_id>/results.parquet          the merged sweep (SWEEP_FILE)
     <results_dir>/<sweep_id>/jobs/<n>/trials.parquet  one Hydra job's rows (JOB_FILE)
-    <results_dir>/<sweep_id>/jobs/<n>/journal/        one file per finished trial (JOURNAL_DIR)
+    <results_dir>/<sweep_id>/jobs/<n>/journal/        the trial log, a line per trial (JOURNAL_DIR)
     <results_dir>/<sweep_id>/jobs/<n>/.hydra/         Hydra's record of the job's config
 
 One ``<sweep_id>`` folder per ``python -m runner`` invocation; files are never overwritten

@@ -128,9 +128,11 @@ def _files_under(path: Path) -> list[Path]:
     if (path / SWEEP_FILE).is_file() and _readable(path / SWEEP_FILE):
         return [path / SWEEP_FILE]
     jobs = sorted(path.glob(JOB_GLOB), key=lambda p: job_number(p.parent))
-    # a job killed before it wrote trials.parquet: its journal (one file per finished trial)
-    jobs += sorted((p for p in path.glob(f"jobs/*/{JOURNAL_DIR}/*.parquet")
-                    if not (p.parent.parent / JOB_FILE).exists()),
+    # a job killed before it wrote trials.parquet: its journal (log segments; one file per
+    # finished trial from earlier versions)
+    jobs += sorted((p for p in path.glob(f"jobs/*/{JOURNAL_DIR}/*")
+                    if p.suffix in (".parquet", ".jsonl")
+                    and not (p.parent.parent / JOB_FILE).exists()),
                    key=lambda p: (job_number(p.parent.parent), p.name))
     if jobs:
         return jobs

@@ -1,0 +1,122 @@
+"""A sweep says its size before it starts, and refuses one past ``max_trials``.
+
+Why: a sweep of 10^6 trials used to plan (twice, ~35 s each), then show a progress bar of
+hours, with no word on the disk its journal would need; ``-m seed=range(0,1000000)`` sat
+silent. Here the jobs are counted from the command line's sweeps without enumerating them,
+and a job's trials from its axes' lengths before any trial is expanded
+(:func:`runner.config.planner.plan_job` calls :func:`check_trials`), so each answer is
+bounded work. The estimates are ranges: a trial costs between the harness's overhead and the
+timer's whole budget (``warmup_s + max_time_s``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from runner.core.errors import ConfigError
+
+#: Harness cost per trial besides the op's own time (benchmarks/scale_check.py: 1-3 ms on a
+#: 2-core CPU box), the low end of the time estimate.
+OVERHEAD_S = 0.003
+#: Journal, job file and merged file bytes per trial besides its samples (scale_check: ~3.5 kB
+#: of journal, ~1 kB in each Parquet file), and per raw sample (JSON text + two Parquet copies).
+BYTES_PER_TRIAL = 6_000
+BYTES_PER_SAMPLE = 40
+
+
+class TooManyTrials(ConfigError):
+    """The sweep plans more trials than ``max_trials`` allows."""
+
+
+def job_count(cmd: Any) -> int:
+    """How many jobs ``cmd`` makes (the product of its discrete sweeps' lengths), without
+    enumerating them: ``seed=range(0,1000000)`` is counted, not listed."""
+    if not cmd.multirun:
+        return 1
+    count = 1
+    for override in cmd.overrides:
+        if override.is_discrete_sweep() and not override.is_hydra_override():
+            count *= _sweep_length(override)
+    return count
+
+
+def _sweep_length(override: Any) -> int:
+    from hydra.core.override_parser.types import RangeSweep
+
+    value = override.value()
+    if isinstance(value, RangeSweep):
+        start, stop, step = value.start, value.stop, value.step or 1
+        return max(0, math.ceil((stop - start) / step))
+    return sum(1 for _ in override.sweep_iterator())
+
+
+def max_trials_given(cmd: Any) -> int | None:
+    """``max_trials=N`` from the command line, if given as one int."""
+    override = cmd.last("max_trials")
+    if override is None or override.is_sweep_override():
+        return None
+    value = override.value()
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def check_trials(count: int, limit: Any, timer: Any, *, jobs: int = 1,
+                 estimated: bool = False) -> None:
+    """:class:`TooManyTrials` when ``count`` (the sweep's trials) exceeds ``limit``."""
+    if not isinstance(limit, int) or count <= limit:
+        return
+    about = "about " if estimated else ""
+    where = f" in {jobs} jobs" if jobs > 1 else ""
+    raise TooManyTrials(
+        f"invalid value for 'max_trials': {limit}. The sweep plans {about}{count:,} "
+        f"trials{where} ({estimate(count, timer)}), more than max_trials={limit}. Cut an "
+        f"axis or a sweep, or allow it with max_trials={count}.")
+
+
+def estimate(count: int, timer: Any) -> str:
+    """``time 5 s – 17 min, disk ~30 MB`` for ``count`` trials with ``timer``'s budget."""
+    budget_s = _number(timer, "warmup_s") + _number(timer, "max_time_s")
+    samples = _number(timer, "max_samples") or 0
+    low, high = count * OVERHEAD_S, count * (OVERHEAD_S + budget_s)
+    disk = count * (BYTES_PER_TRIAL + samples * BYTES_PER_SAMPLE)
+    if not budget_s:  # the timer is not known yet
+        return f"time at least {duration(low)}, disk at least ~{size(disk)}"
+    return f"time {duration(low)} – {duration(high)}, disk up to ~{size(disk)}"
+
+
+def _number(timer: Any, key: str) -> float:
+    try:
+        return float((timer or {}).get(key) or 0.0)
+    except (TypeError, ValueError, AttributeError):
+        return 0.0
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def size(nbytes: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if nbytes < 1000 or unit == "TB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1000
+    return f"{nbytes:.1f} TB"
+
+
+def size_line(counts: list[int], timer: Any, *, estimated: bool = False) -> str:
+    """The line a sweep prints before it starts: trials, jobs, per-job counts, estimates."""
+    total = sum(counts)
+    about = "about " if estimated else ""
+    if len(counts) == 1:
+        jobs = "1 job"
+    else:
+        shown = ", ".join(str(n) for n in counts[:8]) + (", …" if len(counts) > 8 else "")
+        jobs = f"{len(counts)} jobs ({shown} trials)"
+    trials = "trial" if total == 1 else "trials"
+    return f"sweep: {about}{total:,} {trials} in {jobs}; {estimate(total, timer)}"
