@@ -25,8 +25,7 @@ from omegaconf import OmegaConf
 
 from runner.analysis.values import is_missing
 from runner.claims.spec import Claim, ClaimSpecError, Pivot, parse
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+from runner.core.install import CONF_DIR
 
 
 @dataclass
