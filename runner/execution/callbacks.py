@@ -35,12 +35,17 @@ class MergeResults(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         interrupt.install()
         take_lock(config, Path(config.hydra.run.dir).parent.parent)
+        console.start_log(Path(config.hydra.run.dir).parent.parent, config.hydra.verbose)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         interrupt.install()
         take_lock(config, Path(config.hydra.sweep.dir))
+        console.start_log(Path(config.hydra.sweep.dir), config.hydra.verbose)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # a job a launcher runs in another process logs into the same file
+        console.start_log(Path(config.hydra.runtime.output_dir).parent.parent,
+                          config.hydra.verbose)
         if interrupt.requested():  # Ctrl-C between two jobs of a multirun: start no other
             job_dir = Path(config.hydra.runtime.output_dir)
             stopped(job_dir.parent.parent, job_dir)
