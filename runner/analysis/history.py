@@ -181,7 +181,7 @@ def plot_history(result: History) -> dict[str, Figure]:
     # past a few sweeps the labels slant; past MAX_TICKS only every k-th is written
     every = max(1, -(-len(ticks) // MAX_TICKS))
     for op, group in result.points.groupby("op", sort=True):
-        fig = Figure(figsize=(min(16.0, max(7.0, 0.55 * len(ticks) + 5)), 4.8),
+        fig = Figure(figsize=(min(18.0, max(11.0, 0.55 * len(ticks) + 8)), 4.8),
                      layout="constrained")
         ax = fig.subplots()
         names = list(dict.fromkeys(group["trial"]))
@@ -209,8 +209,8 @@ def plot_history(result: History) -> dict[str, Figure]:
         ax.grid(True, alpha=0.3)
         left_out = f", {len(names) - MAX_SERIES} trials left out" \
             if len(names) > MAX_SERIES else ""
-        ax.set_title(f"{op}: time by sweep (red ▽ slower, green △ faster step){left_out}",
-                     fontsize="medium")
+        fig.suptitle(f"{op}: time by sweep (red ▽ slower, green △ faster step){left_out}",
+                     fontsize="medium")  # the figure's width: the legend narrows the axes
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small",
                   frameon=False)
         figures[op] = fig

@@ -272,6 +272,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
         log_axis(ax.xaxis, rows[tcol])
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_title("Execution modes: lower is faster", fontsize="medium")
+    ax.set_ylabel("trial")
     _legend(ax, len(modes))
     return Plot(name, title, fig, note)
 
@@ -325,6 +326,7 @@ def plot_samples(df: pd.DataFrame) -> Plot:
         log_axis(ax.xaxis, pd.Series(np.concatenate(data)))
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     ax.set_xlabel("sample time relative to the trial's median (100% = median)")
+    ax.set_ylabel("trial (its median)")
     ax.set_title("Raw samples per trial (box: quartiles; dots: samples)", fontsize="medium")
     ax.grid(True, axis="x", alpha=0.3)
     return Plot(name, title, fig, note)
