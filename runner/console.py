@@ -43,8 +43,7 @@ class _Log:  # where start_log sends a copy of the console's output (None: nowhe
     verbose: bool = False
 
 
-class _TeeConsole(Console):
-    """A rich console whose printed output is also written, as plain text, to the log."""
+class _TeeConsole(Console):  # what it prints is also written, as plain text, to the log
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         super().print(*objects, **kwargs)
@@ -166,7 +165,6 @@ def progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
     """A progress bar for work that finishes out of order (``workers=N``): yields
     ``advance(label)``, to call as each item finishes (under the caller's lock)."""
     lines = _PlainProgress(total, title)
-    # no terminal: no bar (it would show nothing until the end), the lines instead
     with Progress(*_bar_columns(), console=stderr, disable=not stderr.is_terminal) as bar:
         task = bar.add_task(plain(title), total=total, current="")
         yield lambda label: (bar.update(task, current=plain(label), advance=1),
@@ -209,12 +207,14 @@ def _time_cell(value: float | None) -> str:
 
 
 def _blank_reason(rows: Sequence[dict[str, Any]], column: str, what: str) -> str | None:
-    """Why an ok row has no ``column`` (TFLOP/s, GB/s), for the caption: the op declares no
-    ``what`` (copies count no FLOPs; a custom op's FLOPs may be unknown)."""
-    for row in rows:
-        if row.get("status") == "ok" and _number(row, column) is None:
-            return f"– under {column_title(column)}: the op declares no {what}"
-    return None
+    """Why ok rows have no ``column`` (TFLOP/s, GB/s): which ops declare no ``what``."""
+    ops = sorted({str(row.get("op")) for row in rows
+                  if row.get("status") == "ok" and _number(row, column) is None})
+    if not ops:
+        return None
+    key = "flops" if column == "tflops" else "bytes_moved"
+    fix = f"; for op=custom set op.{key}" * ("custom" in ops)
+    return f"– under {column_title(column)}: the op declares no {what} ({', '.join(ops)}{fix})"
 
 
 def column_title(column: str) -> str:
@@ -284,7 +284,7 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None 
         cells += [note] if has_note else []
         table.add_row(*cells)
     captions = [text for text in (
-        _blank_reason(shown, "tflops", "FLOP count (a copy; for op=custom set op.flops)"),
+        _blank_reason(shown, "tflops", "FLOP count"),
         _blank_reason(shown, "gbps", "byte count")) if text]
     if len(rows) > MAX_SUMMARY_ROWS:
         captions.append(f"{len(rows) - MAX_SUMMARY_ROWS} more rows in the Parquet file")

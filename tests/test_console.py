@@ -155,3 +155,12 @@ def test_log_records_of_opsweep_modules_reach_the_console_and_the_log(
     line = "warning: runner.analysis.roofline: no ceiling for this device"
     assert line in recorded.file.getvalue()
     assert line in path.read_text()
+
+
+def test_the_blank_tflops_note_names_the_ops_and_the_custom_fix_only_for_custom() -> None:
+    copy = [_row(device="cpu", op="copy", tflops=None)]
+    text = " ".join(_render(console.summary_table(copy, "s", spec_cells(copy))).split())
+    assert "no FLOP count (copy)" in text and "op.flops" not in text
+    custom = [_row(device="cpu", op="custom", tflops=None)]
+    text = " ".join(_render(console.summary_table(custom, "s", spec_cells(custom))).split())
+    assert "(custom; for op=custom set op.flops)" in text

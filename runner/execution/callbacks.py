@@ -177,7 +177,9 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    console.stderr.print(f"{len(rows)} trials ({tally}) → {merged}", highlight=False)
+    # absolute: a multirun's sweep folder is relative, a single run's is not
+    console.stderr.print(f"{len(rows)} trial{'' if len(rows) == 1 else 's'} ({tally}) → "
+                         f"{merged.absolute()}", highlight=False)
     for line in (timeline.busy_line(rows), timeline.startup_line(timeline.reported_startup())):
         if line:
             console.stderr.print(line, highlight=False)
