@@ -42,12 +42,21 @@ class _Log:  # where start_log sends a copy of the console's output (None: nowhe
     console: Console | None = None
     verbose: bool = False
 
+    @classmethod
+    def open(cls) -> Console | None:
+        """The log, created at its first line: a run rejected before it prints leaves none."""
+        if cls.console is None and cls.path is not None:
+            handle = open(cls.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+            cls.console = Console(file=handle, width=160, color_system=None,
+                                  force_terminal=False, highlight=False)
+        return cls.console
+
 
 class _TeeConsole(Console):  # what it prints is also written, as plain text, to the log
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         super().print(*objects, **kwargs)
-        if _Log.console is not None:
+        if _Log.open() is not None:
             _Log.console.print(*objects, **kwargs)
 
 
@@ -66,32 +75,23 @@ def start_log(sweep_dir: Path, verbose: Any = False) -> Path:
     """From now on, copy the console's output into ``sweep_dir/opsweep.log`` (appended: every
     job of a multirun, and a resumed sweep, add to the same file; each line is written whole,
     so jobs in other processes do too). ``verbose`` is ``hydra.verbose``: true or names of
-    loggers (``runner``, ``runner.analysis``) show their debug records and every trial's line.
-    Returns the log's path."""
+    loggers (``runner.analysis``) show their debug records and every trial's line."""
     path = Path(sweep_dir) / LOG_NAME
     if _Log.path != path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 (process-long)
-        _Log.path, _Log.console = path, Console(file=handle, width=160, color_system=None,
-                                                force_terminal=False, highlight=False)
+        _Log.path, _Log.console = path, None
     _Log.verbose = bool(verbose)
-    _show_log_records()
+    logger = logging.getLogger("runner")
+    if not any(isinstance(h, _ConsoleHandler) for h in logger.handlers):
+        logger.addHandler(_ConsoleHandler())
     return path
 
 
 class _ConsoleHandler(logging.Handler):
-    """Records of the ``runner`` loggers, printed like the rest of the output (and so logged).
-    Their level is Hydra's: warnings, or debug for the loggers ``hydra.verbose`` names."""
+    """``runner`` loggers' records (level: Hydra's; debug where ``hydra.verbose`` says)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         stderr.print(f"{record.levelname.lower()}: {record.name}: {record.getMessage()}",
                      markup=False, highlight=False)
-
-
-def _show_log_records() -> None:
-    logger = logging.getLogger("runner")
-    if not any(isinstance(h, _ConsoleHandler) for h in logger.handlers):
-        logger.addHandler(_ConsoleHandler())
 
 
 def _plain_line(line: str) -> None:
@@ -99,7 +99,7 @@ def _plain_line(line: str) -> None:
     if not stderr.is_terminal:
         stderr.print(line, markup=False, highlight=False, soft_wrap=True)
         stderr.file.flush()
-    elif _Log.console is not None:
+    elif _Log.open() is not None:
         _Log.console.print(line, markup=False, soft_wrap=True)
 
 
