@@ -47,8 +47,8 @@ run: setup  ## run the quickstart experiment (cuda:0 when there is a GPU, else t
 test: setup  ## the test suite (GPU tests are skipped without CUDA); CI runs this
 	$(PY) -m pytest -q
 
-test-fast: setup  ## the suite without the slow end-to-end and wheel tests: the edit-test loop
-	$(PY) -m pytest -q -m "not slow and not wheel"
+test-fast: setup  ## the suite without its subprocess runs (slow, cli, wheel): edit-test loop
+	$(PY) -m pytest -q -m "not slow and not cli and not wheel"
 
 lint: setup  ## ruff
 	$(PY) -m ruff check .
