@@ -21,7 +21,7 @@ ALL_EXTRAS := $(subst $(space),$(comma),$(strip $(EXTRAS) $(GPU_EXTRA)))
 STAMP := $(VENV)/.installed-$(shell printf '%s|%s|%s' '$(TORCH_SPEC)' '$(TORCH_INDEX_URL)' \
            '$(ALL_EXTRAS)' | cksum | cut -d' ' -f1)
 
-.PHONY: help setup run test lint gpu-check clean-venv
+.PHONY: help setup run test test-fast lint gpu-check clean-venv
 
 help:  ## list the targets
 	@echo "make TARGET [TORCH_SPEC=... TORCH_INDEX_URL=... EXTRAS=... GPU_EXTRA=...]"
@@ -46,6 +46,9 @@ run: setup  ## run the quickstart experiment (cuda:0 when there is a GPU, else t
 
 test: setup  ## the test suite (GPU tests are skipped without CUDA); CI runs this
 	$(PY) -m pytest -q
+
+test-fast: setup  ## the suite without its subprocess runs (slow, cli, wheel): edit-test loop
+	$(PY) -m pytest -q -m "not slow and not cli and not wheel"
 
 lint: setup  ## ruff
 	$(PY) -m ruff check .

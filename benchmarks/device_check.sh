@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run opsweep's GPU checks on the lent GPU machine (the `device` tool), in one call:
+# Run opsweep's GPU checks on a GPU host, in one call:
 #   bash benchmarks/device_check.sh STEP [STEP ...]
 # Steps, run in order:
 #   pytest          the GPU tests (pytest -m gpu)
@@ -8,9 +8,9 @@
 #   report=EXP      python -m runner.report on the latest sweep of EXP
 #   compare=EXP     python -m runner.compare on the two latest sweeps of EXP
 #   lessons         python -m runner.claims.report over every sweep -> $OUT/experiments.md
-# The machine has torch but no hydra/omegaconf: carry them as wheels in .whl/ (README).
-# The device tool returns at most 8 files, so all sweeps and reports are packed into
-# $OUT/results.tgz; logs go to $OUT/run.log; a short table of every sweep is printed last.
+# A host without internet may have torch but no hydra/omegaconf: put their wheels in .whl/
+# (README). All sweeps and reports are packed into one file, $OUT/results.tgz; logs go to
+# $OUT/run.log; a short table of every sweep is printed last.
 set -uo pipefail
 OUT=${OUT:-/tmp/opsweep-out}
 mkdir -p "$OUT"

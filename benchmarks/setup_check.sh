@@ -2,7 +2,7 @@
 # The README's CUDA set-up on a GPU machine, in one call: `make setup` with the GPU's torch,
 # then the installed `opsweep` script, and the rows' clock and power columns.
 #   bash benchmarks/setup_check.sh WHEELS_DIR
-# The lent GPU machine has no network: its torch and nvidia-ml-py are in the system
+# A GPU host without network: its torch and nvidia-ml-py are in the system
 # site-packages, so the virtual environment sees them (--system-site-packages) and pip
 # installs from WHEELS_DIR only (hydra-core, omegaconf, antlr4). EXTRAS= leaves out [dev]
 # (pytest, ruff, nbclient: not wheels here); the [gpu] extra comes from nvidia-smi's presence.

@@ -17,7 +17,11 @@ for pandas, and importing this package never imports torch.
 
 from typing import Any
 
+from runner.core.install import alias_ops
+
 __all__ = ["load"]
+
+alias_ops()  # `ops.<module>` (configs' `_target_`s) finds the ops an installed wheel carries
 
 
 def __getattr__(name: str) -> Any:

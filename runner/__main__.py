@@ -16,7 +16,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from runner.cli import fail
+from runner.cli import fail, version_text
 from runner.config import hydra_lists, schema
 from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.ops import CONF_DIR
@@ -38,6 +38,9 @@ def _hydra_main(cfg: DictConfig) -> object:
 
 
 def main() -> None:
+    if "--version" in sys.argv[1:]:  # opsweep's version, not only Hydra's (argparse's action)
+        print(version_text())
+        return
     hydra_lists.install()  # before the first override is parsed
     try:
         cmd = parse_command_line(sys.argv[1:])

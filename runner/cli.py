@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -51,3 +52,23 @@ def _wait_seconds(text: str) -> float:
 def not_a_sweep(path: Path) -> str:
     """The one message for a path that is not a sweep folder."""
     return f"opsweep: error: {path} is not a directory; pass a sweep folder under results/"
+
+
+def version_text() -> str:
+    """``opsweep --version``: opsweep's version and the versions of what it runs on (read from
+    the installed distributions' metadata, so torch is not imported for it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    # a checkout (maybe run through PYTHONPATH, not installed) says its version in pyproject
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    found = re.search(r'^version = "([^"]+)"', pyproject.read_text(encoding="utf-8"), re.M) \
+        if pyproject.is_file() else None
+    ours = f"{found.group(1)} (source checkout)" if found else of("opsweep")
+    return (f"opsweep {ours}, torch {of('torch')}, Hydra {of('hydra-core')}, "
+            f"Python {sys.version.split()[0]}")

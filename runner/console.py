@@ -1,12 +1,18 @@
 """What the user sees in the terminal: a progress bar over trials and a summary table.
 
 Everything goes to stderr except the summary table, so ``python -m runner ... > table.txt``
-captures just the table.
+captures just the table. Without a terminal (``nohup``, CI, a batch job's log) a live bar
+would show nothing until it ends, so progress is plain lines instead, flushed as they happen:
+one per finished trial, at most one per :data:`PLAIN_EVERY_S` (every one with
+``hydra.verbose``). Whatever is printed, and those lines, also go to the sweep folder's
+:data:`LOG_NAME` once :func:`start_log` has named it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,16 +30,101 @@ from rich.progress import (
 )
 from rich.table import Table
 
+#: The sweep folder's copy of what the console showed (plain text, no colours or bars).
+LOG_NAME = "opsweep.log"
+#: Without a terminal, the shortest time between two progress lines (a sweep of thousands of
+#: quick trials must not bury its log in them); the last trial always has its line.
+PLAIN_EVERY_S = 2.0
+
+
+class _Log:  # where start_log sends a copy of the console's output (None: nowhere yet)
+    path: Path | None = None
+    console: Console | None = None
+    verbose: bool = False
+
+    @classmethod
+    def open(cls) -> Console | None:
+        """The log, created at its first line: a run rejected before it prints leaves none."""
+        if cls.console is None and cls.path is not None:
+            handle = open(cls.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+            cls.console = Console(file=handle, width=160, color_system=None,
+                                  force_terminal=False, highlight=False)
+        return cls.console
+
+
+class _TeeConsole(Console):  # what it prints is also written, as plain text, to the log
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*objects, **kwargs)
+        if _Log.open() is not None:
+            _Log.console.print(*objects, **kwargs)
+
 
 def _console(stderr: bool) -> Console:
     """A console that is at least 160 columns wide when output is not a terminal (CI, pipes,
     notebooks), so the summary table is not folded into unreadable slivers."""
-    probe = Console(stderr=stderr)
-    return probe if probe.is_terminal else Console(stderr=stderr, width=160)
+    probe = _TeeConsole(stderr=stderr)
+    return probe if probe.is_terminal else _TeeConsole(stderr=stderr, width=160)
 
 
 stderr = _console(stderr=True)
 stdout = _console(stderr=False)
+
+
+def start_log(sweep_dir: Path, verbose: Any = False) -> Path:
+    """From now on, copy the console's output into ``sweep_dir/opsweep.log`` (appended: every
+    job of a multirun, and a resumed sweep, add to the same file; each line is written whole,
+    so jobs in other processes do too). ``verbose`` is ``hydra.verbose``: true or names of
+    loggers (``runner.analysis``) show their debug records and every trial's line."""
+    path = Path(sweep_dir) / LOG_NAME
+    if _Log.path != path:
+        _Log.path, _Log.console = path, None
+    _Log.verbose = bool(verbose)
+    logger = logging.getLogger("runner")
+    if not any(isinstance(h, _ConsoleHandler) for h in logger.handlers):
+        logger.addHandler(_ConsoleHandler())
+    return path
+
+
+class _ConsoleHandler(logging.Handler):
+    """``runner`` loggers' records (level: Hydra's; debug where ``hydra.verbose`` says)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        stderr.print(f"{record.levelname.lower()}: {record.name}: {record.getMessage()}",
+                     markup=False, highlight=False)
+
+
+def _plain_line(line: str) -> None:
+    """One progress line: on stderr without a terminal (flushed), and in the log."""
+    if not stderr.is_terminal:
+        stderr.print(line, markup=False, highlight=False, soft_wrap=True)
+        stderr.file.flush()
+    elif _Log.open() is not None:
+        _Log.console.print(line, markup=False, soft_wrap=True)
+
+
+class _PlainProgress:
+    """Progress as lines: ``title: 3/10 trials, 0:00:04, eta 0:00:09: label``."""
+
+    def __init__(self, total: int, title: str) -> None:
+        self.total, self.title, self.done = total, str(title), 0
+        self.start = self.last = time.monotonic()
+        _plain_line(f"{self.title}: {total} trials")
+
+    def advance(self, label: str) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if self.done < self.total and now - self.last < PLAIN_EVERY_S and not _Log.verbose:
+            return
+        self.last = now
+        elapsed = now - self.start
+        eta = elapsed / self.done * (self.total - self.done)
+        _plain_line(f"{self.title}: {self.done}/{self.total} trials, {_clock(elapsed)}, "
+                    f"eta {_clock(eta)}: {label}")
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds) // 3600}:{int(seconds) // 60 % 60:02d}:{int(seconds) % 60:02d}"
 
 #: Summary rows shown before the table is cut (the Parquet file has them all).
 MAX_SUMMARY_ROWS = 60
@@ -73,9 +164,11 @@ def distinct_parts(labels: Sequence[str]) -> list[str]:
 def progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
     """A progress bar for work that finishes out of order (``workers=N``): yields
     ``advance(label)``, to call as each item finishes (under the caller's lock)."""
-    with Progress(*_bar_columns(), console=stderr, transient=False) as bar:
+    lines = _PlainProgress(total, title)
+    with Progress(*_bar_columns(), console=stderr, disable=not stderr.is_terminal) as bar:
         task = bar.add_task(plain(title), total=total, current="")
-        yield lambda label: bar.update(task, current=plain(label), advance=1)
+        yield lambda label: (bar.update(task, current=plain(label), advance=1),
+                             lines.advance(label))
         bar.update(task, current="done")
 
 
@@ -83,12 +176,14 @@ def track(items: Sequence[Any], title: str, label: Any = str) -> Iterator[Any]:
     """Yield ``items`` under a progress bar whose text shows the current item's label (the
     words that tell it from the other items)."""
     labels = distinct_parts([str(label(item)) for item in items])
-    with Progress(*_bar_columns(), console=stderr, transient=False) as progress:
+    lines = _PlainProgress(len(items), title)
+    with Progress(*_bar_columns(), console=stderr, disable=not stderr.is_terminal) as progress:
         task = progress.add_task(plain(title), total=len(items), current="")
         for item, text in zip(items, labels, strict=True):
             progress.update(task, current=plain(text))
             yield item
             progress.advance(task)
+            lines.advance(text)
         progress.update(task, current="done")
 
 
@@ -112,12 +207,14 @@ def _time_cell(value: float | None) -> str:
 
 
 def _blank_reason(rows: Sequence[dict[str, Any]], column: str, what: str) -> str | None:
-    """Why an ok row has no ``column`` (TFLOP/s, GB/s), for the caption: the op declares no
-    ``what`` (copies count no FLOPs; a custom op's FLOPs may be unknown)."""
-    for row in rows:
-        if row.get("status") == "ok" and _number(row, column) is None:
-            return f"– under {column_title(column)}: the op declares no {what}"
-    return None
+    """Why ok rows have no ``column`` (TFLOP/s, GB/s): which ops declare no ``what``."""
+    ops = sorted({str(row.get("op")) for row in rows
+                  if row.get("status") == "ok" and _number(row, column) is None})
+    if not ops:
+        return None
+    key = "flops" if column == "tflops" else "bytes_moved"
+    fix = f"; for op=custom set op.{key}" * ("custom" in ops)
+    return f"– under {column_title(column)}: the op declares no {what} ({', '.join(ops)}{fix})"
 
 
 def column_title(column: str) -> str:
@@ -187,7 +284,7 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None 
         cells += [note] if has_note else []
         table.add_row(*cells)
     captions = [text for text in (
-        _blank_reason(shown, "tflops", "FLOP count (a copy; for op=custom set op.flops)"),
+        _blank_reason(shown, "tflops", "FLOP count"),
         _blank_reason(shown, "gbps", "byte count")) if text]
     if len(rows) > MAX_SUMMARY_ROWS:
         captions.append(f"{len(rows) - MAX_SUMMARY_ROWS} more rows in the Parquet file")

@@ -39,9 +39,20 @@ CLI_TIMEOUT_S = 240
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "slow: end-to-end runs that take several seconds")
+    config.addinivalue_line("markers", "cli: runs opsweep in a subprocess (set from the "
+                                       "fixtures it uses; `make test-fast` leaves these out)")
 
 
+#: Fixtures that run ``python -m runner`` (or a sweep) in a subprocess: a test using one is
+#: marked ``cli``, so the edit-test loop can leave it out (``-m "not cli"``).
+CLI_FIXTURES = frozenset({"cli_runs", "start_cli", "tiny_cpu_sweep", "installed"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if CLI_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cli)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

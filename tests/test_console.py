@@ -33,7 +33,8 @@ def test_cpu_threads_table_shows_the_swept_num_threads(cli_runs: dict[str, Any])
 
 @pytest.fixture
 def recorded(monkeypatch: pytest.MonkeyPatch) -> Console:
-    record = Console(file=io.StringIO(), width=200, color_system=None, force_terminal=False)
+    record = console._TeeConsole(file=io.StringIO(), width=200, color_system=None,
+                                 force_terminal=False)
     monkeypatch.setattr(console, "stderr", record)
     return record
 
@@ -103,3 +104,63 @@ def test_long_skip_reasons_wrap_at_words() -> None:
     words = set(reason.replace(";", " ").split())
     cells = " ".join(line.split("│")[-2] for line in text.splitlines() if line.count("│") > 3)
     assert set(cells.replace(";", " ").split()) >= words  # no word cut in two
+
+
+def test_without_a_terminal_progress_is_lines_and_the_sweep_folder_has_the_log(
+        cli_runs: dict[str, Any]) -> None:
+    run = cli_runs["threads"].wait()
+    assert run.returncode == 0, run.explain()
+    lines = [line for line in run.stderr.splitlines() if " trials" in line and "job 0" in line]
+    total = int(lines[0].rsplit(": ", 1)[1].split()[0])  # "job 0 (...): 6 trials"
+    assert lines[-1].split(": ")[-2].startswith(f"{total}/{total} trials"), lines
+    assert "━" not in run.stderr  # no bar drawn into a file
+    (log,) = (run.cwd / "results").glob(f"*/{console.LOG_NAME}")
+    text = log.read_text(encoding="utf-8")
+    assert lines[-1] in text and "status" in text and f"{total} trials (" in text
+
+
+@pytest.fixture
+def log_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console's log, restored after the test (it is process-wide)."""
+    for name in ("path", "console", "verbose"):
+        monkeypatch.setattr(console._Log, name, getattr(console._Log, name))
+
+
+def test_plain_progress_lines_are_spaced_unless_verbose(
+        recorded: Console, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, log_off: None
+) -> None:
+    now = [0.0]
+    monkeypatch.setattr(console.time, "monotonic", lambda: now[0])
+    with console.progress(4, "job 0") as advance:
+        for seconds in (0.5, 1.0, 3.0, 3.1):  # a line at 3.0 (2 s after the start), and the last
+            now[0] = seconds
+            advance(f"t{seconds}")
+    shown = [line for line in recorded.file.getvalue().splitlines() if line]
+    assert [line.rsplit(": ", 1)[1] for line in shown] == ["4 trials", "t3.0", "t3.1"]
+    assert shown[-1].startswith("job 0: 4/4 trials, 0:00:03, eta 0:00:00")
+    path = console.start_log(tmp_path, verbose=True)
+    with console.progress(2, "job 1") as advance:
+        advance("a")
+        advance("b")
+    assert [line.rsplit(": ", 1)[1] for line in path.read_text().splitlines()] == \
+        ["2 trials", "a", "b"]
+
+
+def test_log_records_of_opsweep_modules_reach_the_console_and_the_log(
+        recorded: Console, tmp_path: Any, log_off: None) -> None:
+    import logging
+
+    path = console.start_log(tmp_path)
+    logging.getLogger("runner.analysis.roofline").warning("no ceiling for this device")
+    line = "warning: runner.analysis.roofline: no ceiling for this device"
+    assert line in recorded.file.getvalue()
+    assert line in path.read_text()
+
+
+def test_the_blank_tflops_note_names_the_ops_and_the_custom_fix_only_for_custom() -> None:
+    copy = [_row(device="cpu", op="copy", tflops=None)]
+    text = " ".join(_render(console.summary_table(copy, "s", spec_cells(copy))).split())
+    assert "no FLOP count (copy)" in text and "op.flops" not in text
+    custom = [_row(device="cpu", op="custom", tflops=None)]
+    text = " ".join(_render(console.summary_table(custom, "s", spec_cells(custom))).split())
+    assert "(custom; for op=custom set op.flops)" in text

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -22,9 +23,13 @@ def test_explore_notebook_runs(tmp_path_factory, tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient", reason="pip install nbclient ipykernel")
     pytest.importorskip("ipykernel", reason="pip install ipykernel")
     tiny = tiny_cpu_sweep(tmp_path_factory)
-    results = tmp_path / "results"  # two sweeps: the notebook must pick both, newest last
-    base = shutil.copytree(tiny, results / "2026-01-01_00-00-00.000000")
+    results = tmp_path / "results"  # two sweeps: the notebook must pick both, newest last,
+    # by when they wrote their results: the older one's name sorts after the newer one's
+    base = shutil.copytree(tiny, results / "zz_named_earlier")
     sweep = shutil.copytree(tiny, results / "2026-01-02_00-00-00.000000")
+    for number, folder in enumerate((base, sweep)):
+        for path in folder.rglob("*.parquet"):
+            os.utime(path, (1_700_000_000 + number * 3600,) * 2)
     monkeypatch.setenv("OPSWEEP_RESULTS", str(results))
     for name in ("OPSWEEP_SWEEP", "OPSWEEP_BASE", "OPSWEEP_RESULTS_ROOT", "PYTHONPATH"):
         monkeypatch.delenv(name, raising=False)

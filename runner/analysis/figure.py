@@ -28,6 +28,10 @@ class Plot:
     note: str = ""
 
 
+#: Markers cycled beside the ten colours, so that series past the tenth still look distinct.
+MARKERS = "osD^v<>"  # 7 against 10 colours: no look repeats before the 70th
+
+
 def timed_rows(df: pd.DataFrame) -> pd.DataFrame:
     """Timed trials only: the ok rows with a positive median."""
     rows = ok_rows(df)

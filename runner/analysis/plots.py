@@ -20,6 +20,7 @@ from matplotlib.ticker import (
 )
 
 from runner.analysis import insight
+from runner.analysis.axis_plots import plot_against_axes
 from runner.analysis.figure import (
     Plot,
     log_axis,
@@ -166,8 +167,10 @@ def plot_roofline(df: pd.DataFrame, ceilings: list) -> Plot:
             ax.plot(grid, roof, color=colors[dtype], linestyle="--", linewidth=1.2,
                     label=f"ceiling {dtype}: {peak:.4g} TFLOP/s, {bw:.4g} GB/s")
             drawn.append(dtype)
+    _key_points(ax, with_modes(placed), x, y)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(xmin, xmax)  # room for the numbers beside the outermost points
     log_axis(ax.xaxis, pd.concat([x, pd.Series([xmin, xmax])]))
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved throughput (TFLOP/s)")
@@ -182,6 +185,35 @@ def plot_roofline(df: pd.DataFrame, ceilings: list) -> Plot:
         notes.append("no ceilings for these dtypes on this device: run the calibrate "
                      "experiment (see docs/analysis.md)")
     return Plot(name, title, fig, "; ".join(notes))
+
+
+#: Most roofline points numbered and keyed beside the plot (trials.csv has them all).
+MAX_KEYED = 30
+
+
+def _key_points(ax, placed: pd.DataFrame, x: pd.Series, y: pd.Series) -> None:
+    """Number each point and list what each number is beside the plot: colour and marker say
+    dtype and bound; the key says which trial (what varies between them)."""
+    labels = [spec_label(row, label_columns(placed)) for _, row in placed.iterrows()]
+    names = list(dict.fromkeys(labels))
+    numbers = {name: k + 1 for k, name in enumerate(names[:MAX_KEYED])}
+    # points closer than 1/30 of the y span (log) at one x: their numbers side by side
+    logs = np.log10(y.to_numpy(dtype=float))
+    step = max(float(logs.max() - logs.min()), 0.5) / 30
+    seen: dict[tuple[float, int], int] = {}
+    for label, xv, log_y, yv in zip(labels, x, logs, y, strict=True):
+        if label not in numbers:
+            continue
+        spot = (round(float(np.log10(xv)), 2), int(log_y // step))
+        used = seen.get(spot, 0)  # characters already written at this spot
+        seen[spot] = used + len(str(numbers[label])) + 1
+        ax.annotate(str(numbers[label]), (xv, yv), xytext=(5 + 5 * used, 3),
+                    textcoords="offset points", fontsize="x-small", zorder=4)
+    key = "\n".join(f"{n}: {name}" for name, n in numbers.items())
+    if len(names) > MAX_KEYED:
+        key += f"\n({len(names) - MAX_KEYED} more: trials.csv)"
+    ax.text(1.02, 0.0, key, transform=ax.transAxes, fontsize="x-small", va="bottom",
+            ha="left")
 
 
 # ----------------------------------------------------------------------------- modes
@@ -240,6 +272,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
         log_axis(ax.xaxis, rows[tcol])
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_title("Execution modes: lower is faster", fontsize="medium")
+    ax.set_ylabel("trial")
     _legend(ax, len(modes))
     return Plot(name, title, fig, note)
 
@@ -288,8 +321,12 @@ def plot_samples(df: pd.DataFrame) -> Plot:
     ax.set_yticklabels(labels, fontsize="small")
     ax.invert_yaxis()
     ax.axvline(1.0, color="grey", linewidth=0.8)
+    if spans_decade(pd.Series(np.concatenate(data))):  # a few slow outliers: log, or one line
+        ax.set_xscale("log")
+        log_axis(ax.xaxis, pd.Series(np.concatenate(data)))
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     ax.set_xlabel("sample time relative to the trial's median (100% = median)")
+    ax.set_ylabel("trial (its median)")
     ax.set_title("Raw samples per trial (box: quartiles; dots: samples)", fontsize="medium")
     ax.grid(True, axis="x", alpha=0.3)
     return Plot(name, title, fig, note)
@@ -303,6 +340,7 @@ def all_plots(df: pd.DataFrame, ceilings: list) -> list[Plot]:
     """
     makers = [("scaling", "Time and throughput against size", lambda: plot_scaling(df)),
               ("roofline", "Roofline", lambda: [plot_roofline(df, ceilings)]),
+              ("against", "Time against a numeric axis", lambda: plot_against_axes(df)),
               ("modes", "Execution modes compared", lambda: [plot_modes(df)]),
               ("samples", "Sample distributions (noise)", lambda: [plot_samples(df)])]
     if insight.has(df, "energy_per_call_mJ"):

@@ -25,8 +25,7 @@ from omegaconf import OmegaConf
 
 from runner.analysis.values import is_missing
 from runner.claims.spec import Claim, ClaimSpecError, Pivot, parse
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+from runner.core.install import CONF_DIR
 
 
 @dataclass
@@ -113,9 +112,13 @@ def load_results(paths: Sequence[str | Path]) -> Results:
         fallback = _stem_experiment(file)
         job_nums = df["job_num"] if "job_num" in df else pd.Series([None] * len(df),
                                                                    index=df.index)
-        df["experiment"] = [by_job.get(_as_int(j)) or fallback for j in job_nums]
-        df["source_file"] = str(file)
-        frames.append(df)
+        # two columns added at once: one insert at a time into a wide frame fragments it
+        # (pandas' PerformanceWarning)
+        added = pd.DataFrame({"experiment": [by_job.get(_as_int(j)) or fallback
+                                             for j in job_nums],
+                              "source_file": str(file)}, index=df.index)
+        frames.append(pd.concat([df.drop(columns=["experiment", "source_file"],
+                                         errors="ignore"), added], axis=1))
         for job in jobs:
             name = by_job.get(_as_int(job.get("job_num"))) or fallback
             node = _stored(job)

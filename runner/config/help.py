@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
+import textwrap
 from pathlib import Path
 
 from runner.core.axes import AXES, yaml_text
@@ -79,7 +81,11 @@ def first_comment(path: Path, limit: int = 100) -> str:
 
 
 def _listing(folder: Path, width: int = 24) -> str:
-    rows = [f"  {p.stem:<{width}} {first_comment(p)}".rstrip()
+    """One entry per YAML file: its name and its whole first sentence, wrapped under the
+    description column (a sentence cut mid-way tells the reader less than two lines)."""
+    indent = " " * (width + 3)
+    rows = [textwrap.fill(f"  {p.stem:<{width}} {first_comment(p, limit=400)}", width=100,
+                          subsequent_indent=indent, break_on_hyphens=False)
             for p in sorted(folder.glob("*.yaml"))]
     return "\n".join(rows) if rows else "  (none)"
 
@@ -136,6 +142,11 @@ def op_section(conf_dir: Path, name: str) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def _program() -> str:
+    """How the user called it: the installed ``opsweep`` script, or ``python -m runner``."""
+    return "opsweep" if Path(sys.argv[0]).name.startswith("opsweep") else "python -m runner"
+
+
 def help_template(conf_dir: Path, settings: type, op: str | None = None) -> str:
     """The whole ``--help`` text; ``settings`` is the structured config (``RunConfig``); with
     ``op``, that op's parameters come first."""
@@ -144,7 +155,7 @@ def help_template(conf_dir: Path, settings: type, op: str | None = None) -> str:
     return f"""\
 opsweep: declarative PyTorch performance sweeps, timed by one shared timer, into Parquet.
 
-Usage: python -m runner [group=option ...] [key=value ...] [-m]      (installed: opsweep ...)
+Usage: {_program()} [group=option ...] [key=value ...] [-m]
 
 A list value expands into one trial per element inside one job ('dtype=[fp32,bf16]');
 comma-separated values with -m make one Hydra job each (dtype=fp32,bf16 -m).

@@ -19,9 +19,9 @@ from runner.config.signature import static_params
 from runner.config.trials import as_choices
 from runner.core.axes import INT64_MAX
 from runner.core.errors import ConfigError, bad_value, choices_text
+from runner.core.install import CONF_DIR
 from runner.core.targets import locate
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 #: Keys of an op's YAML node that describe the op rather than parametrise it.
 OP_META_KEYS: frozenset[str] = frozenset(
     {"_target_", "name", "shape_names", "default_shape", "description"})

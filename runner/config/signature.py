@@ -21,10 +21,11 @@ import inspect
 from pathlib import Path
 from typing import Any, Literal
 
+from runner.core.install import alias_ops
 from runner.core.targets import split_target
 
 #: The package whose modules may be read statically: shipped with the runner, importable.
-OPS_DIR = Path(__file__).resolve().parents[2] / "ops"
+OPS_DIR = alias_ops()
 _TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
 
 

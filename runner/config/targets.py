@@ -65,7 +65,8 @@ def check_imports(module: str, key: str, path: str) -> None:
 
     if module not in _IMPORTED:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-        code = "import importlib, sys; importlib.import_module(sys.argv[1])"
+        # `import runner` first, as every trial does: it lets `ops.` find an installed copy
+        code = "import importlib, sys, runner; importlib.import_module(sys.argv[1])"
         try:
             done = subprocess.run([sys.executable, "-c", code, module], env=env, text=True,
                                   capture_output=True, timeout=IMPORT_CHECK_TIMEOUT_S)

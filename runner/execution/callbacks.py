@@ -35,12 +35,17 @@ class MergeResults(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         interrupt.install()
         take_lock(config, Path(config.hydra.run.dir).parent.parent)
+        console.start_log(Path(config.hydra.run.dir).parent.parent, config.hydra.verbose)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         interrupt.install()
         take_lock(config, Path(config.hydra.sweep.dir))
+        console.start_log(Path(config.hydra.sweep.dir), config.hydra.verbose)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # a job a launcher runs in another process logs into the same file
+        console.start_log(Path(config.hydra.runtime.output_dir).parent.parent,
+                          config.hydra.verbose)
         if interrupt.requested():  # Ctrl-C between two jobs of a multirun: start no other
             job_dir = Path(config.hydra.runtime.output_dir)
             stopped(job_dir.parent.parent, job_dir)
@@ -172,7 +177,9 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    console.stderr.print(f"{len(rows)} trials ({tally}) → {merged}", highlight=False)
+    # absolute: a multirun's sweep folder is relative, a single run's is not
+    console.stderr.print(f"{len(rows)} trial{'' if len(rows) == 1 else 's'} ({tally}) → "
+                         f"{merged.absolute()}", highlight=False)
     startup = timeline.reported_startup()
     for line in (timeline.busy_line(rows), timeline.startup_line(startup),
                  timeline.cost_line(rows, startup, timeline.since_command())):

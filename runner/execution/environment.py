@@ -236,7 +236,10 @@ def _git(cwd: Path, *args: str) -> str | None:
 @functools.cache
 def git_provenance() -> dict[str, Any]:
     """The project's commit and whether the tree had uncommitted changes (null outside git)."""
-    commit = _git(PROJECT_ROOT, "rev-parse", "HEAD")
+    # only opsweep's own repository: an installed runner's folder (site-packages) may sit
+    # inside some other project's repository, whose commit is not opsweep's
+    own = (PROJECT_ROOT / ".git").exists()
+    commit = _git(PROJECT_ROOT, "rev-parse", "HEAD") if own else None
     if commit is None:
         # A copy of the tree without .git (e.g. shipped to a GPU machine) can say which
         # commit it is through the environment; dirtiness is then unknown.

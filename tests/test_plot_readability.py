@@ -1,0 +1,80 @@
+"""Plots a person reads at a glance: every axis labelled, every legend entry told apart by
+its look, no tick labels drawn over each other, for the shapes of data that broke them (12
+series over many sweeps, one sweep, a sweep over threads)."""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+try:
+    from synthetic import make_trials
+    from test_report import overlapping_labels
+except ImportError:  # tests/ imported as a package
+    from tests.synthetic import make_trials
+    from tests.test_report import overlapping_labels
+
+from runner.analysis.history import history, plot_history
+from runner.analysis.plots import all_plots
+
+
+def unreadable(figure: Figure) -> list[str]:
+    """What a reader could not read: an axis without a label, two legend entries that look
+    the same (colour and marker), tick labels drawn over each other."""
+    found = []
+    for ax in figure.axes:
+        if not ax.get_xlabel() or not ax.get_ylabel():
+            found.append(f"unlabelled axis in {ax.get_title() or figure.get_suptitle()!r}")
+        legend = ax.get_legend()
+        if legend is not None:
+            looks = [(str(h.get_color()), str(h.get_marker())) for h in legend.legend_handles
+                     if hasattr(h, "get_marker")]
+            if len(set(looks)) < len(looks):
+                found.append(f"legend entries that look alike: {looks}")
+    found += [f"overlapping labels {a!r} and {b!r}" for a, b in overlapping_labels(figure)]
+    return found
+
+
+def test_the_check_catches_a_planted_unreadable_plot() -> None:
+    fig = Figure()
+    ax = fig.subplots()
+    for i in range(11):  # C0..C9 then C0 again, one marker: entries 0 and 10 look alike
+        ax.plot([0, 1], [i, i], color=f"C{i % 10}", marker="o", label=str(i))
+    ax.legend()
+    found = unreadable(fig)
+    assert any("unlabelled axis" in f for f in found)
+    assert any("look alike" in f for f in found)
+
+
+def _sweeps(n_sweeps: int, n_series: int) -> pd.DataFrame:
+    frames = []
+    for s in range(n_sweeps):
+        specs = [{"op": "add", "dtype": "fp32", "shape": (1 << (k + 4),),
+                  "median_us": 5.0 + k + 0.01 * s} for k in range(n_series)]
+        df = make_trials(specs, sweep_id=f"2026-01-{s + 1:02d}_00-00-00.000000")
+        df["timestamp"] = pd.Timestamp("2026-01-01", tz="UTC") + pd.Timedelta(days=s)
+        df["git_commit"] = f"{s:07x}"
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_history_reads_with_twelve_series_over_many_sweeps_and_with_one_sweep() -> None:
+    for n_sweeps in (20, 1):
+        (figure,) = plot_history(history(_sweeps(n_sweeps, 12))).values()
+        assert unreadable(figure) == [], n_sweeps
+        (ax,) = figure.axes
+        assert len(ax.get_legend().get_texts()) == 12
+
+
+def test_a_sweep_over_threads_gets_a_line_against_threads_and_every_plot_reads(
+        tmp_path) -> None:
+    specs = [{"op": "matmul", "dtype": "fp32", "shape": (64, 64, 64), "num_threads": n,
+              "median_us": 100.0 / n} for n in (1, 2, 4, 8)]
+    plots = {p.name: p for p in all_plots(make_trials(specs), [])}
+    against = plots["against_num_threads"].figure
+    (ax,) = against.axes
+    assert ax.get_xlabel() == "num_threads" and "µs" in ax.get_ylabel()
+    assert [float(v) for v in ax.lines[0].get_xdata()] == [1, 2, 4, 8]
+    for name, plot in plots.items():
+        if plot.figure is not None:
+            assert unreadable(plot.figure) == [], name
