@@ -1,0 +1,132 @@
+"""Which sample series one median can describe (``runner.timing.spread``), and what the timer
+does with one it cannot: extend past a tight CI, re-measure once in a fresh block, and report
+``noisy`` with what it saw. Synthetic series in seconds; the timer runs on a fake clock."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from fakes import FakeClock
+
+from runner.timing.spread import far_fewer_calls, mixed_reason
+from runner.timing.timer import Measurement, TimerPlan, measure, sample
+
+US = 1e-6
+MS = 1e-3
+
+
+def quiet(n: int, centre_s: float = 30 * US, seed: int = 0, rel: float = 0.02) -> list[float]:
+    rng = random.Random(seed)
+    return [centre_s * rng.lognormvariate(0, rel) for _ in range(n)]
+
+
+def shuffled(values: list[float], seed: int = 1) -> list[float]:
+    random.Random(seed).shuffle(values)
+    return values
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_quiet_series_with_a_stray_outlier_stays_one_median(seed: int) -> None:
+    series = quiet(200, seed=seed)
+    series[57] *= 10  # one preemption: the median ignores it
+    assert mixed_reason(series) is None
+
+
+@pytest.mark.parametrize("n", [8, 10, 20, 50, 1000])
+def test_a_quiet_series_of_any_length_stays_one_median(n: int) -> None:
+    assert mixed_reason(quiet(n, seed=n)) is None
+
+
+def test_two_clusters_are_named_with_their_sizes() -> None:
+    # The case seen on a busy 2-core host: q25 35 µs, median 15,900 µs.
+    series = shuffled(quiet(30, 35 * US) + quiet(70, 15_900 * US, seed=2))
+    reason = mixed_reason(series)
+    assert reason is not None and reason.startswith("two clusters: 30 samples near 35")
+    assert "70 near 15,9" in reason
+
+
+def test_a_spread_without_gaps_is_told_by_its_median_far_above_q25() -> None:
+    rng = random.Random(3)
+    series = [30 * US * 100 ** rng.random() for _ in range(100)]  # 30 µs .. 3 ms, log-uniform
+    reason = mixed_reason(series)
+    assert reason is not None and reason.startswith("median ") and "x q25" in reason
+
+
+def test_a_slow_tail_is_named() -> None:
+    rng = random.Random(4)
+    tail = [60 * US * 10 ** rng.random() for _ in range(22)]  # 22% at 2x..20x
+    reason = mixed_reason(shuffled(quiet(78) + tail))
+    assert reason is not None and reason.startswith("slow tail: 22 of 100 samples")
+
+
+def test_a_step_in_time_order_is_named() -> None:
+    # +20%: no gap, no tail and a median near q25; only the order shows it.
+    series = quiet(30, 30 * US) + quiet(30, 36 * US, seed=5)
+    reason = mixed_reason(series)
+    assert reason is not None and reason.startswith("step:") and "(+20%)" in reason
+    assert mixed_reason(sorted(series, key=lambda _: random.random())) != reason
+
+
+def test_too_few_samples_are_not_judged() -> None:
+    assert mixed_reason([1.0, 1.0, 100.0, 100.0]) is None
+
+
+def test_far_fewer_calls_per_sample_than_the_op_needs() -> None:
+    assert far_fewer_calls(1, 34) is not None and "needs 34" in far_fewer_calls(1, 34)
+    assert far_fewer_calls(10, 34) is None
+
+
+# ---------------------------------------------------------------------------------------
+# What the timer does with it
+# ---------------------------------------------------------------------------------------
+
+def plan(**overrides: float) -> TimerPlan:
+    base = dict(warmup_calls=1, warmup_s=0.0, min_samples=10, max_samples=200,
+                target_rel=0.01, max_time_s=1e9, batch_below_us=10.0, batch_target_us=100.0,
+                max_calls_per_sample=10000)
+    base.update(overrides)
+    return TimerPlan(**base)
+
+
+def test_the_stop_rule_does_not_stop_on_a_tight_ci_about_a_mixed_series() -> None:
+    """Three fast samples to one slow: from about 40 samples the median's CI is all fast
+    (tight), but a quarter of the series is 10x slower. It extends to max_samples."""
+    cycle = iter([MS, MS, MS, 10 * MS] * 100)
+    samples, reason = sample(lambda: next(cycle), plan())
+    assert reason == "max_samples" and len(samples) == 200
+
+
+def test_a_mixed_block_is_re_measured_once_and_a_quiet_one_reported() -> None:
+    first = [MS, 50 * MS] * 100  # 200 samples in two clusters: max_samples
+    second = [MS] * 10
+    clock = FakeClock([MS] + first + second)
+    m = measure(clock.op(), plan(), clock, wall=clock.wall)
+    assert m.samples_s == tuple(second) and m.stop_reason == "converged"
+    assert m.remeasured is not None and m.remeasured.startswith("two clusters")
+    assert m.warmup_calls == 1 + 200  # the first block counts as warm-up, never lost
+    assert not m.noisy
+
+
+def test_a_block_that_stays_mixed_is_noisy_with_what_was_seen() -> None:
+    clock = FakeClock([MS] + [MS, 50 * MS] * 200)
+    m = measure(clock.op(), plan(), clock, wall=clock.wall)
+    assert m.noisy
+    assert m.noisy_reason.startswith("two clusters: 100 samples near 1,000 µs, 100 near 50,000 µs")
+    assert "re-measured once, the first block showed two clusters" in m.noisy_reason
+
+
+def test_a_slow_warm_up_that_chose_one_call_per_sample_is_re_measured_batched() -> None:
+    """A burst during the warm-up: one 5 ms call makes K = 1 for a 30 µs op. The samples'
+    fastest quarter asks for 34 calls: the block is re-taken with K = 34."""
+    clock = FakeClock([5 * MS], per_call_s=30 * US)
+    m = measure(clock.op(), plan(batch_below_us=1000.0, batch_target_us=1000.0), clock,
+                wall=clock.wall)
+    assert m.calls_per_sample == 34 and not m.noisy
+    assert m.remeasured is not None and m.remeasured.startswith("calls_per_sample 1,")
+
+
+def test_a_measurement_with_far_fewer_calls_than_it_needs_is_noisy() -> None:
+    m = Measurement(samples_s=(30 * US,) * 20, calls_per_sample=1, warmup_calls=1,
+                    warmup_s=0.0, stop_reason="converged", target_rel=0.01, quiet_calls=34)
+    assert m.noisy and m.noisy_reason.startswith("calls_per_sample 1, where the fastest")
