@@ -41,7 +41,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "timing": (),
     "console": ("runner.core",),
     "storage": ("runner.core",),
-    "analysis": ("runner.storage", "runner.core", "runner.cli"),
+    "analysis": ("runner.storage", "runner.core", "runner.cli", "runner.timing.spread"),
     "claims": ("runner.analysis", "runner.storage", "runner.core", "runner.cli",
                "runner.console"),
     "config": ("runner.core", "runner.timing.timer", "runner.claims.spec", "runner.storage"),
