@@ -145,6 +145,21 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
      ["'op.shape_names'", "5", "[M, N, K]"]),
     ("op-target-import", ["op=custom", "op.target=broken_import:fn"],
      ["'op.target'", "broken_import", "nosuchdependency_xyz"]),
+    ("experiment-bare-list", ["--config-dir", "cd", "experiment=bare_list"],
+     ["'experiment'", "'bare_list'", "mapping"]),
+    # look-alike characters: named, with their position and the fix
+    ("unicode-digit", ["shape=[\uff18]"],
+     ["'shape'", "U+FF18 FULLWIDTH DIGIT EIGHT", "character 8", "type '8' instead"]),
+    ("unicode-dtype", ["dtype=fp\uff13\uff12"], ["'dtype'", "U+FF13", "character 9", "'3'"]),
+    ("unicode-accent", ["op=m\u00e4tmul"], ["'op'", "U+00E4", "character 5", "type 'a'"]),
+    ("unicode-zero-width", ["dtype=fp32\u200b"],
+     ["'dtype'", "U+200B ZERO WIDTH SPACE", "character 11", "delete it"]),
+    ("output-subdir-null", ["hydra.output_subdir=null"],
+     ["'hydra.output_subdir'", "None", "runner.resume", "Leave hydra.output_subdir out"]),
+    ("results-dir-tilde", ["results_dir='~/x'"], ["'results_dir'", "'~/x'", "Write the path out"]),
+    ("env-missing", ["results_dir=${oc.env:OPSWEEP_NO_SUCH_VARIABLE}"],
+     ["'results_dir'", "OPSWEEP_NO_SUCH_VARIABLE", "export", "oc.env:NAME,fallback"]),
+    ("streams-huge", ["streams=1000000"], ["'streams'", "1000000", "from 1 to 1024"]),
 ]
 
 #: the files the catalog's cases read, made under each case's own tmp_path (``cd/`` is the
@@ -164,6 +179,7 @@ FILES = {
                                      "  - override /op: nosuchop\n",
     "cd/op/bad_names.yaml": "_target_: ops.matmul.build\nname: bad_names\nshape_names: 5\n"
                             "default_shape: [8, 8, 8]\n",
+    "cd/experiment/bare_list.yaml": "- dtype: fp32\n- dtype: bf16\n",
     "broken_import.py": "import nosuchdependency_xyz\n\n\ndef fn(a, b):\n    return a + b\n",
 }
 
@@ -201,7 +217,8 @@ def test_bad_input_exits_2_with_a_precise_message_and_leaves_nothing(
         (tmp_path / name).write_text(text)
     before = _files(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # as `python -m` puts the current folder first
-    code = _run_main(SMALL + args, tmp_path, monkeypatch)
+    small = [] if any(a.startswith("timer=") for a in args) else SMALL  # no key twice
+    code = _run_main(small + args, tmp_path, monkeypatch)
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2, err
     assert err.startswith("opsweep: error:"), err
@@ -276,3 +293,18 @@ def test_a_second_ctrl_c_still_stops_a_trial_that_runs_in_process(
     with GracefulStop() as stop, pytest.raises(KeyboardInterrupt):
         run_one("op=custom", "op.target=presses_ctrl_c:fn", "shape=[8,8]", "timer=smoke")
     assert stop.count == 2
+
+
+def test_a_key_given_twice_warns_and_the_last_runs(capsys: pytest.CaptureFixture) -> None:
+    """``dtype=fp32 dtype=fp64``: Hydra keeps the last without a word; opsweep says so
+    (a warning: scripts that append an override rely on the last one winning)."""
+    from runner.config.commandline import parse_command_line
+
+    cmd = parse_command_line(["dtype=fp32", "op=add", "dtype=fp64"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("opsweep: warning: 'dtype' is given twice on the command line")
+    assert "'dtype=fp32', then 'dtype=fp64'" in err and "only the last runs" in err
+    assert "dtype=[a,b]" in err and "dtype=a,b" in err
+    assert cmd.last("dtype").value() == "fp64"
+    parse_command_line(["dtype=fp32", "op=add"])
+    assert capsys.readouterr().err == ""

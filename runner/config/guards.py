@@ -112,9 +112,28 @@ def check_experiment_file(name: str, search_dirs: list[Path]) -> None:
         return
 
 
+def check_output_subdir(values: list[Any]) -> None:
+    """``hydra.output_subdir`` stays ``.hydra``: each job's composed config there is what
+    ``runner.resume`` and every row's provenance read (null: the sweep runs, and then
+    cannot be resumed or traced)."""
+    for value in values:
+        if value != ".hydra":
+            raise ConfigError(
+                f"invalid value for 'hydra.output_subdir': {value!r} (on the command line): "
+                "opsweep keeps each job's config in .hydra, which python -m runner.resume and "
+                "the provenance of every row read. Leave hydra.output_subdir out.")
+
+
 def check_results_dir(results_dir: str) -> None:
-    """The nearest existing folder of ``results_dir`` must be a writable directory."""
-    path = Path(results_dir).expanduser().absolute()
+    """The nearest existing folder of ``results_dir`` must be a writable directory. A
+    leading ``~`` is refused: quoted, the shell leaves it alone, and Hydra would make a
+    folder named ``~`` in the current one."""
+    if results_dir.startswith("~"):
+        raise ConfigError(
+            f"invalid value for 'results_dir': {results_dir!r}: a '~' that reaches opsweep "
+            f"(quoted, or from a file) is not expanded, and a folder named '~' would be made "
+            f"here. Write the path out: results_dir={os.path.expanduser(results_dir)}")
+    path = Path(results_dir).absolute()
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent

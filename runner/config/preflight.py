@@ -96,7 +96,11 @@ def _check_experiment_package(cfg: DictConfig) -> None:
 def explain(exc: BaseException) -> str:
     """One line naming what Hydra or OmegaConf refused: the key, the value and the fix."""
     from hydra.errors import MissingConfigException
-    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+    from omegaconf.errors import (
+        ConfigKeyError,
+        InterpolationResolutionError,
+        OmegaConfBaseException,
+    )
 
     chain: list[BaseException] = []
     seen: BaseException | None = exc
@@ -121,6 +125,11 @@ def explain(exc: BaseException) -> str:
         if key and isinstance(error, ConfigKeyError):
             return (f"unknown config key '{key}'{where}: {detail}. Remove it or fix its name "
                     "(python -m runner --help lists the keys).")
+        if key and isinstance(error, InterpolationResolutionError):
+            # its value is the interpolation that failed, never None
+            return (f"invalid value for '{key}'{where}: its interpolation does not resolve: "
+                    f"{detail}. Set what it reads (export the variable) or give a default, "
+                    "e.g. ${oc.env:NAME,fallback}.")
         if key:
             return (f"invalid value for '{key}'{where}: {getattr(error, 'value', None)!r}: "
                     f"{detail}. Give it a value of the declared type (python -m runner --help "
