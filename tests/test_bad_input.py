@@ -308,3 +308,25 @@ def test_a_key_given_twice_warns_and_the_last_runs(capsys: pytest.CaptureFixture
     assert cmd.last("dtype").value() == "fp64"
     parse_command_line(["dtype=fp32", "op=add"])
     assert capsys.readouterr().err == ""
+
+
+def test_a_full_disk_while_hydra_writes_its_record_exits_1_with_the_runs_message(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A resume (or a run) on a disk that is still full: Hydra's own write of ``.hydra`` was a
+    traceback; now exit 1 with what failed, the file and the resume command."""
+    import errno
+    import os
+
+    import hydra.core.utils as hydra_utils
+
+    def full(cfg: Any, filename: str, output_dir: Path) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(hydra_utils, "_save_config", full)
+    code = _run_main(SMALL + ["op=vector_add", "shape=[8]", "sweep_id=full"], tmp_path,
+                     monkeypatch)
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 1, err
+    assert err.startswith("opsweep: error: could not write Hydra's record of the job"), err
+    assert "No space left on device" in err and "Traceback" not in err
+    assert f"python -m runner.resume {tmp_path / 'results' / 'full'}" in err
