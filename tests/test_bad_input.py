@@ -330,3 +330,21 @@ def test_a_full_disk_while_hydra_writes_its_record_exits_1_with_the_runs_message
     assert err.startswith("opsweep: error: could not write Hydra's record of the job"), err
     assert "No space left on device" in err and "Traceback" not in err
     assert f"python -m runner.resume {tmp_path / 'results' / 'full'}" in err
+
+
+def test_a_folder_in_place_of_results_parquet_is_named_by_collect_with_the_fix(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The run's merge fails on it and says to retry with collect; collect used to fail the
+    same way. Now it says what is in the way and how to move it, and leaves it as it was."""
+    from runner.execution.collect import main as collect
+
+    sweep = tmp_path / "results" / "s"
+    (sweep / "jobs" / "0").mkdir(parents=True)
+    (sweep / "results.parquet").mkdir()
+    before = _files(tmp_path)
+    assert collect([str(sweep)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{sweep / 'results.parquet'} is a folder, not a results file" in err
+    assert f"mv {sweep / 'results.parquet'} {sweep / 'results.parquet'}.folder" in err
+    assert f"python -m runner.collect {sweep} again" in err
+    assert _files(tmp_path) == before
