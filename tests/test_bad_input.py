@@ -145,6 +145,9 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
      ["'op.shape_names'", "5", "[M, N, K]"]),
     ("op-target-import", ["op=custom", "op.target=broken_import:fn"],
      ["'op.target'", "broken_import", "nosuchdependency_xyz"]),
+    ("experiment-sweeper-params", ["-m", "--config-dir", "cd", "experiment=sweeper_bad"],
+     ["in experiment/sweeper_bad.yaml (hydra.sweeper.params)", "'dtype'", "'fp8'",
+      "Fix the value in that file"]),
     ("experiment-bare-list", ["--config-dir", "cd", "experiment=bare_list"],
      ["'experiment'", "'bare_list'", "mapping"]),
     # look-alike characters: named, with their position and the fix
@@ -179,6 +182,8 @@ FILES = {
                                      "  - override /op: nosuchop\n",
     "cd/op/bad_names.yaml": "_target_: ops.matmul.build\nname: bad_names\nshape_names: 5\n"
                             "default_shape: [8, 8, 8]\n",
+    "cd/experiment/sweeper_bad.yaml": "# @package _global_\nhydra:\n  sweeper:\n    params:\n"
+                                      "      dtype: fp32,fp8\n",
     "cd/experiment/bare_list.yaml": "- dtype: fp32\n- dtype: bf16\n",
     "broken_import.py": "import nosuchdependency_xyz\n\n\ndef fn(a, b):\n    return a + b\n",
 }

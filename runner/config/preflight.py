@@ -71,6 +71,12 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> 
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
                                with_log_configuration=False)
     launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
+    params = OmegaConf.select(cfg, "hydra.sweeper.params") if cmd.multirun else None
+    if params:  # an experiment's sweep: checked as the command line's is
+        from runner.config.overrides import check_sweeper_params
+
+        check_sweeper_params(cmd, params,
+                             OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
     with open_dict(cfg):
         del cfg["hydra"]
     _check_experiment_package(cfg)
