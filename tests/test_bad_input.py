@@ -353,3 +353,17 @@ def test_a_folder_in_place_of_results_parquet_is_named_by_collect_with_the_fix(
     assert f"mv {sweep / 'results.parquet'} {sweep / 'results.parquet'}.folder" in err
     assert f"python -m runner.collect {sweep} again" in err
     assert _files(tmp_path) == before
+
+
+def test_an_empty_shard_exits_0_with_one_line_and_makes_no_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """An array job may have more tasks than trials: the spare task is no error, but it
+    says so in one line, and leaves neither a sweep folder nor a lock behind."""
+    before = _files(tmp_path)
+    code = _run_main(SMALL + ["op=vector_add", "shape=[8]", "shard=1", "num_shards=2"],
+                     tmp_path, monkeypatch)
+    err = capsys.readouterr().err.strip()
+    assert code == 0, err
+    assert err == ("opsweep: nothing to run: shard 1 of 2 has no trials (shard i runs the "
+                   "trials whose index is i modulo num_shards); no sweep folder made.")
+    assert _files(tmp_path) == before

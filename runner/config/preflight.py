@@ -11,6 +11,7 @@ Hydra's merge and struct errors become opsweep's message naming the key, the val
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +31,23 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
 
     jobs = cmd.job_overrides()
     hydra = _hydra(cmd, conf_dir)
+    empty: list[str] = []  # the shards with no trial (an array job's spare task)
     try:
         for number, job in enumerate(jobs):
             where = f"job {number} ({' '.join(job)}): " if len(jobs) > 1 else ""
             try:
-                _check_job(hydra, cmd, job, conf_dir)
+                empty += _check_job(hydra, cmd, job, conf_dir)
             except ConfigError as exc:
                 raise ConfigError(f"{where}{exc}") from None
             except Exception as exc:  # Hydra's and OmegaConf's errors, in opsweep's words
                 raise ConfigError(f"{where}{explain(exc)}") from None
     finally:
         GlobalHydra.instance().clear()
+    if jobs and len(empty) == len(jobs):
+        # not an error (an array job may have more tasks than trials), and no folder for it
+        print(f"opsweep: nothing to run: {empty[0]} has no trials (shard i runs the trials "
+              "whose index is i modulo num_shards); no sweep folder made.", file=sys.stderr)
+        raise SystemExit(0)
 
 
 def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
@@ -61,7 +68,8 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
     return Hydra.create_main_hydra2(task_name="runner", config_search_path=search_path)
 
 
-def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> None:
+def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> list[str]:
+    """Compose and plan one job; ``["shard i of n"]`` when its shard has no trial."""
     from hydra.types import RunMode
 
     from runner.config.guards import check_job, check_results_dir
@@ -82,9 +90,11 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> 
     _check_experiment_package(cfg)
     check_results_dir(str(cfg.results_dir))
     if launcher not in (None, *LOCAL_LAUNCHERS):
-        return  # jobs run on other machines (SLURM, Ray): their devices are planned there
+        return []  # jobs run on other machines (SLURM, Ray): their devices are planned there
     planned = plan_job(cfg, conf_dir)
     check_job(cfg, planned, None)
+    sharded = cfg.get("num_shards", 1) > 1 and not planned
+    return [f"shard {cfg.shard} of {cfg.num_shards}"] if sharded else []
 
 
 def _check_experiment_package(cfg: DictConfig) -> None:
