@@ -8,6 +8,7 @@ import random
 
 import pytest
 from fakes import FakeClock
+from test_timer import plan as timer_plan
 
 from runner.timing.spread import far_fewer_calls, mixed_reason
 from runner.timing.timer import Measurement, TimerPlan, measure, sample
@@ -82,11 +83,8 @@ def test_far_fewer_calls_per_sample_than_the_op_needs() -> None:
 # ---------------------------------------------------------------------------------------
 
 def plan(**overrides: float) -> TimerPlan:
-    base = dict(warmup_calls=1, warmup_s=0.0, min_samples=10, max_samples=200,
-                target_rel=0.01, max_time_s=1e9, batch_below_us=10.0, batch_target_us=100.0,
-                max_calls_per_sample=10000)
-    base.update(overrides)
-    return TimerPlan(**base)
+    """``test_timer``'s plan (no warm-up to speak of, caps off) with room to extend."""
+    return timer_plan(**{"min_samples": 10, "max_samples": 200, **overrides})
 
 
 def test_the_stop_rule_does_not_stop_on_a_tight_ci_about_a_mixed_series() -> None:
