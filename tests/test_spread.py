@@ -128,3 +128,13 @@ def test_a_measurement_with_far_fewer_calls_than_it_needs_is_noisy() -> None:
     m = Measurement(samples_s=(30 * US,) * 20, calls_per_sample=1, warmup_calls=1,
                     warmup_s=0.0, stop_reason="converged", target_rel=0.01, quiet_calls=34)
     assert m.noisy and m.noisy_reason.startswith("calls_per_sample 1, where the fastest")
+
+
+def test_a_fresh_block_all_at_the_load_level_is_noisy_against_the_first_blocks_fast_quarter(
+        ) -> None:
+    """The burst outlasts the re-measure: the fresh block is uniformly slow (no shape to
+    tell), but the first block showed the op at 1 ms."""
+    clock = FakeClock([MS] + [MS, 50 * MS] * 100 + [50 * MS] * 10)
+    m = measure(clock.op(), plan(), clock, wall=clock.wall)
+    assert m.stats.median == 50 * MS and m.first_block_q25_s == MS
+    assert m.noisy and m.noisy_reason.startswith("median 50,000 µs is 50x the first block's")

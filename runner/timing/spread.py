@@ -130,3 +130,17 @@ def far_fewer_calls(calls_per_sample: int, quiet_calls: int) -> str | None:
         return (f"calls_per_sample {calls_per_sample}, where the fastest quarter needs "
                 f"{quiet_calls}: the warm-up ran slow")
     return None
+
+
+#: A re-measured median this many times the first block's q25 is still the load.
+SLOWER_THAN_BEFORE = 3.0
+
+
+def slower_than_before(median_s: float, earlier_q25_s: float | None) -> str | None:
+    """A fresh block whose samples are all slow (a burst that outlasted the re-measure) has
+    no shape to tell; the first block's fastest quarter does: noise only ever adds time, so
+    the op can run that fast, and a median far above it is the load."""
+    if earlier_q25_s and earlier_q25_s > 0 and median_s > SLOWER_THAN_BEFORE * earlier_q25_s:
+        return (f"median {_us(median_s)} is {median_s / earlier_q25_s:.3g}x the first "
+                f"block's q25 {_us(earlier_q25_s)}: the load outlasted the re-measure")
+    return None

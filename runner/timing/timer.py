@@ -48,7 +48,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from runner.timing.settle import CAPPED_SAMPLE_S, Point, Reading, Settled, last_clock, settle
-from runner.timing.spread import far_fewer_calls, mixed_reason
+from runner.timing.spread import far_fewer_calls, mixed_reason, slower_than_before
 from runner.timing.stats import SampleStats, median_ci_rel_halfwidth, summarize
 
 
@@ -241,8 +241,10 @@ class Measurement:
     power_capped: bool | None = None
     #: calls per sample the fastest quarter of the samples asks for (None: not judged)
     quiet_calls: int | None = None
-    #: why a first block of samples was set aside and these re-measured (None: it was not)
+    #: why a first block of samples was set aside and these re-measured (None: it was not),
+    #: and that block's q25 (s per call: the op can run that fast)
     remeasured: str | None = None
+    first_block_q25_s: float | None = None
 
     @cached_property
     def stats(self) -> SampleStats:
@@ -266,8 +268,10 @@ class Measurement:
         if n < self.min_samples:
             return (f"{n} sample{'s' if n != 1 else ''} < min_samples {self.min_samples} "
                     f"(stopped: {self.stop_reason})")
-        reason = mixed_reason(self.samples_s, None) or (
-            far_fewer_calls(self.calls_per_sample, self.quiet_calls) if self.quiet_calls else None)
+        reason = (mixed_reason(self.samples_s, None)
+                  or slower_than_before(self.stats.median, self.first_block_q25_s)
+                  or (far_fewer_calls(self.calls_per_sample, self.quiet_calls)
+                      if self.quiet_calls else None))
         wide = self.stats.ci_rel_halfwidth
         if reason is None and wide > self.target_rel:
             reason = f"CI ±{_pct(wide)} > target_rel ±{_pct(self.target_rel)}"
@@ -341,12 +345,13 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     samples, stop_reason = sample(take, plan, wall, min_s=sample_min_s(verdict))
     quiet = 1 if flush else choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan)
     set_aside = mixed_reason(samples) or far_fewer_calls(calls, quiet)
-    extra_calls, extra_s = 0, 0.0
+    extra_calls, extra_s, first_q25 = 0, 0.0, None
     if set_aside:
         # A burst of other work during the block (or the warm-up that chose K): once, count
         # the block as warm-up and take a fresh one at the K its fastest quarter asks for
         # (take() reads ``calls`` when it runs). Still mixed: noisy, with both reasons.
         extra_calls, extra_s, calls = len(samples), wall() - begun, quiet
+        first_q25 = sorted(samples)[len(samples) // 4]
         samples, stop_reason = sample(take, plan, wall, min_s=sample_min_s(verdict))
         quiet = 1 if flush else choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan)
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
@@ -355,7 +360,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
                        stop_reason=stop_reason, target_rel=plan.target_rel,
                        settled=verdict.settled, settle_reason=verdict.reason,
                        settled_clock_mhz=last_clock(warmup), min_samples=plan.min_samples,
-                       power_capped=verdict.capped, quiet_calls=quiet, remeasured=set_aside)
+                       power_capped=verdict.capped, quiet_calls=quiet, remeasured=set_aside,
+                       first_block_q25_s=first_q25)
 
 
 def sample_min_s(verdict: Settled) -> float:
