@@ -226,25 +226,3 @@ def _check_custom_targets(cmd: CommandLine, op_names: list[str]) -> None:
                 for item in as_choices(value):
                     guards.check_custom_target({"target": item, "n_inputs": n_inputs})
 
-
-def check_sweeper_params(cmd: CommandLine, params: Any, experiment: str | None) -> None:
-    """``hydra.sweeper.params`` of an experiment (``dtype: fp32,fp8``): Hydra's sweeper
-    turns them into jobs after opsweep's checks, so a bad value ran the jobs before it and
-    left the sweep's folder behind. Each is checked here like a command-line override, and
-    the message names the file it came from."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    texts = [f"{key}={value}" for key, value in params.items()
-             if cmd.last(str(key)) is None]  # the command line overrides the file's value
-    if not texts:
-        return
-    where = (f"experiment/{experiment}.yaml" if experiment else "the config") + \
-        " (hydra.sweeper.params)"
-    try:
-        parsed = OverridesParser.create().parse_overrides(texts)
-        check_overrides(dataclasses.replace(cmd, given=texts, texts=texts, overrides=parsed))
-    except ConfigError as exc:
-        raise ConfigError(f"in {where}: {exc} Fix the value in that file, or override it "
-                          "on the command line.") from None
-    except Exception as exc:  # the grammar's own errors
-        raise ConfigError(f"in {where}: {str(exc).splitlines()[0]}") from None

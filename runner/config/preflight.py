@@ -68,7 +68,8 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
     return Hydra.create_main_hydra2(task_name="runner", config_search_path=search_path)
 
 
-def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> list[str]:
+def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
+               expand: bool = True) -> list[str]:
     """Compose and plan one job; ``["shard i of n"]`` when its shard has no trial."""
     from hydra.types import RunMode
 
@@ -79,12 +80,10 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> 
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
                                with_log_configuration=False)
     launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
-    params = OmegaConf.select(cfg, "hydra.sweeper.params") if cmd.multirun else None
-    if params:  # an experiment's sweep: checked as the command line's is
-        from runner.config.overrides import check_sweeper_params
-
-        check_sweeper_params(cmd, params,
-                             OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
+    params = OmegaConf.select(cfg, "hydra.sweeper.params") if cmd.multirun and expand else None
+    if params:  # an experiment's sweep: its jobs are composed and planned here too
+        _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
+                            OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
     with open_dict(cfg):
         del cfg["hydra"]
     _check_experiment_package(cfg)
@@ -95,6 +94,28 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path) -> 
     check_job(cfg, planned, None)
     sharded = cfg.get("num_shards", 1) > 1 and not planned
     return [f"shard {cfg.shard} of {cfg.num_shards}"] if sharded else []
+
+
+def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
+                        params: Any, experiment: str | None) -> None:
+    """``hydra.sweeper.params`` of an experiment (``dtype: fp32,fp8``): Hydra's sweeper makes
+    them jobs after these checks, so a bad value ran the jobs before it and left the sweep
+    folder behind. Each of its jobs is composed and planned here, named by its file."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    given = {text.partition("=")[0] for text in job}  # the command line wins, as in Hydra
+    texts = [f"{key}={value}" for key, value in params.items() if str(key) not in given]
+    where = f"in experiment/{experiment}.yaml" if experiment else "in the config"
+    try:
+        parsed = OverridesParser.create().parse_overrides(texts)
+        for extra in BasicSweeper.split_arguments(parsed, None)[0]:
+            _check_job(hydra, cmd, [*job, *extra], conf_dir, expand=False)
+    except ConfigError as exc:
+        raise ConfigError(f"{where} (hydra.sweeper.params): {exc} Fix the value in that "
+                          "file, or override it on the command line.") from None
+    except Exception as exc:  # the grammar's and Hydra's own errors
+        raise ConfigError(f"{where} (hydra.sweeper.params): {explain(exc)}") from None
 
 
 def _check_experiment_package(cfg: DictConfig) -> None:
