@@ -82,7 +82,7 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
     ("op-target-module", ["op=custom", "op.target=nosuchmodule:fn"],
      ["'op.target'", "nosuchmodule", "PYTHONPATH"]),
     ("op-target-function", ["op=custom", "op.target=ops.examples:nosuch"],
-     ["'op.target'", "nosuch", "defines no"]),
+     ["'op.target'", "nosuch", "Check the function's name"]),  # read or imported
     ("op-target-not-callable", ["op=custom", "op.target=ops.custom:AUTO"],
      ["'op.target'", "ops.custom:AUTO", "not a callable"]),
     ("op-target-double-colon", ["op=custom", "op.target=ops.examples::gelu_mul"],
