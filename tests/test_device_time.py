@@ -541,6 +541,8 @@ def test_energy_per_call_is_taken_at_the_device_time() -> None:
 # ---------------------------------------------------------------------------------------
 
 MAX_CLOCK = Reading(clock_mhz=1980.0, power_share=0.2, max_clock_mhz=1980.0)
+#: NVML's clock (slow to update) still at the boost, the board at its power limit.
+AT_CAP = Reading(clock_mhz=1980.0, power_share=0.97, max_clock_mhz=1980.0)
 
 
 def test_each_sample_records_the_clock_its_probes_read() -> None:
@@ -572,7 +574,7 @@ def test_a_capped_op_warms_up_and_samples_long_enough_to_span_the_swing() -> Non
     # The loop did not see it capped (it left the GPU idle between calls), but the first
     # back-to-back chunk runs held down: the full capped warm-up, then samples over a second.
     device = FakeDevice(per_call_s=5 * US, clock_at=lambda t: 1450.0)
-    result = run(device, 200, steady=True, loop_capped=False, read_clock=lambda: MAX_CLOCK,
+    result = run(device, 200, steady=True, loop_capped=False, read_clock=lambda: AT_CAP,
                  timer_plan=plan(warmup_s=0.05, max_samples=100000, min_samples=10,
                                  settle_max_s=5.0))
     m = result.measurement
@@ -667,3 +669,41 @@ def test_a_k_that_cannot_be_captured_keeps_the_smaller_graph_and_says_so() -> No
     result = run(device, 200)
     assert result.method == "graph" and result.measurement.calls_per_sample == 200
     assert "K=532 could not be captured (CUDA out of memory); K=200 kept" in result.reason
+
+
+# ---------------------------------------------------------------------------------------
+# A graph that runs other work than the eager calls
+# ---------------------------------------------------------------------------------------
+
+class CopyDevice(FakeDevice):
+    """A device on which a captured call takes ``graph_per_call_s`` and an eager one
+    ``per_call_s`` (a large copy captured as a graph's memcpy node runs slower)."""
+
+    def __init__(self, graph_per_call_s: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.graph_per_call_s = graph_per_call_s
+
+    def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+        replay = super().capture(fn, calls)
+        extra = calls * (self.graph_per_call_s / self.per_call_s - 1)
+
+        def slower() -> None:
+            replay()
+            self.calls += extra  # counted in eager calls' time: each replayed call is slower
+        return slower
+
+
+def test_a_graph_slower_than_eager_calls_gives_way_to_the_eager_measurement() -> None:
+    timer_plan = plan(warmup_s=0.01, max_samples=20, min_samples=10)
+    copy = CopyDevice(graph_per_call_s=880 * US, per_call_s=712 * US)
+    result = run(copy, 1, timer_plan, loop_s=712 * US, steady=True)
+    assert result.method == "blocked"
+    assert "eager calls back to back 712 µs" in result.reason and "880 µs" in result.reason
+    assert result.measurement.stats.median == pytest.approx(712 * US)
+    # A graph that agrees with the eager calls (within EAGER_AGREE_TOL) is kept.
+    same = CopyDevice(graph_per_call_s=715 * US, per_call_s=712 * US)
+    kept = run(same, 1, timer_plan, loop_s=712 * US, steady=True)
+    assert kept.method == "graph" and kept.measurement.stats.median == pytest.approx(715 * US)
+    # Short ops are not checked: the host cannot keep their eager queue full.
+    tiny = CopyDevice(graph_per_call_s=2.5 * US, per_call_s=2 * US)
+    assert run(tiny, 300, timer_plan, loop_s=2 * US, steady=True).method == "graph"

@@ -173,7 +173,9 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     console.stderr.print(f"{len(rows)} trials ({tally}) → {merged}", highlight=False)
-    for line in (timeline.busy_line(rows), timeline.startup_line(timeline.reported_startup())):
+    startup = timeline.reported_startup()
+    for line in (timeline.busy_line(rows), timeline.startup_line(startup),
+                 timeline.cost_line(rows, startup, timeline.since_command())):
         if line:
             console.stderr.print(line, highlight=False)
     return merged

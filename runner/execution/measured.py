@@ -73,6 +73,19 @@ def settle_columns(loop: Measurement, device: Measurement | None) -> dict[str, A
                 if m is not None and m.settle_reason) or None}
 
 
+def cost_columns(times: Any, accuracy_s: float) -> dict[str, Any]:
+    """Where the trial's seconds went (``runner.storage.columns.COST_COLUMNS``; ``times``: a
+    ``runner.execution.timed.TrialTimes``): settling is each warm-up's own wall time, the
+    loop and the device time are the rest of theirs. ``cost_other_s`` is what is left of the
+    whole trial, filled in by ``runner.execution.trial.run_trial``."""
+    device = times.device.measurement
+    device_settle_s = device.warmup_s if device is not None else 0.0
+    return {"cost_settle_s": times.loop.warmup_s + device_settle_s,
+            "cost_loop_s": max(0.0, times.loop_s - times.loop.warmup_s),
+            "cost_device_s": max(0.0, times.device_s - device_settle_s),
+            "cost_accuracy_s": accuracy_s}
+
+
 def burst_columns(burst: Measurement | None) -> dict[str, Any]:
     """The burst time (gapped samples at the boost clock): median and its CI, µs per call."""
     if burst is None:

@@ -1,10 +1,12 @@
-"""How a trial is timed on its device: the clock, the L2 flush, the device time and the burst
-time (``runner.timing``), chosen from the trial's timer settings. Kept apart from
+"""How a trial is timed on its device: the clock, the L2 flush, the loop time, the device time
+and the burst time (``runner.timing``), chosen from the trial's timer settings, in the order
+that keeps the device's heat (:func:`time_trial`). Kept apart from
 ``runner.execution.trial``, which runs the whole trial."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import torch
@@ -15,6 +17,13 @@ from runner.execution import modes
 from runner.timing.clock_probe import clock_probe
 from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
+from runner.timing.settle import (
+    HANDOVER_CAPPED_MIN_S,
+    HOT_POWER_SHARE,
+    LOOP_CAPPED_SAMPLE_S,
+    Heat,
+    capped_min_s,
+)
 from runner.timing.timer import (
     Clock,
     CudaEventClock,
@@ -26,27 +35,112 @@ from runner.timing.timer import (
 )
 
 _FLUSHERS: dict[str, L2Flusher] = {}
+#: What each device last ran in this process (``runner.timing.settle.Heat``): a trial that
+#: follows power-capped work starts hot and settles sooner.
+_HEAT: dict[str, Heat] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialTimes:
+    """A trial's two times, the columns read between them, and the wall seconds each took
+    (warm-up included: ``cost_*`` columns split it off)."""
+
+    loop: Measurement
+    device: DeviceTime
+    memory: dict[str, Any]
+    loop_s: float
+    device_s: float
+
+
+def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
+               prepared: modes.Prepared, device: torch.device, clock: Clock, held_bytes: int,
+               *, read_clock: Any = None, watch: Any = None) -> TrialTimes:
+    """The loop time and the device time of the trial's callable, in the order that pays the
+    power cap's settling once (docs/timing.md#what-a-trial-costs):
+
+    1. a short loop probe (a few calls, not recorded) sizes the device time's K and spin;
+    2. the peak memory is read: one call's allocations bound K;
+    3. the device time warms up until settled (shorter where the trial before left the
+       device hot: ``runner.timing.settle.capped_min_s``) and samples back to back;
+    4. the loop time follows at once and hands over: the op is already at its sustained
+       state, so its warm-up only checks that the loop's own regime (a sync per sample)
+       holds it there.
+
+    On the CPU, with ``timer.device_time=false`` or where the device time is unavailable, the
+    loop time is taken on its own, with a full warm-up."""
+    start = time.perf_counter()
+    steady = device.type == "cuda" and timer.device_time
+    if steady:
+        probe = measure(prepared.fn, dataclasses.replace(plan, **_PROBE), clock,
+                        before_sample=prepared.before_sample, flush=flusher(timer, device))
+        memory = _memory(device)
+        # The probe's few calls cannot tell a settled op: the device time judges on its own.
+        probe = dataclasses.replace(probe, power_capped=None)
+        device_time = device_time_of(
+            spec, timer, plan, prepared, probe, device, memory["peak_allocated_bytes"],
+            held_bytes, read_clock=read_clock, watch=watch,
+            min_capped_s=capped_min_s(_HEAT.get(str(device)), time.perf_counter()))
+    else:
+        device_time = device_time_of(spec, timer, plan, prepared, None, device, None,
+                                     held_bytes)
+    device_s = time.perf_counter() - start
+    handover = device_time.measurement is not None
+    loop = measure(prepared.fn, plan, clock, before_sample=prepared.before_sample,
+                   flush=flusher(timer, device), read_clock=read_clock, handover=handover,
+                   **({"min_capped_s": HANDOVER_CAPPED_MIN_S,
+                       "capped_span_s": LOOP_CAPPED_SAMPLE_S} if handover else {}))
+    if not steady:
+        memory = _memory(device)
+    _HEAT[str(device)] = Heat(_left_hot(device_time, loop, read_clock), time.perf_counter())
+    return TrialTimes(loop, device_time, memory, time.perf_counter() - start - device_s,
+                      device_s)
+
+
+def _left_hot(device_time: DeviceTime, loop: Measurement, read_clock: Any) -> bool:
+    """Whether the trial left the device hot (``runner.timing.settle.Heat``): power-capped, or
+    drawing ``HOT_POWER_SHARE`` of the limit as its last samples ended."""
+    if any(m.power_capped for m in (device_time.measurement, loop) if m is not None):
+        return True
+    reading = read_clock() if read_clock is not None else None
+    share = reading.power_share if reading is not None else None
+    return share is not None and share >= HOT_POWER_SHARE
+
+
+def _memory(device: torch.device) -> dict[str, Any]:
+    if device.type != "cuda":
+        return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
+    return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
+
+
+def device_heated(device: str, ended_s: float) -> None:
+    """``gpu_warmup_s`` heated ``device`` until ``ended_s``: its first trial starts hot."""
+    _HEAT[device] = Heat(True, ended_s)
 
 
 def device_time_of(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
-                 prepared: modes.Prepared, loop: Measurement, device: torch.device,
+                 prepared: modes.Prepared, loop: Measurement | None, device: torch.device,
                  peak_bytes: int | None, held_bytes: int, *, steady: bool = True,
-                 read_clock: Any = None, watch: Any = None) -> DeviceTime:
+                 read_clock: Any = None, watch: Any = None,
+                 min_capped_s: float | None = None) -> DeviceTime:
     """The device time of the trial's work (``runner.timing.device_time``): for
-    ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph."""
+    ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph. ``loop``
+    sizes K and the spin (None only where there is no device time to take)."""
     if device.type != "cuda":
         return DeviceTime(UNAVAILABLE, "cpu")
-    if not timer.device_time:
+    if not timer.device_time or loop is None:
         return DeviceTime(UNAVAILABLE, "timer.device_time=false")
     return measure_device_time(
         prepared.uncaptured or prepared.fn, plan, loop, CudaDevice(device),
         bytes_per_call=None if peak_bytes is None else peak_bytes - held_bytes,
         capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
-        flush=flusher(timer, device), steady=steady, read_clock=read_clock, watch=watch)
+        flush=flusher(timer, device), steady=steady, read_clock=read_clock, watch=watch,
+        **({} if min_capped_s is None else {"min_capped_s": min_capped_s}))
 
 
-#: The short loop measurement that sizes the burst time's K and spin (it is not recorded).
-_BURST_PROBE = {"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5}
+#: The short loop measurement that sizes the device time's and the burst time's K and spin
+#: (it is not recorded).
+_PROBE = {"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5}
 
 
 def burst_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
@@ -56,7 +150,7 @@ def burst_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
     short warm-up, from the device as the previous work left it: the boost-clock number."""
     if not (timer.burst and timer.device_time and device.type == "cuda"):
         return None
-    probe = measure(prepared.fn, dataclasses.replace(plan, **_BURST_PROBE), clock,
+    probe = measure(prepared.fn, dataclasses.replace(plan, **_PROBE), clock,
                     before_sample=prepared.before_sample)
     peak = torch.cuda.max_memory_allocated(device)
     burst = device_time_of(spec, timer, plan, prepared, probe, device, peak, held_bytes,

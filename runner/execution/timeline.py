@@ -89,6 +89,12 @@ def process_start() -> float | None:
     return time.time() - (uptime - started_after_boot)
 
 
+def since_command() -> float:
+    """Seconds since this process's command started (its process start where it can be read,
+    else the import of this module)."""
+    return time.time() - (process_start() or _MARKS["main"])
+
+
 def startup(command_at: float | None = None) -> dict[str, Any] | None:
     """The parts of "command → first trial started", in seconds, for the first job of this
     process (None for later jobs, or when no trial ran). ``*_at_s`` are offsets from the
@@ -205,3 +211,37 @@ def busy_line(rows: Iterable[Mapping[str, Any]]) -> str | None:
     span = next(iter(workers.values()))["span_s"]
     return (f"busy: {', '.join(parts)} of {span:.3g} s of trials (first start to last end, "
             "per job; column worker_trial_wall_s)")
+
+
+#: The parts of a sweep's time, in the summary's order: (label, the rows' column).
+COST_PARTS = (("settling", "cost_settle_s"), ("loop time", "cost_loop_s"),
+              ("device time", "cost_device_s"), ("accuracy", "cost_accuracy_s"),
+              ("other", "cost_other_s"))
+
+
+def cost_line(rows: Iterable[Mapping[str, Any]], startup: Mapping[str, float] | None,
+              wall_s: float | None) -> str | None:
+    """"time: 31.2 s = start-up 4.1 + settling 12.0 + loop time 5.2 + ... (columns cost_*_s)":
+    where the sweep's time went, from each trial's ``cost_*_s`` columns and the start-up. The
+    trials' parts add up to their own wall; what is left of ``wall_s`` (the command's time so
+    far) is the driver's: planning, writing, waiting on workers. None without the columns."""
+    totals = dict.fromkeys((column for _, column in COST_PARTS), 0.0)
+    seen = False
+    for row in rows:
+        for column in totals:
+            value = row.get(column)
+            if value is not None and value == value:
+                totals[column] += float(value)
+                seen = True
+    if not seen:
+        return None
+    first_trial_s = (startup or {}).get("first_trial_at_s")
+    parts = [("start-up", first_trial_s)] if first_trial_s is not None else []
+    parts += [(label, totals[column]) for label, column in COST_PARTS]
+    if wall_s is not None:
+        driver_s = wall_s - sum(value for _, value in parts)
+        if driver_s > 0:
+            parts.append(("driver", driver_s))
+    total = wall_s if wall_s is not None else sum(value for _, value in parts)
+    shown = " + ".join(f"{label} {value:.1f}" for label, value in parts)
+    return f"time: {total:.1f} s = {shown} (columns cost_*_s)"

@@ -13,8 +13,9 @@ Order of a trial (each step's placement is deliberate):
 5. check accuracy: float64 reference from the inputs *as they are now*, then one call of the
    composed callable, so the check validates exactly what is timed;
 6. reset the peak-memory counters and time it with the shared timer: the burst time first
-   (``timer.burst``, gapped samples from the device as the last trial left it), then the loop
-   time and the steady-state device time, each warmed up until settled;
+   (``timer.burst``, gapped samples from the device as the last trial left it), then the
+   steady-state device time, warmed up until settled, and the loop time right after it, so
+   the power cap's settling is paid once (``runner.execution.timed.time_trial``);
 7. optionally (``insight``), right after the device time's samples, at the same settled
    state: a profiled pass and an energy window (runner.execution.insight); they never run
    inside the timed samples;
@@ -28,6 +29,7 @@ import contextlib
 import dataclasses
 import gc
 import json
+import time
 import traceback
 from datetime import datetime, timezone
 from typing import Any
@@ -59,15 +61,16 @@ from runner.execution.measured import (
     burst_columns,
     clock_columns,
     consistency_flag,
+    cost_columns,
     device_time_columns,
     samples_clock_columns,
     settle_columns,
     throughput_columns,
     timing_columns,
 )
-from runner.execution.timed import burst_time, clock_for, device_time_of, flusher
-from runner.storage.columns import Status
-from runner.timing.timer import TimerPlan, measure
+from runner.execution.timed import burst_time, clock_for, time_trial
+from runner.storage.columns import COST_COLUMNS, Status
+from runner.timing.timer import TimerPlan
 
 
 def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
@@ -85,6 +88,7 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     row["num_threads_used"] = spec.num_threads or torch.get_num_threads()
     row.update({f"{k}_start": v for k, v in gpu_state(spec.device).items()})
     row["consistency_flag"] = None
+    started = time.perf_counter()
     held_bytes = _allocated(spec.device)
     try:
         with _on_device(spec.device), trial_settings(spec.dtype, spec.num_threads), \
@@ -108,6 +112,9 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     finally:
         _release(spec.device, held_bytes)
     row.update({f"{k}_end": v for k, v in gpu_state(spec.device).items()})
+    if row.get("cost_settle_s") is not None:  # timed: the rest of the trial's wall is "other"
+        known = sum(row[name] for name in COST_COLUMNS if name != "cost_other_s")
+        row["cost_other_s"] = max(0.0, time.perf_counter() - started - known)
     return row
 
 
@@ -141,6 +148,7 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
 
     out: dict[str, Any] = {"compile_time_s": prepared.compile_time_s,
                            "capture_time_s": prepared.capture_time_s}
+    accuracy_started = time.perf_counter()
     if check_accuracy:
         out.update(_accuracy(spec, workloads, prepared))
     if device.type == "cuda":
@@ -149,28 +157,26 @@ def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
+    accuracy_s = time.perf_counter() - accuracy_started
     held_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
     # energy=true reads the energy over the device time's own (back-to-back) samples where it
-    # can; its idle baseline is read here, before any timing, so no idle gap falls between
-    # the loop time's warm-up and the device time's.
+    # can; its idle baseline is read here, before any timing, so no idle gap falls inside it.
     watch = (sample_window(spec.device, insight.energy_window_s, insight.energy_idle_s)
              if insight is not None and insight.energy and timer.device_time
              and not timer.flush_l2 else None)
     timer_plan = TimerPlan.from_settings(timer)
     read_clock = sm_clock_reader(spec.device)
     clock = clock_for(timer, device)
-    # The burst time goes first: the loop time's settling warm-up would heat the GPU.
+    # The burst time goes first: the device time's settling warm-up would heat the GPU.
     burst = burst_time(spec, timer, timer_plan, prepared, device, clock, held_bytes)
-    measurement = measure(prepared.fn, timer_plan, clock,
-                          before_sample=prepared.before_sample,
-                          flush=flusher(timer, device), read_clock=read_clock)
+    times = time_trial(spec, timer, timer_plan, prepared, device, clock, held_bytes,
+                       read_clock=read_clock, watch=watch)
+    measurement, device_time = times.loop, times.device
     # Read before anything else runs on the GPU: the state the loop-time samples ended in.
     out.update(clock_columns(spec.device))
-    out.update(_memory(device))
-    device_time = device_time_of(spec, timer, timer_plan, prepared, measurement, device,
-                               out.get("peak_allocated_bytes"), held_bytes,
-                               read_clock=read_clock, watch=watch)
+    out.update(times.memory)
+    out.update(cost_columns(times, accuracy_s))
     prepared.finish()
     out.update(prepared.compile_stats)
     out.update(timing_columns(measurement, prepared.ops_per_sample))
@@ -271,13 +277,6 @@ def _accuracy(spec: TrialSpec, workloads: list[Workload],
         return {"rel_error": None, "rel_error_tol": None, "accuracy_ok": None}
     worst = max(errors)
     return {"rel_error": worst, "rel_error_tol": tolerance, "accuracy_ok": worst <= tolerance}
-
-
-def _memory(device: torch.device) -> dict[str, Any]:
-    if device.type != "cuda":
-        return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
-    return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
 
 
 def _on_device(device: str) -> Any:

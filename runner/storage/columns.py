@@ -17,7 +17,8 @@ import pyarrow as pa
 
 from runner.core.axes import AXES, MODE_AXES, Axis
 
-__all__ = ["AXES", "AXIS_COLUMNS", "COLUMNS", "MODE_COLUMNS", "Status", "axis_doc"]
+__all__ = ["AXES", "AXIS_COLUMNS", "COLUMNS", "COST_COLUMNS", "MODE_COLUMNS", "Status",
+           "axis_doc"]
 
 class Status(str, Enum):
     """Outcome of one trial. Every trial ends as a row with one of these (the ``status``
@@ -69,10 +70,8 @@ _TIME_STATS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("ci_low_us", _F, "95% CI of the {what}'s median, low end, µs (order statistics)"),
     ("ci_high_us", _F, "95% CI of the {what}'s median, high end, µs"),
     ("ci_rel_halfwidth", _F, "half the CI's width over the median, {what}"),
-    ("noisy", _B, "true when the {what} is not to be trusted: fewer samples than "
-                  "timer.min_samples, samples one median cannot describe (clusters, a slow "
-                  "tail, a step, far fewer calls per sample than the op needs; after one "
-                  "re-measure), or a CI that never got within timer.target_rel"),
+    ("noisy", _B, "true when the {what} is not to be trusted: too few samples, a CI wider "
+                  "than timer.target_rel, or samples one median cannot describe (noisy_reason)"),
     ("noisy_reason", _S, "why the {what} is noisy (null when it is not)"),
     ("per_op_us", _F, "{what} median / op instances per call (streams=N)"),
 )
@@ -145,8 +144,9 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                              "time per call, SM clock no longer falling), false at the cap"),
     "settle_reason": (_S, "what was still moving when a warm-up hit timer.settle_max_s"),
     "power_capped": (_B, "true when the warm-up found the op power-capped (its SMs ran below "
-                         "95% of the maximum clock, or it drew 90% of the power limit): its "
-                         "device time is what the capped GPU sustains, sampled over >= 1 s"),
+                         "95% of the maximum clock while the board drew 80% of its limit, or, "
+                         "with no clock probe, it drew 90% of the limit): its device time is "
+                         "what the capped GPU sustains, sampled over >= 0.5 s"),
     "sm_clock_mhz_samples_median": (_F, "median SM clock the device-time samples really ran "
                                         "at, MHz: cycles over ns between probes on SM 0 "
                                         "(nvbench's way); NVML's reported clock where there "
@@ -265,6 +265,20 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "roofline_reason": (_S, "why pct_of_peak/bound are null, when they are"),
 }
 
+
+#: Where a trial's wall time went (docs/timing.md#what-a-trial-costs); they add up to the
+#: trial's own wall, and the sweep's summary adds them up with the start-up.
+COST_COLUMNS: dict[str, tuple[pa.DataType, str]] = {
+    "cost_settle_s": (_F, "seconds of the trial spent warming up until settled (the device "
+                          "time's and the loop time's warm-ups)"),
+    "cost_loop_s": (_F, "seconds of the loop time's samples (its warm-up is in cost_settle_s)"),
+    "cost_device_s": (_F, "seconds of the device time besides its warm-up: the probe that "
+                          "sizes it, the graph's capture, its samples"),
+    "cost_accuracy_s": (_F, "seconds of the accuracy check (the float64 reference, one call)"),
+    "cost_other_s": (_F, "the rest of the trial's seconds: building inputs, counting FLOPs, "
+                         "compiling, the GPU state, freeing memory"),
+}
+COLUMNS.update(COST_COLUMNS)
 
 _GPU_STATE = {
     "sm_clock_mhz": (_I, "SM clock, MHz"), "mem_clock_mhz": (_I, "memory clock, MHz"),

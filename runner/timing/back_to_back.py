@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from runner.timing.settle import Reading, last_clock
+from runner.timing.settle import CAPPED_MIN_S, Reading, last_clock
 from runner.timing.timer import Measurement, TimerPlan, sample, sample_min_s, warm_up
 
 #: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
@@ -83,7 +83,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             wall: Callable[[], float], notes: list[str],
             read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
             launches_per_sample: int, loop_capped: bool | None = None,
-            watch: Watch | None = None) -> Measurement:
+            watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S) -> Measurement:
     """Back-to-back samples (module docstring): warm up until settled, then sample with
     :func:`runner.timing.timer.sample`, all in one stream of chunks. ``launches_per_sample``:
     0 for a graph replay, else the blocked method's kernels per sample. ``loop_capped``:
@@ -94,7 +94,9 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     ``runner.timing.settle.CAPPED_MIN_S`` again, whatever the loop did: the few tens of
     milliseconds between the two (graph capture, memory columns) let an H200 recover enough
     headroom that a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host
-    waits for each sampled chunk; the samples then span at least its ``window_s``."""
+    waits for each sampled chunk; the samples then span at least its ``window_s``.
+    ``min_capped_s``: the shortest warm-up of a power-capped op
+    (``runner.timing.settle.capped_min_s``: shorter when the device starts hot)."""
     chunk_s, ahead = (WATCHED_CHUNK_S, WATCHED_AHEAD) if watch is not None else (CHUNK_S, 2)
     samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(chunk_s / max(sample_s, 1e-9))))
     # Every chunk in flight together stays within half the launch queue: past it the host
@@ -196,7 +198,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     try:
         warmup, verdict = warm_up(lambda: next_chunk(True), plan, wall, read_clock=read_clock,
                                   min_s=DEVICE_WARMUP_S if plan.warmup_s > 0 and not handover
-                                  else 0.0, handover=handover)
+                                  else 0.0, handover=handover, min_capped_s=min_capped_s)
 
         def take() -> float:
             if not buffer:

@@ -63,8 +63,9 @@ from runner.timing.graph_size import (
     first_line,
     plateau_calls,
     replay_per_call_s,
+    slower_than_eager,
 )
-from runner.timing.settle import Reading
+from runner.timing.settle import CAPPED_MIN_S, Reading
 from runner.timing.timer import Measurement, TimerPlan
 
 GRAPH, BLOCKED, UNAVAILABLE = "graph", "blocked", "unavailable"
@@ -148,7 +149,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                         flush: Callable[[], None] | None = None,
                         wall: Callable[[], float] = time.perf_counter, steady: bool = True,
                         read_clock: Callable[[], Reading | None] | None = None,
-                        watch: Watch | None = None) -> DeviceTime:
+                        watch: Watch | None = None,
+                        min_capped_s: float = CAPPED_MIN_S) -> DeviceTime:
     """The device time of ``fn``: ``graph``, else ``blocked``, else ``unavailable``.
 
     ``loop`` is the trial's loop-time measurement: its ``calls_per_sample`` is K, its median
@@ -159,7 +161,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     protocol). ``steady=False``: the burst time (module docstring). ``read_clock`` reads the
     SM clock and power (``runner.timing.settle.Reading``) for the settle rule and the
     samples' clock. ``watch``: watches the steady samples' window
-    (``runner.timing.back_to_back.Watch``: the energy counter).
+    (``runner.timing.back_to_back.Watch``: the energy counter). ``min_capped_s``: the shortest
+    warm-up of a power-capped op (``runner.timing.settle.capped_min_s``).
     """
     steady = steady and flush is None
 
@@ -170,7 +173,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                 return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
                                       read_clock, sample_s=sample_s,
                                       launches_per_sample=launches,
-                                      loop_capped=loop.power_capped, watch=watching)
+                                      loop_capped=loop.power_capped, watch=watching,
+                                      min_capped_s=min_capped_s)
             if watch is None:
                 return steady_run(None)
             try:
@@ -207,9 +211,11 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                 notes.append(f"graph: {exc}")
             else:
                 graph_us, loop_us = measurement.stats.median * 1e6, loop.stats.median * 1e6
-                if graph_us <= GRAPH_SLOWER_TOL * loop_us:
+                eager_note = slower_than_eager(fn, measurement, device)
+                if graph_us <= GRAPH_SLOWER_TOL * loop_us and eager_note is None:
                     return DeviceTime(GRAPH, _join(notes), measurement)
-                notes.append(f"graph: a replay read {graph_us:.4g} µs per call, slower than "
+                notes.append(eager_note or
+                             f"graph: a replay read {graph_us:.4g} µs per call, slower than "
                              f"the loop's {loop_us:.4g} µs: the graph runs the work "
                              "differently (a large copy captured as a memcpy node) or the "
                              "clocks dropped")

@@ -15,22 +15,38 @@ sample (``timer.batch_target_us``), from the device's time per call:
 
 Capturing costs host time per call (about 7 µs on an H200), so half a sample is the aim:
 enough to be on the plateau, half the capture of a whole one.
+
+A graph must also run what the user's eager code runs: :func:`slower_than_eager` holds its
+replays against eager calls queued back to back.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from typing import Any
 
 from runner.timing.back_to_back import SPIN_MIN_S
-from runner.timing.timer import TimerPlan
+from runner.timing.timer import Measurement, TimerPlan
 
 #: A graph replay should fill this share of ``timer.batch_target_us``.
 PLATEAU_SHARE = 0.5
 #: Eager calls in the burst that estimates the device's time per call. A call of up to 32
 #: kernels keeps the burst within CUDA's ~1024 pending launches, so the host stays ahead.
 ESTIMATE_CALLS = 32
+
+#: A graph replay may read at most this much slower per call than the same calls queued
+#: eagerly, back to back, before the eager calls are measured instead (the ``blocked``
+#: method): captured, an op can run other work than the eager code the user runs (on an H100
+#: a 1 GiB device copy ran 883 µs as a graph's memcpy node against 712 µs eagerly).
+EAGER_AGREE_TOL = 0.03
+#: The check runs for ops of at least this many seconds per call, long enough for the host to
+#: keep the eager queue full; and not for power-capped ops, whose gapped eager burst runs at a
+#: clock the sustained replays do not.
+EAGER_CHECK_MIN_S = 20e-6
+#: Seconds of eager calls in each of the check's three bursts.
+EAGER_CHECK_S = 0.005
 
 
 def eager_per_call_s(fn: Callable[[], Any], calls: int, loop_per_call_s: float,
@@ -49,6 +65,27 @@ def eager_per_call_s(fn: Callable[[], Any], calls: int, loop_per_call_s: float,
     if timed.host_s >= timed.spin_s or timed.work_s <= 0:
         return None
     return timed.work_s / n
+
+
+def slower_than_eager(fn: Callable[[], Any], graph: Measurement, device: Any) -> str | None:
+    """Why the graph's replays must not stand for ``fn``, or None: they read more than
+    :data:`EAGER_AGREE_TOL` slower per call than eager calls queued back to back (the
+    median of three bursts of :data:`EAGER_CHECK_S`). Checked only where the eager queue stays
+    full and the op is not power-capped (:data:`EAGER_CHECK_MIN_S`)."""
+    per_call_s = graph.stats.median
+    if graph.power_capped or per_call_s < EAGER_CHECK_MIN_S:
+        return None
+    calls = max(1, min(ESTIMATE_CALLS, math.ceil(EAGER_CHECK_S / per_call_s)))
+    bursts = [eager_per_call_s(fn, calls, per_call_s, device) for _ in range(3)]
+    if any(burst is None for burst in bursts):
+        return None  # the host did not stay ahead of the eager calls: they tell nothing
+    eager_s = statistics.median(bursts)
+    if per_call_s <= (1 + EAGER_AGREE_TOL) * eager_s:
+        return None
+    return (f"graph: a replay read {per_call_s * 1e6:.4g} µs per call, {calls} eager calls "
+            f"back to back {eager_s * 1e6:.4g} µs (more than {EAGER_AGREE_TOL:.0%} apart): "
+            "captured, the op runs other work than eager code does, so the eager calls are "
+            "measured")
 
 
 def replay_per_call_s(replay: Callable[[], None], calls: int, device: Any) -> float:

@@ -55,12 +55,45 @@ HELD_DOWN_SHARE = 0.95
 #: seconds: on an H200, tf32 4096³ read 400 µs for 1.5 s, dipped to 424 µs, and held 414 µs
 #: from 2 s on; a fp16 bmm slid from 37.5 to 39.3-39.9 µs over 3 s (benchmarks/power_trace.py).
 CAPPED_MIN_S = 2.5
-#: Effective clocks, the most recent, that :func:`capped` judges.
+#: Shortest warm-up (s) of a power-capped series that starts *hot*: within :data:`HOT_GAP_S`
+#: of the end of earlier power-capped work on the same device (the trial before). The
+#: controller has already pulled the clock down; the gap between two trials (tens of ms of
+#: set-up) gives some headroom back, which a second of the new op's load takes again.
+HOT_CAPPED_MIN_S = 1.5
+#: Longest gap (s) after power-capped work for a warm-up to count as starting hot.
+HOT_GAP_S = 1.0
+#: Work that drew this share of the power limit leaves the device hot, capped or not.
+HOT_POWER_SHARE = 0.8
+#: A series whose clock runs between :data:`DEEP_HELD_SHARE` and :data:`HELD_DOWN_SHARE` of the
+#: maximum is watched this long (s) before it may settle: long enough to see the power cap
+#: pull it down (a tf32 2048³ matmul after a large fp32 one started near 1960 MHz and ran at
+#: 1660-1750 MHz once capped), short enough that a light load in that band pays little.
+BAND_WATCH_S = 0.05
+#: Shortest warm-up (s) of a power-capped loop time taken right after the device time's
+#: back-to-back samples (``runner.execution.timed.time_trial``): the op is at its sustained
+#: state already, so the warm-up only checks that the loop's own regime (a sync per sample)
+#: holds it there.
+HANDOVER_CAPPED_MIN_S = 0.1
+#: Below this share of the maximum the clock is held down by the power cap, whatever else
+#: is seen: every compute-bound op near the cap ran below 1750 MHz (0.88 of 1980) within its
+#: first milliseconds. Between it and :data:`HELD_DOWN_SHARE`, a clock is the cap's doing only
+#: while it is falling (:data:`CLOCK_FALL_SHARE`): light loads run there too, flat (an H100
+#: ran 2.5-7 µs matmuls at 1770-1880 MHz and 100-190 W of 700, right after larger ones).
+#: NVML's power cannot tell them apart: where the instantaneous field is missing, its reading
+#: is a one-second average that still shows the trial before.
+DEEP_HELD_SHARE = 0.88
+#: A clock this share below the series' first clocks is being pulled down.
+CLOCK_FALL_SHARE = 0.03
+#: Effective clocks (and power readings), the most recent, that :func:`capped` judges.
 RECENT_CLOCKS = 8
 #: Shortest span (s) of the samples of a power-capped series: once settled the clock still
-#: swings ±1-2% over a second (a tf32 4096³ matmul's samples moved 3.4% within 50 ms), so
-#: the median is taken over a span that holds the swing, not one phase of it.
-CAPPED_SAMPLE_S = 1.0
+#: swings ±1-2% (a tf32 4096³ matmul's samples moved 3.4% within 50 ms), so the median is
+#: taken over a span that holds many swings, not one phase of one.
+CAPPED_SAMPLE_S = 0.75
+#: The same for the loop time of a power-capped op once the device time has sampled it: the
+#: device time is the headline there; the loop time says what the host pays and sets
+#: ``bound``, which half the span tells as well.
+LOOP_CAPPED_SAMPLE_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -105,6 +138,26 @@ class Settled:
     capped: bool | None = None
 
 
+@dataclass(frozen=True)
+class Heat:
+    """What the device last ran: whether that work left it hot (power-capped, or drawing
+    :data:`HOT_POWER_SHARE` of the limit: a large fp32 matmul runs at full clock and 600-680 W
+    of 700), and when it ended (s, on the same wall clock as the warm-up's). How a warm-up
+    knows that it starts hot."""
+
+    hot: bool
+    ended_s: float
+
+
+def capped_min_s(heat: Heat | None, now_s: float) -> float:
+    """The shortest warm-up of a power-capped series that starts at ``now_s`` after ``heat``:
+    :data:`HOT_CAPPED_MIN_S` right after power-capped work, else :data:`CAPPED_MIN_S` (cold,
+    or after a gap long enough for the controller to give its headroom back)."""
+    if heat is not None and heat.hot and 0 <= now_s - heat.ended_s <= HOT_GAP_S:
+        return HOT_CAPPED_MIN_S
+    return CAPPED_MIN_S
+
+
 def windows(points: Sequence[Point], elapsed_s: float) -> tuple[Sequence[Point],
                                                                Sequence[Point]]:
     """The quarter of ``elapsed_s`` before the last, and the last quarter (``points`` are in
@@ -130,13 +183,19 @@ class _TimeView(Sequence[float]):
 
 
 def capped(recent_mhz: Sequence[float], power_share: float | None,
-           max_clock_mhz: float | None) -> bool | None:
+           max_clock_mhz: float | None, first_mhz: Sequence[float] = ()) -> bool | None:
     """Whether the power controller holds this series down: its most recent effective clocks
-    ran below :data:`HELD_DOWN_SHARE` of the maximum or, where no probe read them, it drew
+    ran below :data:`DEEP_HELD_SHARE` of the maximum, or below :data:`HELD_DOWN_SHARE` and
+    falling from its first clocks (``first_mhz``); or, where no probe read the clocks, it drew
     :data:`POWER_NEAR_CAP` of the limit (a memory-bound op can draw that at full clock).
     None: neither could be read (no probe, no NVML), so nobody can tell."""
     if recent_mhz and max_clock_mhz:
-        return statistics.median(recent_mhz) < HELD_DOWN_SHARE * max_clock_mhz
+        now = statistics.median(recent_mhz)
+        if now >= HELD_DOWN_SHARE * max_clock_mhz:
+            return False
+        if now < DEEP_HELD_SHARE * max_clock_mhz:
+            return True
+        return bool(first_mhz) and now < (1 - CLOCK_FALL_SHARE) * statistics.median(first_mhz)
     if power_share is None:
         return None
     return power_share >= POWER_NEAR_CAP
@@ -144,19 +203,23 @@ def capped(recent_mhz: Sequence[float], power_share: float | None,
 
 def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None = None, *,
           max_clock_mhz: float | None = None,
-          recent_mhz: Sequence[float] | None = None) -> str | None:
+          recent_mhz: Sequence[float] | None = None,
+          min_capped_s: float = CAPPED_MIN_S, first_mhz: Sequence[float] = ()) -> str | None:
     """None when the series is settled at ``elapsed_s``, else what is still moving.
-    ``power_share``: the most power the series drew, over the limit (default: from
-    ``points``); ``recent_mhz``: its last effective clocks (default: from ``points``)."""
-    if power_share is None:
-        power_share = max((p.power_share for p in points if p.power_share is not None),
-                          default=None)
+    ``power_share``: the most power the series drew recently, over the limit (None: not
+    known); ``recent_mhz``: its last effective clocks (default: from
+    ``points``); ``min_capped_s``: the shortest warm-up if it is power-capped
+    (:func:`capped_min_s`); ``first_mhz``: its first effective clocks."""
     if recent_mhz is None:
         recent_mhz = [p.effective_mhz for p in points if p.effective_mhz is not None]
         recent_mhz = recent_mhz[-RECENT_CLOCKS:]
-    if capped(recent_mhz, power_share, max_clock_mhz) and elapsed_s < CAPPED_MIN_S:
+    if capped(recent_mhz, power_share, max_clock_mhz, first_mhz) and elapsed_s < min_capped_s:
         return (f"power-capped: the controller may still move the clock (at least "
-                f"{CAPPED_MIN_S:g} s)")
+                f"{min_capped_s:g} s)")
+    if (recent_mhz and max_clock_mhz and elapsed_s < BAND_WATCH_S
+            and statistics.median(recent_mhz) < HELD_DOWN_SHARE * max_clock_mhz):
+        return (f"the SM clock runs below {HELD_DOWN_SHARE:.0%} of the maximum: watching "
+                f"whether the power cap pulls it down (at least {BAND_WATCH_S:g} s)")
     earlier, recent = windows(points, elapsed_s)
     if not earlier or not recent:
         return "too few samples to compare two windows"
@@ -184,19 +247,25 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
            min_s: float, cap_s: float, min_calls: int = 1,
            wall: Callable[[], float] = time.perf_counter,
            read_clock: Callable[[], Reading | None] | None = None,
-           handover: bool = False) -> tuple[list[Point], Settled]:
+           handover: bool = False,
+           min_capped_s: float = CAPPED_MIN_S) -> tuple[list[Point], Settled]:
     """Run ``step`` (one call, or one chunk of back-to-back samples; it returns their times
     per call in seconds, or (seconds, effective MHz) pairs) until the series has settled, at
     least ``min_s`` and ``min_calls`` samples in, or ``cap_s`` is reached (at least one step
     always runs). ``min_s=0`` asks for no warm-up to speak of (``timer=smoke``):
     ``min_calls`` samples, not judged. ``handover``: the op
     has just settled in another warm-up (the loop time's), so ``min_calls`` samples are enough
-    unless they show it :func:`capped`, in which case they are judged as usual."""
+    unless they show it :func:`capped`, in which case they are judged as usual.
+    ``min_capped_s``: the shortest warm-up of a power-capped series (:func:`capped_min_s`:
+    shorter when the device starts hot)."""
     start = wall()
     points: list[Point] = []
-    reading, next_read, next_judge, power = Reading(), start, 0.0, None
+    reading, next_read, next_judge = Reading(), start, 0.0
     max_mhz: float | None = None
     recent: deque[float] = deque(maxlen=RECENT_CLOCKS)  # the last effective clocks
+    first: list[float] = []  # and the first ones
+    # The last power readings: the series' own draw now, not what earlier work left.
+    powers: deque[float] = deque(maxlen=RECENT_CLOCKS)
     moving = "minimum warm-up not reached"
     while True:
         now = wall()
@@ -204,7 +273,8 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
             reading, next_read = read_clock() or Reading(), now + CLOCK_READ_S
             max_mhz = reading.max_clock_mhz or max_mhz
             if reading.power_share is not None:
-                power = max(power or 0.0, reading.power_share)
+                powers.append(reading.power_share)
+        power = max(powers) if powers else None
         times = step()
         elapsed = wall() - start
         for item in times:
@@ -212,20 +282,22 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
             points.append(Point(elapsed, per_call, reading.clock_mhz, reading.power_share, mhz))
             if mhz is not None:
                 recent.append(mhz)
+                if len(first) < RECENT_CLOCKS:
+                    first.append(mhz)
         # Judged every JUDGE_EVERY_S or 5% of the elapsed time, whichever is longer: a
         # judgement sorts two windows, which hold tens of thousands of calls of a 1 µs op.
         if len(points) >= min_calls and elapsed >= min_s and (
                 elapsed >= next_judge or elapsed >= cap_s):
-            judged = min_s > 0 or (handover and capped(recent, power, max_mhz))
-            moving = (judge(points, elapsed, power, max_clock_mhz=max_mhz, recent_mhz=recent)
-                      if judged else None)
+            judged = min_s > 0 or (handover and capped(recent, power, max_mhz, first))
+            moving = (judge(points, elapsed, power, max_clock_mhz=max_mhz, recent_mhz=recent,
+                            min_capped_s=min_capped_s, first_mhz=first) if judged else None)
             next_judge = elapsed + max(JUDGE_EVERY_S, elapsed / 20)
             if moving is None:
                 return points, Settled(True, elapsed,
-                                       capped=capped(recent, power, max_mhz))
+                                       capped=capped(recent, power, max_mhz, first))
         if elapsed >= cap_s:
             return points, Settled(False, elapsed, f"hit the {cap_s:g} s cap: {moving}",
-                                   capped=capped(recent, power, max_mhz))
+                                   capped=capped(recent, power, max_mhz, first))
 
 
 def last_clock(points: Sequence[Point], last: int = 16) -> float | None:

@@ -47,7 +47,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
 
-from runner.timing.settle import CAPPED_SAMPLE_S, Point, Reading, Settled, last_clock, settle
+from runner.timing.settle import (
+    CAPPED_MIN_S,
+    CAPPED_SAMPLE_S,
+    Point,
+    Reading,
+    Settled,
+    last_clock,
+    settle,
+)
 from runner.timing.spread import far_fewer_calls, mixed_reason, slower_than_before
 from runner.timing.stats import SampleStats, median_ci_rel_halfwidth, summarize
 
@@ -300,7 +308,9 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             wall: Callable[[], float] = time.perf_counter,
             before_sample: Callable[[], None] | None = None,
             flush: Callable[[], None] | None = None,
-            read_clock: Callable[[], Reading | None] | None = None) -> Measurement:
+            read_clock: Callable[[], Reading | None] | None = None,
+            handover: bool = False, min_capped_s: float = CAPPED_MIN_S,
+            capped_span_s: float = CAPPED_SAMPLE_S) -> Measurement:
     """Warm ``fn`` up until settled, then sample it until the median is stable or a cap is
     reached.
 
@@ -308,7 +318,10 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     there, as ``triton.testing.do_bench`` does with ``grad_to_none``). ``flush`` too (L2).
     ``wall`` is the clock that enforces ``warmup_s`` and ``max_time_s``; tests inject a fake.
     ``read_clock`` reads the SM clock and power (a ``Reading``) for the settle rule (None:
-    time alone).
+    time alone). ``handover``: the op has just run back to back at its sustained state (the
+    device time's samples), so the warm-up only checks that it still is
+    (``runner.timing.settle.settle``); ``min_capped_s``: the shortest warm-up of a
+    power-capped op; ``capped_span_s``: the shortest span of its samples.
     """
     def one_call() -> tuple[float, float | None]:
         if before_sample:
@@ -322,7 +335,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     if probing:
         clock.probing = True  # type: ignore[attr-defined]
     try:
-        warmup, verdict = warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock)
+        warmup, verdict = warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock,
+                                  handover=handover, min_capped_s=min_capped_s)
     finally:
         if probing:
             clock.probing = False  # type: ignore[attr-defined]
@@ -342,7 +356,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
         return clock.stop(token) / calls
 
     begun = wall()
-    samples, stop_reason = sample(take, plan, wall, min_s=sample_min_s(verdict))
+    samples, stop_reason = sample(take, plan, wall,
+                                  min_s=sample_min_s(verdict, capped_span_s))
     quiet = 1 if flush else choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan)
     set_aside = mixed_reason(samples) or far_fewer_calls(calls, quiet)
     extra_calls, extra_s, first_q25 = 0, 0.0, None
@@ -352,7 +367,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
         # (take() reads ``calls`` when it runs). Still mixed: noisy, with both reasons.
         extra_calls, extra_s, calls = len(samples), wall() - begun, quiet
         first_q25 = sorted(samples)[len(samples) // 4]
-        samples, stop_reason = sample(take, plan, wall, min_s=sample_min_s(verdict))
+        samples, stop_reason = sample(take, plan, wall,
+                                      min_s=sample_min_s(verdict, capped_span_s))
         quiet = 1 if flush else choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan)
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
                        warmup_calls=len(warmup_times) + extra_calls,
@@ -364,27 +380,28 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
                        first_block_q25_s=first_q25)
 
 
-def sample_min_s(verdict: Settled) -> float:
-    """Shortest span of the samples: :data:`runner.timing.settle.CAPPED_SAMPLE_S` for a
-    power-capped op (its clock still swings once settled), else none."""
-    return CAPPED_SAMPLE_S if verdict.capped else 0.0  # None (not told): not capped
+def sample_min_s(verdict: Settled, capped_span_s: float = CAPPED_SAMPLE_S) -> float:
+    """Shortest span of the samples: ``capped_span_s``
+    (:data:`runner.timing.settle.CAPPED_SAMPLE_S`) for a power-capped op (its clock still
+    swings once settled), else none."""
+    return capped_span_s if verdict.capped else 0.0  # None (not told): not capped
 
 
 def warm_up(step: Callable[[], list[Any]], plan: TimerPlan,
             wall: Callable[[], float] = time.perf_counter, *,
             read_clock: Callable[[], Reading | None] | None = None,
-            min_s: float | None = None, handover: bool = False
-            ) -> tuple[list[Point], Settled]:
+            min_s: float | None = None, handover: bool = False,
+            min_capped_s: float = CAPPED_MIN_S) -> tuple[list[Point], Settled]:
     """Hazard 2: run ``step`` (which times itself and returns seconds per call, or (seconds,
     effective MHz) pairs, one per sample) until ``warmup_calls`` samples and ``warmup_s`` (or
     ``min_s``) have passed AND the series has settled (``runner.timing.settle``), or until
     ``settle_max_s``. At least one step always runs; a step slower than the cap ends warm-up
     after it. ``handover``: ``runner.timing.settle.settle`` (one step, then judged only if
-    power-capped)."""
+    power-capped); ``min_capped_s``: the shortest warm-up of a power-capped series."""
     return settle(step, min_s=plan.warmup_s if min_s is None else min_s,
                   cap_s=max(plan.settle_max_s, min(plan.warmup_s, plan.max_time_s)),
                   min_calls=1 if handover else plan.warmup_calls, wall=wall,
-                  read_clock=read_clock, handover=handover)
+                  read_clock=read_clock, handover=handover, min_capped_s=min_capped_s)
 
 
 def sample(take: Callable[[], float], plan: TimerPlan,

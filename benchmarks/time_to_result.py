@@ -1,0 +1,219 @@
+"""What a right number costs: a plain size sweep through opsweep against a settled reference,
+in one call on a CUDA machine:
+
+    python benchmarks/time_to_result.py --out DIR [--copies] [--runs 2]
+
+1. The settled reference, in this process, through triton: per case, 2 s of the op back to
+   back (so a power-capped op is at its sustained clock: 1 s from a cool board left bf16
+   2048³ on an H200 ~4% fast, still sliding), then
+   ``triton.testing.do_bench_cudagraph``; and, beside it, ``triton.testing.do_bench`` alone
+   (the burst number a quick loop reports). It runs first: a capped op's sustained clock
+   depends on the board's temperature (docs/timing.md#what-a-trial-costs), and so the sweeps
+   that follow start from a board that has been working, as a user's does.
+2. ``python -m runner op=matmul`` over 256³ … 8192³ × bf16/fp16/fp32/tf32 (24 trials, one job,
+   the default timer), timed as a whole command: its wall, when its first trial started, and
+   each trial's cost split (the ``cost_*_s`` columns).
+3. ``--copies``: large device-to-device copies (512 MiB, 1 GiB) through opsweep and as eager
+   calls back to back between two events: a copy captured in a CUDA graph can run slower than
+   the eager one the user's code runs, and the device time must measure the eager one.
+
+Prints each trial's agreement with the reference, the walls and their ratio, and a PASS/FAIL
+table last. Logs and Parquet go to DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = (256, 512, 1024, 2048, 4096, 8192)
+DTYPES = ("bf16", "fp16", "fp32", "tf32")
+COPY_NUMELS = (1 << 27, 1 << 28)  # fp32: 512 MiB and 1 GiB
+COST_COLUMNS = ("cost_settle_s", "cost_loop_s", "cost_device_s", "cost_accuracy_s",
+                "cost_other_s")
+
+
+def run_opsweep(out: Path, name: str, args: list[str]) -> tuple[pd.DataFrame, float, float]:
+    """Run ``python -m runner`` as a user would; returns its rows, its wall (s) and the
+    seconds from the command to its first trial's start."""
+    results = out / name
+    cmd = [sys.executable, "-m", "runner", f"results_dir={results}", *args]
+    started_at = time.time()
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - start
+    (out / f"{name}.log").write_text(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
+                 + (proc.stdout + proc.stderr)[-3000:])
+    frame = pd.read_parquet(glob.glob(str(results / "**" / "results.parquet"),
+                                      recursive=True)[0])
+    frame.to_parquet(out / f"{name}.parquet")
+    first = frame["timestamp"].min().timestamp() - started_at
+    return frame, wall, first
+
+
+def matmul_inputs(size: int, dtype: str) -> tuple[Any, Any, bool]:
+    import torch
+
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(size, size, device="cuda", dtype=torch_dtype, generator=g)
+    b = torch.randn(size, size, device="cuda", dtype=torch_dtype, generator=g)
+    return a, b, dtype == "tf32"
+
+
+def settled_reference(fn: Any, seconds: float = 2.0) -> dict[str, float]:
+    """``fn`` back to back for ``seconds``, then do_bench_cudagraph (the settled number) and
+    do_bench (triton's default loop, the burst number)."""
+    import torch
+    from triton.testing import do_bench, do_bench_cudagraph
+
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+    cudagraph_us = do_bench_cudagraph(fn, rep=100, return_mode="median") * 1e3
+    return {"ref_us": cudagraph_us, "do_bench_us": do_bench(fn, return_mode="median") * 1e3}
+
+
+def references(sizes: tuple[int, ...], dtypes: tuple[str, ...]) -> tuple[dict, float]:
+    import torch
+
+    rows, start = {}, time.perf_counter()
+    for size in sizes:
+        for dtype in dtypes:
+            a, b, tf32 = matmul_inputs(size, dtype)
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            rows[(size, dtype)] = settled_reference(lambda a=a, b=b: a @ b)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            del a, b
+    return rows, time.perf_counter() - start
+
+
+def eager_copy_us(numel: int, launches: int = 20) -> float:
+    """µs per call of ``launches`` eager d2d copies back to back between two events."""
+    import torch
+
+    src = torch.randn(numel, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(5):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(5):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(launches):
+            dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(begin.elapsed_time(end) * 1e3 / launches)
+    return statistics.median(times)
+
+
+def pct(value: float, reference: float) -> float:
+    return (value / reference - 1) * 100
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=1, help="opsweep processes (repeatability)")
+    parser.add_argument("--copies", action="store_true", help="the large d2d copy check")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--extra", nargs="*", default=[], help="more runner overrides")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    sizes = tuple(args.sizes)
+    shapes = "[" + ",".join(f"[{s},{s},{s}]" for s in sizes) + "]"
+    sweep = ["op=matmul", f"shape={shapes}", f"dtype=[{','.join(DTYPES)}]", *args.extra]
+
+    refs, ref_wall = references(sizes, DTYPES)
+    runs = [run_opsweep(args.out, f"sweep{i}", sweep) for i in range(args.runs)]
+
+    frame, wall, first = runs[0]
+    print(f"\n## Trials ({len(frame)}), first opsweep process\n")
+    print("| trial | gpu µs | ref µs | Δ | do_bench µs | °C | capped | settle s | loop s "
+          "| device s | accuracy s | other s | wall s |" + (" run 2 Δ |" if len(runs) > 1 else ""))
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"
+          + ("---:|" if len(runs) > 1 else ""))
+    deltas, uncapped_settle = [], []
+    for _, row in frame.iterrows():
+        size = int(row["shape_str"].split("x")[0])
+        ref = refs[(size, row["dtype"])]
+        gpu = row["gpu_time_median_us"]
+        delta = pct(gpu, ref["ref_us"])
+        deltas.append(delta)
+        settle = row.get("cost_settle_s")
+        if row.get("power_capped") is False and settle is not None:
+            uncapped_settle.append(settle)
+        costs = " | ".join("—" if row.get(c) is None else f"{row.get(c):.2f}"
+                           for c in COST_COLUMNS)
+        line = (f"| {row['dtype']} {row['shape_str']} | {gpu:.2f} | {ref['ref_us']:.2f} | "
+                f"{delta:+.2f}% | {ref['do_bench_us']:.2f} | {row.get('temperature_c_start')} | "
+                f"{row.get('power_capped')} | "
+                f"{costs} | {row.get('worker_trial_wall_s', float('nan')):.2f} |")
+        if len(runs) > 1:
+            other = runs[1][0].set_index("trial_id").loc[row["trial_id"]]
+            line += f" {pct(other['gpu_time_median_us'], gpu):+.2f}% |"
+        print(line)
+
+    walls = [w for _, w, _ in runs]
+    print(f"\nopsweep wall {', '.join(f'{w:.1f}' for w in walls)} s, first trial at "
+          f"{', '.join(f'{f:.2f}' for _, _, f in runs)} s; settled reference {ref_wall:.1f} s "
+          f"(ratio {walls[0] / ref_wall:.2f}×)")
+
+    checks = [("24-trial sweep ≤ 35 s wall", max(walls) <= 35.0,
+               ", ".join(f"{w:.1f} s" for w in walls)),
+              ("every device time within 3% of the reference",
+               max(abs(d) for d in deltas) <= 3.0,
+               f"max |Δ| {max(abs(d) for d in deltas):.2f}%, median "
+               f"{statistics.median(deltas):+.2f}%"),
+              ("no uncapped trial settles > 0.1 s",
+               not uncapped_settle or max(uncapped_settle) <= 0.1,
+               f"max {max(uncapped_settle, default=float('nan')):.3f} s over "
+               f"{len(uncapped_settle)} uncapped trials"),
+              ("first trial ≤ 4.5 s after the command", max(f for _, _, f in runs) <= 4.5,
+               ", ".join(f"{f:.2f} s" for _, _, f in runs))]
+    if len(runs) > 1:
+        joined = runs[0][0].set_index("trial_id")["gpu_time_median_us"]
+        other = runs[1][0].set_index("trial_id")["gpu_time_median_us"]
+        moves = sorted(abs(pct(other[t], joined[t])) for t in joined.index)
+        checks.append(("two processes: median ≤ 1%, max ≤ 3%",
+                       statistics.median(moves) <= 1 and moves[-1] <= 3,
+                       f"median {statistics.median(moves):.2f}%, max {moves[-1]:.2f}%"))
+    if args.copies:
+        shapes = "[" + ",".join(f"[{n}]" for n in COPY_NUMELS) + "]"
+        copies, _, _ = run_opsweep(args.out, "copies",
+                                   ["op=copy", "op.direction=d2d", f"shape={shapes}"])
+        print("\n## Large device copies\n\n| copy | gpu µs | method | eager b2b µs | Δ |\n"
+              "|---|---:|---|---:|---:|")
+        worst = 0.0
+        for _, row in copies.iterrows():
+            eager = eager_copy_us(int(row["shape_str"]))
+            delta = pct(row["gpu_time_median_us"], eager)
+            worst = max(worst, abs(delta))
+            print(f"| {int(row['shape_str']) * 4 >> 20} MiB | {row['gpu_time_median_us']:.1f} | "
+                  f"{row['gpu_time_method']} | {eager:.1f} | {delta:+.2f}% |")
+            print(f"  reason: {row['gpu_time_reason']}")
+        checks.append(("d2d copies within 3% of eager back to back", worst <= 3.0,
+                       f"max |Δ| {worst:.2f}%"))
+
+    print("\n| check | result | measured |\n|---|---|---|")
+    for name, ok, text in checks:
+        print(f"| {name} | {'PASS' if ok else 'FAIL'} | {text} |")
+
+
+if __name__ == "__main__":
+    main()
