@@ -61,6 +61,15 @@ def test_a_slow_tail_is_named() -> None:
     assert reason is not None and reason.startswith("slow tail: 22 of 100 samples")
 
 
+def test_a_time_sliced_series_without_clusters_is_wide() -> None:
+    """Two steady hogs on two cores: every call of a 0.6 ms op is cut into slices, samples
+    spread over 9..36 ms around a peak at 24 ms: no gap, no tail, median near q25."""
+    rng = random.Random(6)
+    series = [24 * MS * rng.triangular(0.4, 1.5, 1.0) for _ in range(200)]
+    reason = mixed_reason(series)
+    assert reason is not None and reason.startswith("wide: the interquartile range")
+
+
 def test_a_step_in_time_order_is_named() -> None:
     # +20%: no gap, no tail and a median near q25; only the order shows it.
     series = quiet(30, 30 * US) + quiet(30, 36 * US, seed=5)

@@ -13,13 +13,16 @@ interquartile range is a large share of the median ("environmental influence"), 
 refuses to stop early on such a series and re-measures it once in a fresh block (the
 timer's job), and a series that stays mixed is ``noisy`` with the reason this module gives.
 
-Four shapes, checked in this order (the first found is the reason):
+Five shapes, checked in this order (the first found is the reason):
 
 * **clusters**: a gap between consecutive sorted samples of more than :data:`CLUSTER_GAP`x,
   with at least :data:`CLUSTER_SHARE` of the samples on each side;
 * **median far above q25**: the middle rank is already in the slow part;
 * **slow tail**: at least :data:`TAIL_SHARE` of the samples slower than :data:`TAIL_RATIO`x
   the median (one or two outliers are fine: the median ignores them);
+* **wide**: an interquartile range over :data:`IQR_SHARE` of the median (the threshold at
+  which ``torch.utils.benchmark`` warns of "significant environmental influence"): a host
+  time-slicing the op among other processes spreads every sample without making clusters;
 * **step**: the first and the last third of the series, in time order, have medians more than
   :data:`STEP_REL` apart and confidence intervals that do not overlap.
 
@@ -45,6 +48,8 @@ MEDIAN_OVER_Q25 = 1.5
 TAIL_RATIO = 1.5
 #: ...and a tail holding this share of the samples contaminates the series.
 TAIL_SHARE = 0.2
+#: An interquartile range wider than this share of the median: the host, not the op.
+IQR_SHARE = 0.25
 #: First and last third medians further apart than this (and outside each other's CI): a step.
 STEP_REL = 0.10
 #: Fewer samples than this are not judged (too few to tell; the CI says noisy anyway).
@@ -93,6 +98,14 @@ def _tail(ordered: Sequence[float]) -> str | None:
     return None
 
 
+def _wide(ordered: Sequence[float]) -> str | None:
+    q25, median, q75 = statistics.quantiles(ordered, n=4, method="inclusive")
+    if median > 0 and q75 - q25 > IQR_SHARE * median:
+        return (f"wide: the interquartile range {_us(q25)}..{_us(q75)} is "
+                f"{100 * (q75 - q25) / median:.0f}% of the median {_us(median)}")
+    return None
+
+
 def _step(samples: Sequence[float]) -> str | None:
     third = len(samples) // 3
     if median_ci_ranks(third) is None:
@@ -118,7 +131,7 @@ def mixed_reason(samples: Sequence[float], ordered: Sequence[float] | None = Non
         return None
     ordered = sorted(samples) if ordered is None else ordered
     return (_clusters(ordered) or _median_over_q25(ordered) or _tail(ordered)
-            or _step(samples))
+            or _wide(ordered) or _step(samples))
 
 
 def far_fewer_calls(calls_per_sample: int, quiet_calls: int) -> str | None:
