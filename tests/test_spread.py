@@ -85,6 +85,7 @@ def test_too_few_samples_are_not_judged() -> None:
 def test_far_fewer_calls_per_sample_than_the_op_needs() -> None:
     assert far_fewer_calls(1, 34) is not None and "needs 34" in far_fewer_calls(1, 34)
     assert far_fewer_calls(10, 34) is None
+    assert far_fewer_calls(600, 3000) is None  # a tiny op batched by the hundred: not a burst
 
 
 # ---------------------------------------------------------------------------------------

@@ -52,6 +52,8 @@ TAIL_SHARE = 0.2
 IQR_SHARE = 0.25
 #: First and last third medians further apart than this (and outside each other's CI): a step.
 STEP_REL = 0.10
+#: Calls per sample up to which a burst of other work lands whole in one sample.
+FEW_CALLS = 16
 #: Fewer samples than this are not judged (too few to tell; the CI says noisy anyway).
 MIN_JUDGED = 8
 
@@ -138,8 +140,10 @@ def far_fewer_calls(calls_per_sample: int, quiet_calls: int) -> str | None:
     """A sample of ``calls_per_sample`` calls where the fastest quarter of the samples asks
     for ``quiet_calls`` (``runner.timing.timer.choose_calls_per_sample``): the warm-up ran
     slow (a burst of other work), so each sample is one or a few calls and every burst lands
-    whole in a sample. Far fewer: under a quarter."""
-    if quiet_calls > 4 * calls_per_sample:
+    whole in a sample. Far fewer: under a quarter, and at most :data:`FEW_CALLS` (a tiny op
+    batched by the thousand reads a few times slower one call at a time, the clock's own
+    cost: that K is merely smaller than ideal, not at the mercy of each burst)."""
+    if calls_per_sample <= FEW_CALLS and quiet_calls > 4 * calls_per_sample:
         return (f"calls_per_sample {calls_per_sample}, where the fastest quarter needs "
                 f"{quiet_calls}: the warm-up ran slow")
     return None
