@@ -148,3 +148,24 @@ def test_a_fresh_block_all_at_the_load_level_is_noisy_against_the_first_blocks_f
     m = measure(clock.op(), plan(), clock, wall=clock.wall)
     assert m.stats.median == 50 * MS and m.first_block_q25_s == MS
     assert m.noisy and m.noisy_reason.startswith("median 50,000 µs is 50x the first block's")
+
+
+def test_a_busy_host_is_told_by_the_preemption_rate_not_the_shape() -> None:
+    """Two CPU hogs on two cores: every call is cut into time slices, the samples are tight
+    around 30 ms for a 0.17 ms op, and only the OS's count of preemptions shows it."""
+    samples = tuple(quiet(200, 30 * MS))
+    assert mixed_reason(samples) is None
+    m = Measurement(samples_s=samples, calls_per_sample=1, warmup_calls=1, warmup_s=0.0,
+                    stop_reason="converged", target_rel=0.05, preempted_per_s=320.0)
+    assert m.noisy and m.noisy_reason.startswith("busy host: the OS preempted the timing "
+                                                 "process 320 times a second")
+    calm = Measurement(samples_s=samples, calls_per_sample=1, warmup_calls=1, warmup_s=0.0,
+                       stop_reason="converged", target_rel=0.05, preempted_per_s=3.0)
+    assert not calm.noisy
+
+
+def test_a_fake_wall_clock_reads_no_preemption_rate() -> None:
+    """Tests drive the timer with a fake clock: the real process's preemptions must not
+    decide their outcome (they would make the suite flaky under load)."""
+    clock = FakeClock([MS] * 20)
+    assert measure(clock.op(), plan(), clock, wall=clock.wall).preempted_per_s is None

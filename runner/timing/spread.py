@@ -161,3 +161,29 @@ def slower_than_before(median_s: float, earlier_q25_s: float | None) -> str | No
         return (f"median {_us(median_s)} is {median_s / earlier_q25_s:.3g}x the first "
                 f"block's q25 {_us(earlier_q25_s)}: the load outlasted the re-measure")
     return None
+
+
+#: Involuntary context switches per second of sampling above which other processes took
+#: the CPU from the timed process (quiet: a few a second; two CPU hogs on two cores: 300+).
+PREEMPTED_PER_S = 100.0
+
+
+def busy_host(preempted_per_s: float | None) -> str | None:
+    """Other processes competing for the CPU slow every call alike (each is cut into time
+    slices), so the samples can be tight and still 100x the op's time: no shape shows it,
+    but the kernel's count of involuntary context switches does."""
+    if preempted_per_s is not None and preempted_per_s > PREEMPTED_PER_S:
+        return (f"busy host: the OS preempted the timing process {preempted_per_s:.0f} times "
+                f"a second while sampling (above {PREEMPTED_PER_S:.0f}): other processes "
+                "took its CPU")
+    return None
+
+
+def involuntary_switches() -> int | None:
+    """This process's involuntary context switches so far (all threads); None where the
+    platform does not count them."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw

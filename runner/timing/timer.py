@@ -56,7 +56,13 @@ from runner.timing.settle import (
     last_clock,
     settle,
 )
-from runner.timing.spread import far_fewer_calls, mixed_reason, slower_than_before
+from runner.timing.spread import (
+    busy_host,
+    far_fewer_calls,
+    involuntary_switches,
+    mixed_reason,
+    slower_than_before,
+)
 from runner.timing.stats import SampleStats, median_ci_rel_halfwidth, summarize
 
 
@@ -253,6 +259,8 @@ class Measurement:
     #: and that block's q25 (s per call: the op can run that fast)
     remeasured: str | None = None
     first_block_q25_s: float | None = None
+    #: involuntary context switches per second of the samples (None: not read)
+    preempted_per_s: float | None = None
 
     @cached_property
     def stats(self) -> SampleStats:
@@ -277,6 +285,7 @@ class Measurement:
             return (f"{n} sample{'s' if n != 1 else ''} < min_samples {self.min_samples} "
                     f"(stopped: {self.stop_reason})")
         reason = (mixed_reason(self.samples_s, None)
+                  or busy_host(self.preempted_per_s)
                   or slower_than_before(self.stats.median, self.first_block_q25_s)
                   or (far_fewer_calls(self.calls_per_sample, self.quiet_calls)
                       if self.quiet_calls else None))
@@ -355,11 +364,19 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             fn()
         return clock.stop(token) / calls
 
+    def block() -> tuple[list[float], str, float | None]:
+        # the preemption rate is read on the real clock; an injected wall is a test's
+        switches, started = involuntary_switches(), time.perf_counter()
+        got, why = sample(take, plan, wall, min_s=sample_min_s(verdict, capped_span_s))
+        if switches is None or wall is not time.perf_counter:
+            return got, why, None
+        return got, why, (involuntary_switches() - switches) / max(
+            time.perf_counter() - started, 1e-9)
+
     begun = wall()
-    samples, stop_reason = sample(take, plan, wall,
-                                  min_s=sample_min_s(verdict, capped_span_s))
+    samples, stop_reason, preempted = block()
     quiet = 1 if flush else choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan)
-    set_aside = mixed_reason(samples) or far_fewer_calls(calls, quiet)
+    set_aside = mixed_reason(samples) or far_fewer_calls(calls, quiet) or busy_host(preempted)
     extra_calls, extra_s, first_q25 = 0, 0.0, None
     if set_aside:
         # A burst of other work during the block (or the warm-up that chose K): once, count
@@ -367,8 +384,7 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
         # (take() reads ``calls`` when it runs). Still mixed: noisy, with both reasons.
         extra_calls, extra_s, calls = len(samples), wall() - begun, quiet
         first_q25 = sorted(samples)[len(samples) // 4]
-        samples, stop_reason = sample(take, plan, wall,
-                                      min_s=sample_min_s(verdict, capped_span_s))
+        samples, stop_reason, preempted = block()
         quiet = 1 if flush else choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan)
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
                        warmup_calls=len(warmup_times) + extra_calls,
@@ -377,7 +393,7 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
                        settled=verdict.settled, settle_reason=verdict.reason,
                        settled_clock_mhz=last_clock(warmup), min_samples=plan.min_samples,
                        power_capped=verdict.capped, quiet_calls=quiet, remeasured=set_aside,
-                       first_block_q25_s=first_q25)
+                       first_block_q25_s=first_q25, preempted_per_s=preempted)
 
 
 def sample_min_s(verdict: Settled, capped_span_s: float = CAPPED_SAMPLE_S) -> float:
