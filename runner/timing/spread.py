@@ -164,8 +164,9 @@ def slower_than_before(median_s: float, earlier_q25_s: float | None) -> str | No
 
 
 #: Involuntary context switches per second of sampling above which other processes took
-#: the CPU from the timed process (quiet: a few a second; two CPU hogs on two cores: 300+).
-PREEMPTED_PER_S = 100.0
+#: the CPU from the timed process (quiet: a few a second; two CPU hogs beside other work on
+#: two cores: about 100, every 20 ms call of a 0.2 ms matmul cut twice).
+PREEMPTED_PER_S = 30.0
 
 
 def busy_host(preempted_per_s: float | None) -> str | None:
