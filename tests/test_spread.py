@@ -127,11 +127,19 @@ def test_a_block_that_stays_mixed_is_noisy_with_what_was_seen() -> None:
 def test_a_slow_warm_up_that_chose_one_call_per_sample_is_re_measured_batched() -> None:
     """A burst during the warm-up: one 5 ms call makes K = 1 for a 30 µs op. The samples'
     fastest quarter asks for 34 calls: the block is re-taken with K = 34."""
+    clock = FakeClock([5 * MS] * 5, per_call_s=30 * US)
+    m = measure(clock.op(), plan(warmup_calls=5, batch_below_us=1000.0,
+                                 batch_target_us=1000.0), clock, wall=clock.wall)
+    assert m.calls_per_sample == 34 and not m.noisy
+    assert m.remeasured is not None and m.remeasured.startswith("calls_per_sample 1,")
+
+
+def test_a_one_call_warm_up_chooses_no_k_worth_judging() -> None:
+    """The smoke preset warms up with one cold call: a small K is expected there."""
     clock = FakeClock([5 * MS], per_call_s=30 * US)
     m = measure(clock.op(), plan(batch_below_us=1000.0, batch_target_us=1000.0), clock,
                 wall=clock.wall)
-    assert m.calls_per_sample == 34 and not m.noisy
-    assert m.remeasured is not None and m.remeasured.startswith("calls_per_sample 1,")
+    assert m.calls_per_sample == 1 and m.remeasured is None and m.quiet_calls is None
 
 
 def test_a_measurement_with_far_fewer_calls_than_it_needs_is_noisy() -> None:

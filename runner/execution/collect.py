@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"opsweep: error: {merged} is a folder, not a results file: the merged file "
                   f"cannot be written over it. Move it away (mv {merged} {merged}.folder), "
                   f"then run python -m runner.collect {sweep_dir} again.", file=sys.stderr)
-            status = 2
+            status = 1  # the merged file cannot be written: a failed write
             continue
         ours = not lock.held(sweep_dir)
         try:

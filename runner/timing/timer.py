@@ -376,16 +376,22 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     begun = wall()
     samples, stop_reason, preempted = block()
     quiet = 1 if flush else choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan)
-    set_aside = mixed_reason(samples) or far_fewer_calls(calls, quiet) or busy_host(preempted)
+    # K came from the median of the last five warm-up calls; fewer (the smoke preset's one
+    # cold call) choose no K worth judging
+    judged = not flush and len(warmup_times) >= 5
+    quiet = quiet if judged else None
+    set_aside = (mixed_reason(samples) or (far_fewer_calls(calls, quiet) if quiet else None)
+                 or busy_host(preempted))
     extra_calls, extra_s, first_q25 = 0, 0.0, None
     if set_aside:
         # A burst of other work during the block (or the warm-up that chose K): once, count
         # the block as warm-up and take a fresh one at the K its fastest quarter asks for
         # (take() reads ``calls`` when it runs). Still mixed: noisy, with both reasons.
-        extra_calls, extra_s, calls = len(samples), wall() - begun, quiet
+        extra_calls, extra_s, calls = len(samples), wall() - begun, quiet or calls
         first_q25 = sorted(samples)[len(samples) // 4]
         samples, stop_reason, preempted = block()
-        quiet = 1 if flush else choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan)
+        quiet = choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan) \
+            if judged else None
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
                        warmup_calls=len(warmup_times) + extra_calls,
                        warmup_s=verdict.elapsed_s + extra_s,
