@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from runner.cli import fail, version_text
 from runner.config import hydra_lists, schema
 from runner.config.commandline import CommandLine, parse_command_line
+from runner.config.guards import guard_hydra_record
 from runner.config.ops import CONF_DIR
 from runner.config.overrides import check_overrides
 from runner.config.preflight import check_job_count, preflight
@@ -61,6 +62,7 @@ def main() -> None:
             timeline.mark("preflight")
     except ConfigError as exc:
         fail(exc)
+    guard_hydra_record()  # a full disk while Hydra writes .hydra: exit 1, no traceback
     _hydra_main()
     from runner.execution.callbacks import MERGE_FAILED
 

@@ -64,6 +64,10 @@ CPU = {"device": "cpu", "device_requested": "cpu", "device_name": "cpu",
        "driver_version": None, "compute_capability": None, "sm_count": None,
        "cuda_version": None}
 
+#: Not a speed claim (benchmarks/ holds those): a guard against a quadratic path in a
+#: test of 100k rows, wide enough for a 2-core machine under load (about 1 s quiet).
+SLOW_GUARD_S = 30.0
+
 
 def default_counts(op: str, shape: tuple[int, ...], dtype: str) -> tuple[float, float]:
     """FLOP and byte counts of the synthetic ops: ``matmul`` (MxNxK), ``add``, ``copy``."""

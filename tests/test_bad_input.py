@@ -82,7 +82,7 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
     ("op-target-module", ["op=custom", "op.target=nosuchmodule:fn"],
      ["'op.target'", "nosuchmodule", "PYTHONPATH"]),
     ("op-target-function", ["op=custom", "op.target=ops.examples:nosuch"],
-     ["'op.target'", "nosuch", "defines no"]),
+     ["'op.target'", "nosuch", "Check the function's name"]),  # read or imported
     ("op-target-not-callable", ["op=custom", "op.target=ops.custom:AUTO"],
      ["'op.target'", "ops.custom:AUTO", "not a callable"]),
     ("op-target-double-colon", ["op=custom", "op.target=ops.examples::gelu_mul"],
@@ -145,6 +145,24 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
      ["'op.shape_names'", "5", "[M, N, K]"]),
     ("op-target-import", ["op=custom", "op.target=broken_import:fn"],
      ["'op.target'", "broken_import", "nosuchdependency_xyz"]),
+    ("experiment-sweeper-params", ["-m", "--config-dir", "cd", "experiment=sweeper_bad"],
+     ["in experiment/sweeper_bad.yaml (hydra.sweeper.params)", "'dtype'", "'fp8'",
+      "Fix the value in that file"]),
+    ("experiment-bare-list", ["--config-dir", "cd", "experiment=bare_list"],
+     ["'experiment'", "'bare_list'", "mapping"]),
+    # look-alike characters: named, with their position and the fix
+    ("unicode-digit", ["shape=[\uff18]"],
+     ["'shape'", "U+FF18 FULLWIDTH DIGIT EIGHT", "character 8", "type '8' instead"]),
+    ("unicode-dtype", ["dtype=fp\uff13\uff12"], ["'dtype'", "U+FF13", "character 9", "'3'"]),
+    ("unicode-accent", ["op=m\u00e4tmul"], ["'op'", "U+00E4", "character 5", "type 'a'"]),
+    ("unicode-zero-width", ["dtype=fp32\u200b"],
+     ["'dtype'", "U+200B ZERO WIDTH SPACE", "character 11", "delete it"]),
+    ("output-subdir-null", ["hydra.output_subdir=null"],
+     ["'hydra.output_subdir'", "None", "runner.resume", "Leave hydra.output_subdir out"]),
+    ("results-dir-tilde", ["results_dir='~/x'"], ["'results_dir'", "'~/x'", "Write the path out"]),
+    ("env-missing", ["results_dir=${oc.env:OPSWEEP_NO_SUCH_VARIABLE}"],
+     ["'results_dir'", "OPSWEEP_NO_SUCH_VARIABLE", "export", "oc.env:NAME,fallback"]),
+    ("streams-huge", ["streams=1000000"], ["'streams'", "1000000", "from 1 to 1024"]),
 ]
 
 #: the files the catalog's cases read, made under each case's own tmp_path (``cd/`` is the
@@ -164,6 +182,9 @@ FILES = {
                                      "  - override /op: nosuchop\n",
     "cd/op/bad_names.yaml": "_target_: ops.matmul.build\nname: bad_names\nshape_names: 5\n"
                             "default_shape: [8, 8, 8]\n",
+    "cd/experiment/sweeper_bad.yaml": "# @package _global_\nhydra:\n  sweeper:\n    params:\n"
+                                      "      dtype: fp32,fp8\n",
+    "cd/experiment/bare_list.yaml": "- dtype: fp32\n- dtype: bf16\n",
     "broken_import.py": "import nosuchdependency_xyz\n\n\ndef fn(a, b):\n    return a + b\n",
 }
 
@@ -201,7 +222,8 @@ def test_bad_input_exits_2_with_a_precise_message_and_leaves_nothing(
         (tmp_path / name).write_text(text)
     before = _files(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # as `python -m` puts the current folder first
-    code = _run_main(SMALL + args, tmp_path, monkeypatch)
+    small = [] if any(a.startswith("timer=") for a in args) else SMALL  # no key twice
+    code = _run_main(small + args, tmp_path, monkeypatch)
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2, err
     assert err.startswith("opsweep: error:"), err
@@ -276,3 +298,72 @@ def test_a_second_ctrl_c_still_stops_a_trial_that_runs_in_process(
     with GracefulStop() as stop, pytest.raises(KeyboardInterrupt):
         run_one("op=custom", "op.target=presses_ctrl_c:fn", "shape=[8,8]", "timer=smoke")
     assert stop.count == 2
+
+
+def test_a_key_given_twice_warns_and_the_last_runs(capsys: pytest.CaptureFixture) -> None:
+    """``dtype=fp32 dtype=fp64``: Hydra keeps the last without a word; opsweep says so
+    (a warning: scripts that append an override rely on the last one winning)."""
+    from runner.config.commandline import parse_command_line
+
+    cmd = parse_command_line(["dtype=fp32", "op=add", "dtype=fp64"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("opsweep: warning: 'dtype' is given twice on the command line")
+    assert "'dtype=fp32', then 'dtype=fp64'" in err and "only the last runs" in err
+    assert "dtype=[a,b]" in err and "dtype=a,b" in err
+    assert cmd.last("dtype").value() == "fp64"
+    parse_command_line(["dtype=fp32", "op=add"])
+    assert capsys.readouterr().err == ""
+
+
+def test_a_full_disk_while_hydra_writes_its_record_exits_1_with_the_runs_message(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A resume (or a run) on a disk that is still full: Hydra's own write of ``.hydra`` was a
+    traceback; now exit 1 with what failed, the file and the resume command."""
+    import errno
+    import os
+
+    import hydra.core.utils as hydra_utils
+
+    def full(cfg: Any, filename: str, output_dir: Path) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(hydra_utils, "_save_config", full)
+    code = _run_main(SMALL + ["op=vector_add", "shape=[8]", "sweep_id=full"], tmp_path,
+                     monkeypatch)
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 1, err
+    assert err.startswith("opsweep: error: could not write Hydra's record of the job"), err
+    assert "No space left on device" in err and "Traceback" not in err
+    assert f"python -m runner.resume {tmp_path / 'results' / 'full'}" in err
+
+
+def test_a_folder_in_place_of_results_parquet_is_named_by_collect_with_the_fix(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The run's merge fails on it and says to retry with collect; collect used to fail the
+    same way. Now it says what is in the way and how to move it, and leaves it as it was."""
+    from runner.execution.collect import main as collect
+
+    sweep = tmp_path / "results" / "s"
+    (sweep / "jobs" / "0").mkdir(parents=True)
+    (sweep / "results.parquet").mkdir()
+    before = _files(tmp_path)
+    assert collect([str(sweep)]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{sweep / 'results.parquet'} is a folder, not a results file" in err
+    assert f"mv {sweep / 'results.parquet'} {sweep / 'results.parquet'}.folder" in err
+    assert f"python -m runner.collect {sweep} again" in err
+    assert _files(tmp_path) == before
+
+
+def test_an_empty_shard_exits_0_with_one_line_and_makes_no_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """An array job may have more tasks than trials: the spare task is no error, but it
+    says so in one line, and leaves neither a sweep folder nor a lock behind."""
+    before = _files(tmp_path)
+    code = _run_main(SMALL + ["op=vector_add", "shape=[8]", "shard=1", "num_shards=2"],
+                     tmp_path, monkeypatch)
+    err = capsys.readouterr().err.strip()
+    assert code == 0, err
+    assert err == ("opsweep: nothing to run: shard 1 of 2 has no trials (shard i runs the "
+                   "trials whose index is i modulo num_shards); no sweep folder made.")
+    assert _files(tmp_path) == before

@@ -116,8 +116,10 @@ def test_op_runs_on_cpu_at_a_tiny_shape(op_rows: dict[str, dict[str, Any]], name
     assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
     assert row["reason"] is None and row["error_traceback"] is None
     assert row["op"] == name and row["shape"] == tiny_shape(name)
-    assert row["n_samples"] == 3  # the smoke timer: min_samples = max_samples = 3
-    assert len(row["samples_us"]) == 3
+    # It measured: at least one sample, at most the smoke timer's 3. A loaded machine may
+    # reach max_time_s (0.2 s) first; then the row says so, never a number as if complete.
+    assert 1 <= row["n_samples"] <= 3 and len(row["samples_us"]) == row["n_samples"]
+    assert row["n_samples"] == 3 or (row["noisy"] and "min_samples" in row["noisy_reason"])
     assert row["time_median_us"] > 0 and math.isfinite(row["time_median_us"])
     assert row["bytes_moved"] is None or row["bytes_moved"] >= 0
     if name in NO_REFERENCE:

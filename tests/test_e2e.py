@@ -139,7 +139,9 @@ def test_multirun_rows(multirun: Any) -> None:
     assert fp32["status"] == "ok", fp32["reason"]
     assert fp32["op"] == "matmul" and list(fp32["shape"]) == [32, 32, 32]
     assert fp32["shape_str"] == "32x32x32"
-    assert fp32["n_samples"] == 3 == len(fp32["samples_us"])
+    # measured (a loaded machine may stop the smoke timer before its 3 samples: then noisy)
+    assert 1 <= fp32["n_samples"] <= 3 and fp32["n_samples"] == len(fp32["samples_us"])
+    assert fp32["n_samples"] == 3 or fp32["noisy"]
     assert fp32["time_median_us"] > 0
     assert fp32["flops"] == 2 * 32**3
     assert fp32["tflops"] == pytest.approx(fp32["flops"] / fp32["time_median_us"] / 1e6)

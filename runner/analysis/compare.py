@@ -113,6 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"nothing fails (exit {EXIT_NOTHING_COMPARED}). The notes above name the "
                   "axes that differ; --ignore-axis AXIS joins across one.", file=sys.stderr)
             return EXIT_NOTHING_COMPARED
+        if result.noisy():
+            print(f"noisy: {len(result.noisy())} trial(s) not judged, never a regression "
+                  "(re-run them on a quiet host):", file=sys.stderr)
+            for line in result.noisy():
+                print(f"  {line}", file=sys.stderr)
         if bad:
             print(f"regression: {len(bad)} trial(s) slower by >= {args.fail_on_regression:g}% "
                   "or newly failing:", file=sys.stderr)

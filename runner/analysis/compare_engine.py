@@ -110,7 +110,8 @@ class Comparison:
         """How many pairs got each verdict, and how many specs were not compared."""
         verdicts = self.pairs["verdict"].value_counts() if len(self.pairs) else {}
         return {"faster": int(verdicts.get("faster", 0)), "slower": int(verdicts.get("slower", 0)),
-                "same": int(verdicts.get("same", 0)), "not_compared": len(self.not_compared),
+                "same": int(verdicts.get("same", 0)), "noisy": int(verdicts.get("noisy", 0)),
+                "not_compared": len(self.not_compared),
                 "only_base": len(self.only_base), "only_new": len(self.only_new)}
 
     def regressions(self, pct: float) -> list[str]:
@@ -125,6 +126,12 @@ class Comparison:
                 out.append(f"{row['trial']}: ok in BASE, {row['new_status']} in NEW "
                            f"({row['new_reason']})")
         return out
+
+    def noisy(self) -> list[str]:
+        """One line per ``noisy`` pair (never a regression): the trial, its change, and what
+        was seen on which side."""
+        return [f"{row['trial']}: {row['change_pct']:+.1f}% not judged ({row['note']})"
+                for _, row in self.pairs.iterrows() if row["verdict"] == "noisy"]
 
     def fmt_value(self, row: pd.Series, side: str) -> str:
         """The value that decided a pair on one ``side`` (base/new): a time or the metric."""
@@ -262,7 +269,8 @@ def _judge(b: dict, n: dict, time: str, metric: str, **stats_kw) -> tuple[dict, 
         other = "loop" if which == "gpu" else "gpu"
         bt, nt = b["times"][which], n["times"][which]
         st = compare_samples(bt["samples"], nt["samples"], bt["median"], nt["median"],
-                             base_ci=bt["ci"], new_ci=nt["ci"], **stats_kw)
+                             base_ci=bt["ci"], new_ci=nt["ci"], base_noisy=bt.get("noisy"),
+                             new_noisy=nt.get("noisy"), **stats_kw)
         row = {"base_us": bt["median"], "new_us": nt["median"],
                "base_other_us": median_of(b["times"].get(other)),
                "new_other_us": median_of(n["times"].get(other))}
@@ -277,4 +285,7 @@ def _judge(b: dict, n: dict, time: str, metric: str, **stats_kw) -> tuple[dict, 
             "ci_low": st.ci_low, "ci_high": st.ci_high, "p_value": st.p_value,
             "change_pct": change, "noise_pct": st.noise * 100.0, "base_trials": b["count"],
             "new_trials": n["count"],
-            "note": timer_note(b["row"], n["row"], which if metric == "time" else None)}, st
+            # the noisy verdict's reason already says which side is noisy, and why
+            "note": "; ".join(filter(None, (st.noisy_reason, timer_note(
+                b["row"], n["row"], None if st.noisy_reason or metric != "time" else which))))
+            }, st

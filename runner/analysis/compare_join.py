@@ -24,6 +24,7 @@ from runner.analysis.selection import (
     spec_columns,
     spec_label,
 )
+from runner.analysis.significance import flag_or_reason
 from runner.analysis.values import is_missing
 from runner.storage.columns import time_column
 
@@ -32,7 +33,8 @@ from runner.storage.columns import time_column
 TIMER_FIELDS = ("timer_preset", "l2_flush")
 #: The columns each time is read from (runner.storage.columns.time_column).
 TIME_FIELDS = {t: {stat: time_column(t, stat) for stat in
-                   ("samples_us", "median_us", "ci_low_us", "ci_high_us", "noisy")}
+                   ("samples_us", "median_us", "ci_low_us", "ci_high_us", "noisy",
+                    "noisy_reason")}
                for t in ("loop", "gpu")}
 #: Columns a collapsed spec record keeps from its first row (besides the spec keys).
 _ROW_FIELDS = ("status", "reason", *(c for t in TIME_FIELDS.values() for c in t.values()
@@ -133,7 +135,8 @@ def _pooled_time(first: dict, samples_col: list | None, ok: list[int], n_rows: i
     ci = (to_float(first.get(fields["ci_low_us"])), to_float(first.get(fields["ci_high_us"]))) \
         if n_rows == 1 else None
     return {"samples": samples, "median": median, "ci": ci,
-            "noisy": canonical(first.get(fields["noisy"]))}
+            "noisy": flag_or_reason(canonical(first.get(fields["noisy"])),
+                                    first.get(fields["noisy_reason"]))}
 
 
 def is_missing_array(value: object) -> bool:

@@ -11,6 +11,7 @@ import io
 import pandas as pd
 
 from runner.analysis.compare_engine import Comparison
+from runner.analysis.significance import rule_text
 from runner.analysis.values import fmt_p, fmt_ratio, fmt_time_us, is_missing, markdown_table
 
 _PAIR_HEADERS = ["trial", "time", "base", "new", "speedup", "95% CI", "p", "noise", "verdict",
@@ -62,8 +63,10 @@ def _headers(result: Comparison) -> tuple[list[str], bool]:
 def summary_line(result: Comparison) -> str:
     """``N compared: a faster, b slower, c same; geomean 1.02x [0.99, 1.05]``."""
     c = result.counts()
-    n = c["faster"] + c["slower"] + c["same"]
+    n = c["faster"] + c["slower"] + c["same"] + c["noisy"]
     line = f"{n} compared: {c['faster']} faster, {c['slower']} slower, {c['same']} same"
+    if c["noisy"]:
+        line += f", {c['noisy']} noisy (not judged)"
     if n:
         line += (f"; geomean speedup {fmt_ratio(result.geomean)} "
                  f"[{result.geomean_low:.3g}, {result.geomean_high:.3g}]")
@@ -76,8 +79,7 @@ def summary_line(result: Comparison) -> str:
 
 def rule_line(result: Comparison) -> str:
     """The verdict rule in force, printed under every output."""
-    rule = (f"verdict: faster/slower need p < {result.alpha:g}, a 95% CI excluding 1 and "
-            f"|speedup-1| >= max({result.threshold * 100:g}%, noise); speedup = base/new "
+    rule = (f"{rule_text(result.alpha, result.threshold)}; speedup = base/new "
             f"(> 1: NEW faster); ")
     if result.metric != "time":
         ignored = "" if result.time == "auto" else f"; --time {result.time} ignored"
@@ -97,6 +99,8 @@ def _render_markdown(result: Comparison, base_name: str, new_name: str) -> str:
                                             for _, r in result.pairs.iterrows())))
         out.append("")
     out += [f"**{summary_line(result)}**", "", rule_line(result), ""]
+    if result.noisy():
+        out += ["### Noisy: not judged", ""] + [f"- {line}" for line in result.noisy()] + [""]
     out += _side_sections_md(result)
     return "\n".join(out).rstrip() + "\n"
 
@@ -147,6 +151,10 @@ def _render_rich(result: Comparison, base_name: str, new_name: str, width: int |
         console.print(f"{base_name} → {new_name}: no trial could be compared.")
     console.print(summary_line(result), markup=False)
     console.print(rule_line(result), markup=False)
+    if result.noisy():
+        console.print("Noisy, not judged (never a regression):", markup=False)
+        for line in result.noisy():
+            console.print(f"  - {line}", markup=False)
     if len(result.not_compared):
         side = Table(title="Not compared", title_justify="left")
         for h in ("trial", "base", "new", "reason"):

@@ -6,7 +6,8 @@ sweeps, follows every trial (by ``trial_id``, the hash of its spec, equal on eve
 through them in the order they ran, and judges each step from one sweep to the next with the
 statistics ``runner.compare`` uses (:func:`runner.analysis.significance.compare_samples`:
 bootstrap CI of the ratio of medians, Mann-Whitney U, and a change called only when it is
-significant and larger than both the threshold and the runs' own noise).
+significant and larger than both the threshold and the runs' own noise). A noisy pair (a
+run under a burst of load) is never a step: its point says why in ``noisy``.
 
 The time followed is the device time (``gpu_time_*``) where every point of the trial has
 one, else the loop time (CPU trials, or results from before the device time). Sweeps are
@@ -37,7 +38,7 @@ from matplotlib.figure import Figure
 from runner.analysis.figure import MARKERS, log_axis, spans_decade, with_modes
 from runner.analysis.plots import MAX_SERIES
 from runner.analysis.selection import label_columns, spec_label
-from runner.analysis.significance import compare_samples
+from runner.analysis.significance import compare_samples, flag_or_reason
 from runner.analysis.values import html_table, markdown_table
 from runner.cli import OneLineArgumentParser, fail
 from runner.storage.load import load
@@ -46,6 +47,9 @@ from runner.storage.load import load
 TIMES = {"device": ("gpu_time_median_us", "gpu_time_samples_us", "gpu_time_ci_low_us",
                     "gpu_time_ci_high_us"),
          "loop": ("time_median_us", "samples_us", "time_ci_low_us", "time_ci_high_us")}
+#: Each time's noisy flag and reason (a noisy step is never a step: ``significance``).
+NOISY = {"device": ("gpu_time_noisy", "gpu_time_noisy_reason"),
+         "loop": ("noisy", "noisy_reason")}
 
 
 @dataclass
@@ -125,17 +129,22 @@ def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -
                      "median_us": float(row[median_col]),
                      "ci_low_us": _float(row.get(low_col)),
                      "ci_high_us": _float(row.get(high_col)),
-                     "step": "", "change_pct": math.nan, "p_value": math.nan}
+                     "step": "", "change_pct": math.nan, "p_value": math.nan,
+                     "noisy": None}
             if before is not None:
                 stats = compare_samples(
                     _samples(before.get(samples_col)), _samples(row.get(samples_col)),
                     float(before[median_col]), float(row[median_col]),
                     base_ci=(_float(before.get(low_col)), _float(before.get(high_col))),
                     new_ci=(_float(row.get(low_col)), _float(row.get(high_col))),
-                    alpha=alpha, threshold=threshold)
-                point.update(step=stats.verdict if stats.verdict != "same" else "",
+                    alpha=alpha, threshold=threshold,
+                    base_noisy=flag_or_reason(*(before.get(c) for c in NOISY[time])),
+                    new_noisy=flag_or_reason(*(row.get(c) for c in NOISY[time])))
+                # a noisy pair is no step: the load of one run, not the code
+                point.update(step=stats.verdict if stats.verdict in ("faster", "slower") else "",
                              change_pct=(1.0 / stats.speedup - 1.0) * 100.0,
-                             p_value=stats.p_value if stats.p_value is not None else math.nan)
+                             p_value=stats.p_value if stats.p_value is not None else math.nan,
+                             noisy=stats.noisy_reason)
             points.append(point)
             before = row
         mine = pd.DataFrame(points[-len(group):])

@@ -15,6 +15,13 @@ Why these choices:
   ``p < alpha`` **and** the CI excludes 1 **and** ``|speedup - 1|`` (in log terms) is at least
   ``max(threshold, noise)``, where ``noise`` is the larger robust relative spread
   (IQR / 1.349 / median) of the two runs, the nvbench idea of "within the noise is same".
+  In ratio terms: ``speedup >= 1 + m`` (faster) or ``speedup <= 1 / (1 + m)`` (slower), with
+  ``m = max(threshold, noise)``; :func:`rule_text` prints exactly this under every output.
+* **noisy**: a side whose samples one median cannot describe (``runner.timing.spread``:
+  clusters, a slow tail, a step; judged from the raw samples, so older files too) cannot
+  be judged at all, and a side its run flagged ``noisy`` cannot make a change: either way
+  the pair is ``noisy``, never ``slower``. On a busy host a burst of other work makes one
+  run 100x slower for a while; that is the host, not a regression.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import numpy as np
 from scipy import stats
 
 from runner.analysis.values import finite_positive
+from runner.timing.spread import mixed_reason
 
 #: Fewest raw samples per side for the bootstrap and the U test.
 MIN_SAMPLES = 3
@@ -47,6 +55,8 @@ class PairStats:
     verdict: str
     #: log(speedup) bootstrap replicates (length N_BOOT), for aggregate CIs.
     log_replicates: np.ndarray
+    #: why the pair is ``noisy`` (None when it is not)
+    noisy_reason: str | None = None
 
 
 def robust_noise(samples: np.ndarray) -> float:
@@ -101,22 +111,54 @@ def verdict(speedup: float, ci_low: float, ci_high: float, p_value: float | None
     """
     if not (speedup > 0 and math.isfinite(speedup)):
         return "same"
-    effect = math.log(1.0 + max(threshold, noise))
+    bound = 1.0 + max(threshold, noise)  # the m of rule_text: ratio bounds 1+m and 1/(1+m)
     significant = (p_value is None or p_value < alpha) and (ci_low > 1.0 or ci_high < 1.0)
-    if significant and abs(math.log(speedup)) >= effect:
+    if significant and abs(math.log(speedup)) >= math.log(bound):
         return "faster" if speedup > 1 else "slower"
     return "same"
+
+
+def rule_text(alpha: float, threshold: float) -> str:
+    """The rule :func:`verdict` and :func:`compare_samples` apply, in words, for the footer
+    of every comparison (a test evaluates this text against :func:`verdict`)."""
+    return (f"verdict: faster needs speedup >= 1+m, slower needs speedup <= 1/(1+m), "
+            f"m = max({threshold * 100:g}%, noise), each with p < {alpha:g} and a 95% CI "
+            f"excluding 1; noisy: either side's samples one median cannot describe, or a "
+            f"side flagged noisy that would make a change (never a regression)")
+
+
+def flag_or_reason(flag: object, reason: object) -> object:
+    """A run's ``noisy`` flag, or its ``noisy_reason`` when it is flagged and has one: what
+    :func:`compare_samples` takes as ``base_noisy``/``new_noisy``."""
+    flagged = isinstance(flag, (bool, np.bool_)) and bool(flag)
+    return reason if flagged and isinstance(reason, str) and reason else flagged
+
+
+def side_noise(samples: np.ndarray, flagged: object, side: str) -> tuple[str | None, bool]:
+    """``(reason, mixed)`` for one side: the shape of its raw samples (``mixed``: the pair
+    cannot be judged at all), else its run's ``noisy`` flag (the pair cannot make a
+    change)."""
+    mixed = mixed_reason(samples.tolist()) if len(samples) else None
+    if mixed:
+        return f"{side}: {mixed}", True
+    if isinstance(flagged, str) and flagged:
+        return f"{side}: {flagged}", False
+    if isinstance(flagged, (bool, np.bool_)) and flagged:
+        return f"{side}: flagged noisy", False
+    return None, False
 
 
 def compare_samples(base: np.ndarray | None, new: np.ndarray | None, base_median: float,
                     new_median: float, *, base_ci: tuple[float, float] | None = None,
                     new_ci: tuple[float, float] | None = None, alpha: float = 0.05,
-                    threshold: float = 0.03, n_boot: int = N_BOOT, seed: int = 0) -> PairStats:
+                    threshold: float = 0.03, n_boot: int = N_BOOT, seed: int = 0,
+                    base_noisy: object = None, new_noisy: object = None) -> PairStats:
     """Compare one trial's BASE and NEW timings (raw samples in µs, or only summaries).
 
     With at least ``MIN_SAMPLES`` raw samples each: bootstrap CI and U test. Otherwise the
     CI is bounded by the runs' own median CIs (``base_ci``/``new_ci``: low, high), which is
-    conservative, and there is no p-value.
+    conservative, and there is no p-value. ``base_noisy``/``new_noisy``: each run's
+    ``noisy`` flag, or its reason (``noisy_reason``), for the ``noisy`` verdict.
     """
     base = _clean(base)
     new = _clean(new)
@@ -134,7 +176,14 @@ def compare_samples(base: np.ndarray | None, new: np.ndarray | None, base_median
         reps = np.full(n_boot, math.log(speedup) if speedup > 0 else float("nan"))
     lo, hi = min(lo, speedup), max(hi, speedup)
     label = verdict(speedup, lo, hi, p, noise, alpha=alpha, threshold=threshold)
-    return PairStats(speedup, float(lo), float(hi), p, noise, label, reps)
+    why_base, mixed_base = side_noise(base, base_noisy, "BASE")
+    why_new, mixed_new = side_noise(new, new_noisy, "NEW")
+    why = "; ".join(w for w in (why_base, why_new) if w) or None
+    if why and (mixed_base or mixed_new or label != "same"):
+        label = "noisy"
+    else:
+        why = None
+    return PairStats(speedup, float(lo), float(hi), p, noise, label, reps, why)
 
 
 def _clean(samples: np.ndarray | None) -> np.ndarray:

@@ -10,6 +10,7 @@ and the pre-flight composition of every job (``runner.config.preflight``) read t
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,7 +101,8 @@ def parse_command_line(args: Sequence[str]) -> CommandLine:
     try:
         overrides = OverridesParser.create().parse_overrides(texts)
     except Exception as exc:  # Hydra's grammar errors are precise: keep their first line
-        raise ConfigError(str(exc).splitlines()[0]) from None
+        raise ConfigError(_look_alike(texts) or str(exc).splitlines()[0]) from None
+    _warn_repeats(overrides)
     extra: list[Path] = []
     if flags.config_dir:
         folder = Path(flags.config_dir).expanduser()
@@ -134,3 +136,44 @@ def _search_folder(entry: str) -> list[Path]:
 
 def _argparse_error(message: str) -> None:
     raise ConfigError(f"{message} (see python -m runner --help)")
+
+
+def _look_alike(texts: Sequence[str]) -> str | None:
+    """The first character outside ASCII in an override the grammar refused, by name and
+    position: Hydra's own message ("LexerNoViableAltException") does not say that ``８``
+    is a full-width 8 or that an invisible zero-width space sits in ``fp32``."""
+    import unicodedata
+
+    for text in texts:
+        for position, char in enumerate(text, 1):
+            if char.isascii():
+                continue
+            key = text.partition("=")[0]
+            name = unicodedata.name(char, "an unnamed character")
+            plain = unicodedata.normalize("NFKC", char)
+            if not plain.isascii():  # ä → a: the letter without its accent
+                plain = "".join(c for c in unicodedata.normalize("NFKD", char)
+                                if not unicodedata.combining(c))
+            fix = (f"type {plain!r} instead" if plain.isascii() and plain.strip()
+                   else "delete it" if unicodedata.category(char) in ("Cf", "Zs", "Cc")
+                   else "type the value in ASCII, or quote it if it is meant (key='...')")
+            return (f"invalid value for {key!r} on the command line: {text!r} has "
+                    f"U+{ord(char):04X} {name} at character {position}, which the "
+                    f"override grammar does not accept: {fix}.")
+    return None
+
+
+def _warn_repeats(overrides: Sequence[Any]) -> None:
+    """The same key twice on one command line (``dtype=fp32 dtype=fp64``): Hydra keeps the
+    last and drops the first without a word, so a sweep would run less than was typed. A
+    warning, not an error: scripts that append an override to a fixed command line rely on
+    the last one winning (docs/errors.md)."""
+    seen: dict[str, str] = {}
+    for ov in overrides:
+        key = ov.key_or_group
+        if key in seen:
+            print(f"opsweep: warning: {key!r} is given twice on the command line "
+                  f"({seen[key]!r}, then {ov.input_line!r}): only the last runs. To run "
+                  f"both, give a list for one job ({key}=[a,b]) or a sweep with -m "
+                  f"({key}=a,b).", file=sys.stderr)
+        seen[key] = ov.input_line

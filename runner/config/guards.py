@@ -12,6 +12,7 @@ The catalog, one line per kind with its test, is docs/errors.md.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -112,9 +113,28 @@ def check_experiment_file(name: str, search_dirs: list[Path]) -> None:
         return
 
 
+def check_output_subdir(values: list[Any]) -> None:
+    """``hydra.output_subdir`` stays ``.hydra``: each job's composed config there is what
+    ``runner.resume`` and every row's provenance read (null: the sweep runs, and then
+    cannot be resumed or traced). A resume names ``.hydra-resume-<utc>``: allowed."""
+    for value in values:
+        if not str(value or "").startswith(".hydra"):
+            raise ConfigError(
+                f"invalid value for 'hydra.output_subdir': {value!r} (on the command line): "
+                "opsweep keeps each job's config in .hydra, which python -m runner.resume and "
+                "the provenance of every row read. Leave hydra.output_subdir out.")
+
+
 def check_results_dir(results_dir: str) -> None:
-    """The nearest existing folder of ``results_dir`` must be a writable directory."""
-    path = Path(results_dir).expanduser().absolute()
+    """The nearest existing folder of ``results_dir`` must be a writable directory. A
+    leading ``~`` is refused: quoted, the shell leaves it alone, and Hydra would make a
+    folder named ``~`` in the current one."""
+    if results_dir.startswith("~"):
+        raise ConfigError(
+            f"invalid value for 'results_dir': {results_dir!r}: a '~' that reaches opsweep "
+            f"(quoted, or from a file) is not expanded, and a folder named '~' would be made "
+            f"here. Write the path out: results_dir={os.path.expanduser(results_dir)}")
+    path = Path(results_dir).absolute()
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -147,3 +167,29 @@ def check_sweep_folder(single: dict[str, Any]) -> None:
                           "and results are never overwritten. Choose another sweep_id (or "
                           "leave it unset for a timestamp), or continue that sweep with: "
                           f"python -m runner.resume {folder}")
+
+
+def guard_hydra_record() -> None:
+    """Hydra writes each job's record (``.hydra/config.yaml``, a resume's ``.hydra-resume-*``)
+    before opsweep's code runs; on a full disk its ``OSError`` came out as a traceback. Now
+    it is the run's own message and exit status 1, as for a result that cannot be written
+    (``runner.execution.job``): what failed, the file, and the fix."""
+    import hydra.core.utils as hydra_utils
+
+    save = hydra_utils._save_config
+    if getattr(save, "opsweep_guarded", False):
+        return
+
+    def guarded(cfg: Any, filename: str, output_dir: Path) -> None:
+        try:
+            save(cfg, filename, output_dir)
+        except OSError as exc:
+            sweep = Path(output_dir).parent
+            sweep = sweep.parent.parent if sweep.parent.name == "jobs" else sweep
+            print(f"opsweep: error: could not write Hydra's record of the job to "
+                  f"{Path(output_dir) / filename}: {exc.strerror or exc}. Free space or fix "
+                  f"permissions, then python -m runner.resume {sweep}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    guarded.opsweep_guarded = True  # type: ignore[attr-defined]
+    hydra_utils._save_config = guarded

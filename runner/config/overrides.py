@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from runner.config import guards
 from runner.config.commandline import CommandLine, parse_command_line
@@ -63,6 +63,8 @@ def check_overrides(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
     single: dict[str, Any] = {}
     for ov in cmd.overrides:
         key = ov.key_or_group
+        if key == "hydra.output_subdir" and not ov.is_delete():
+            guards.check_output_subdir(cmd.values(ov))
         if ov.is_hydra_override() or ov.is_delete():
             continue
         values = cmd.values(ov)
@@ -133,7 +135,8 @@ def _defaults_choice(path: Path, group: str) -> list[str]:
     except Exception:  # a broken file is reported by check_experiment_file / the pre-flight
         return []
     found = []
-    defaults = node.get("defaults", []) if hasattr(node, "get") else []
+    # a bare YAML list has .get too, but indexes by number: check_experiment_file names it
+    defaults = node.get("defaults", []) if isinstance(node, DictConfig) else []
     for item in defaults or []:
         if hasattr(item, "items"):
             for key, value in item.items():
@@ -222,3 +225,4 @@ def _check_custom_targets(cmd: CommandLine, op_names: list[str]) -> None:
             for value in cmd.values(ov):
                 for item in as_choices(value):
                     guards.check_custom_target({"target": item, "n_inputs": n_inputs})
+

@@ -43,11 +43,13 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
     hydra = _hydra(cmd, conf_dir)
     counts: list[int] = []
     timer: Any = None
+    empty: list[str] = []  # the shards with no trial (an array job's spare task)
     try:
         for number, job in enumerate(jobs):
             where = f"job {number} ({' '.join(job)}): " if len(jobs) > 1 else ""
             try:
-                count, limit, timer = _check_job(hydra, cmd, job, conf_dir)
+                count, limit, timer, no_trials = _check_job(hydra, cmd, job, conf_dir)
+                empty += no_trials
                 if count is None:
                     continue
                 counts.append(count)
@@ -68,6 +70,11 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
                 _say(sweep_size.size_line(counts, timer))
     finally:
         GlobalHydra.instance().clear()
+    if jobs and len(empty) == len(jobs):
+        # not an error (an array job may have more tasks than trials), and no folder for it
+        print(f"opsweep: nothing to run: {empty[0]} has no trials (shard i runs the trials "
+              "whose index is i modulo num_shards); no sweep folder made.", file=sys.stderr)
+        raise SystemExit(0)
 
 
 def check_job_count(cmd: CommandLine) -> None:
@@ -101,10 +108,11 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
     return Hydra.create_main_hydra2(task_name="runner", config_search_path=search_path)
 
 
-def _check_job(hydra: Any, cmd: CommandLine, job: list[str],
-               conf_dir: Path) -> tuple[int | None, Any, Any]:
+def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
+               expand: bool = True) -> tuple[int | None, Any, Any, list[str]]:
     """Compose and plan one job: (its trial count or None where it is not planned here, its
-    ``max_trials``, its timer settings)."""
+    ``max_trials``, its timer settings, ``["shard i of n"]`` when its shard has no trial).
+    ``expand``: an experiment's ``hydra.sweeper.params`` jobs are composed and planned too."""
     from hydra.types import RunMode
 
     from runner.config.guards import check_job, check_results_dir
@@ -116,6 +124,10 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str],
     launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
     check_ray_gpus(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.remote.num_gpus"),
                    OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
+    params = OmegaConf.select(cfg, "hydra.sweeper.params") if cmd.multirun and expand else None
+    if params:  # an experiment's sweep: its jobs are composed and planned here too
+        _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
+                            OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
     with open_dict(cfg):
         del cfg["hydra"]
     _check_experiment_package(cfg)
@@ -123,11 +135,34 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str],
     limit, timer = cfg.get("max_trials"), OmegaConf.to_container(cfg.timer, resolve=True)
     if launcher not in (None, *LOCAL_LAUNCHERS):
         # jobs run on other machines (SLURM, Ray): their devices are planned there
-        return None, limit, timer
+        return None, limit, timer, []
     planned = plan_job(cfg, conf_dir)
     check_job(cfg, planned, None)
     remember(job, planned)
-    return len(planned), limit, timer
+    sharded = cfg.get("num_shards", 1) > 1 and not planned
+    return len(planned), limit, timer, [f"shard {cfg.shard} of {cfg.num_shards}"] if sharded else []
+
+
+def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
+                        params: Any, experiment: str | None) -> None:
+    """``hydra.sweeper.params`` of an experiment (``dtype: fp32,fp8``): Hydra's sweeper makes
+    them jobs after these checks, so a bad value ran the jobs before it and left the sweep
+    folder behind. Each of its jobs is composed and planned here, named by its file."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    given = {text.partition("=")[0] for text in job}  # the command line wins, as in Hydra
+    texts = [f"{key}={value}" for key, value in params.items() if str(key) not in given]
+    where = f"in experiment/{experiment}.yaml" if experiment else "in the config"
+    try:
+        parsed = OverridesParser.create().parse_overrides(texts)
+        for extra in BasicSweeper.split_arguments(parsed, None)[0]:
+            _check_job(hydra, cmd, [*job, *extra], conf_dir, expand=False)
+    except ConfigError as exc:
+        raise ConfigError(f"{where} (hydra.sweeper.params): {exc} Fix the value in that "
+                          "file, or override it on the command line.") from None
+    except Exception as exc:  # the grammar's and Hydra's own errors
+        raise ConfigError(f"{where} (hydra.sweeper.params): {explain(exc)}") from None
 
 
 def check_ray_gpus(launcher: Any, num_gpus: Any, address: Any) -> None:
@@ -166,7 +201,11 @@ def _check_experiment_package(cfg: DictConfig) -> None:
 def explain(exc: BaseException) -> str:
     """One line naming what Hydra or OmegaConf refused: the key, the value and the fix."""
     from hydra.errors import MissingConfigException
-    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+    from omegaconf.errors import (
+        ConfigKeyError,
+        InterpolationResolutionError,
+        OmegaConfBaseException,
+    )
 
     chain: list[BaseException] = []
     seen: BaseException | None = exc
@@ -191,6 +230,11 @@ def explain(exc: BaseException) -> str:
         if key and isinstance(error, ConfigKeyError):
             return (f"unknown config key '{key}'{where}: {detail}. Remove it or fix its name "
                     "(python -m runner --help lists the keys).")
+        if key and isinstance(error, InterpolationResolutionError):
+            # its value is the interpolation that failed, never None
+            return (f"invalid value for '{key}'{where}: its interpolation does not resolve: "
+                    f"{detail}. Set what it reads (export the variable) or give a default, "
+                    "e.g. ${oc.env:NAME,fallback}.")
         if key:
             return (f"invalid value for '{key}'{where}: {getattr(error, 'value', None)!r}: "
                     f"{detail}. Give it a value of the declared type (python -m runner --help "

@@ -107,6 +107,9 @@ class Axis:
     #: the mode axis this one refines (compile_dynamic refines compile): the mode label shows
     #: it beside that mode, when that mode is on
     refines: str | None = None
+    #: the largest value, and why (a value past it would spend minutes before it fails)
+    maximum: int | None = None
+    maximum_why: str = ""
 
     @property
     def column_type(self) -> str:
@@ -158,6 +161,10 @@ class Axis:
                 raise ConfigError(f"invalid value for '{self.name}': {value!r}. Expected an "
                                   f"integer >= {self.minimum} and <= {INT64_MAX} (an int64 "
                                   f"column){null}.")
+            if self.maximum is not None and value > self.maximum:
+                raise ConfigError(f"invalid value for '{self.name}': {value!r}. Expected an "
+                                  f"integer from {self.minimum} to {self.maximum}: "
+                                  f"{self.maximum_why}.")
             return value
         raise ConfigError(f"axis '{self.name}' has no check for kind {self.kind!r}")
 
@@ -174,7 +181,9 @@ class Axis:
         if self.choices:
             values = " | ".join(self.choices)
         elif self.kind is int:
-            values = f"integer >= {self.minimum}" + (" or null" if self.nullable else "")
+            values = (f"integer >= {self.minimum}" + (f", <= {self.maximum}" if self.maximum
+                                                      else "")
+                      + (" or null" if self.nullable else ""))
         elif self.kind == "device":
             values = "auto | cpu | cuda | cuda:N"
         else:
@@ -234,7 +243,10 @@ AXES: tuple[Axis, ...] = (
     Axis("num_threads", int, None, "torch intra-op CPU threads (null keeps torch's default)",
          nullable=True, minimum=1),
     Axis("streams", int, 1, "CUDA streams the op runs on (N copies, or a composite's parts)",
-         minimum=1, is_mode=True),
+         minimum=1, is_mode=True, maximum=1024,
+         maximum_why="each stream holds its own copy of the op's inputs, and a GPU runs at "
+                     "most 128 kernels at once, so more streams measure only the queue; "
+                     "use fewer"),
     Axis("graph", GraphMode, "none", "replay from a captured CUDA graph", is_mode=True),
     Axis("compile", CompileMode, "none", "torch.compile mode", is_mode=True),
     Axis("compile_dynamic", bool, None, "torch.compile's dynamic argument (null = automatic)",

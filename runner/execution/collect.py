@@ -35,6 +35,13 @@ def main(argv: list[str] | None = None) -> int:
             print(not_a_sweep(sweep_dir), file=sys.stderr)
             status = 2
             continue
+        merged = sweep_dir / "results.parquet"
+        if merged.is_dir():  # the merge's atomic rename can never replace a folder
+            print(f"opsweep: error: {merged} is a folder, not a results file: the merged file "
+                  f"cannot be written over it. Move it away (mv {merged} {merged}.folder), "
+                  f"then run python -m runner.collect {sweep_dir} again.", file=sys.stderr)
+            status = 1  # the merged file cannot be written: a failed write
+            continue
         ours = not lock.held(sweep_dir)
         try:
             lock.hold(sweep_dir, args.wait, what="--wait SECONDS")

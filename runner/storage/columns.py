@@ -55,8 +55,8 @@ _TIME_STATS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("ci_low_us", _F, "95% CI of the {what}'s median, low end, µs (order statistics)"),
     ("ci_high_us", _F, "95% CI of the {what}'s median, high end, µs"),
     ("ci_rel_halfwidth", _F, "half the CI's width over the median, {what}"),
-    ("noisy", _B, "true when the {what} is not to be trusted: fewer samples than "
-                  "timer.min_samples, or a CI that never got within timer.target_rel"),
+    ("noisy", _B, "true when the {what} is not to be trusted: too few samples, a CI wider "
+                  "than timer.target_rel, or samples one median cannot describe (noisy_reason)"),
     ("noisy_reason", _S, "why the {what} is noisy (null when it is not)"),
     ("per_op_us", _F, "{what} median / op instances per call (streams=N)"),
 )

@@ -56,6 +56,13 @@ from runner.timing.settle import (
     last_clock,
     settle,
 )
+from runner.timing.spread import (
+    busy_host,
+    far_fewer_calls,
+    involuntary_switches,
+    mixed_reason,
+    slower_than_before,
+)
 from runner.timing.stats import SampleStats, median_ci_rel_halfwidth, summarize
 
 
@@ -246,6 +253,14 @@ class Measurement:
     min_samples: int = 1
     #: whether the warm-up found the op power-capped (``runner.timing.settle.capped``)
     power_capped: bool | None = None
+    #: calls per sample the fastest quarter of the samples asks for (None: not judged)
+    quiet_calls: int | None = None
+    #: why a first block of samples was set aside and these re-measured (None: it was not),
+    #: and that block's q25 (s per call: the op can run that fast)
+    remeasured: str | None = None
+    first_block_q25_s: float | None = None
+    #: involuntary context switches per second of the samples (None: not read)
+    preempted_per_s: float | None = None
 
     @cached_property
     def stats(self) -> SampleStats:
@@ -254,19 +269,32 @@ class Measurement:
     @property
     def noisy(self) -> bool:
         """True when the median is not to be trusted: fewer samples than the preset's
-        ``min_samples`` (a call slower than ``max_time_s``), or a CI that never got within
+        ``min_samples`` (a call slower than ``max_time_s``), a series one median cannot
+        describe (``runner.timing.spread``), or a CI that never got within
         ``target_rel``. Report, don't trust; :attr:`noisy_reason` says which."""
         return self.noisy_reason is not None
 
     @property
     def noisy_reason(self) -> str | None:
+        """Fewer samples than ``min_samples``; a series one median cannot describe
+        (``runner.timing.spread``: clusters, a slow tail, a step, or far fewer calls per
+        sample than the op needs); or a CI wider than ``target_rel``. The first that holds;
+        after a re-measure, with what the first block showed."""
         n = len(self.samples_s)
         if n < self.min_samples:
             return (f"{n} sample{'s' if n != 1 else ''} < min_samples {self.min_samples} "
                     f"(stopped: {self.stop_reason})")
-        if self.stats.ci_rel_halfwidth > self.target_rel:
-            return f"CI ±{_pct(self.stats.ci_rel_halfwidth)} > target_rel ±{_pct(self.target_rel)}"
-        return None
+        reason = (mixed_reason(self.samples_s, None)
+                  or busy_host(self.preempted_per_s)
+                  or slower_than_before(self.stats.median, self.first_block_q25_s)
+                  or (far_fewer_calls(self.calls_per_sample, self.quiet_calls)
+                      if self.quiet_calls else None))
+        wide = self.stats.ci_rel_halfwidth
+        if reason is None and wide > self.target_rel:
+            reason = f"CI ±{_pct(wide)} > target_rel ±{_pct(self.target_rel)}"
+        if reason and self.remeasured:
+            reason += f"; re-measured once, the first block showed {self.remeasured}"
+        return reason
 
 
 def _pct(fraction: float) -> str:
@@ -338,14 +366,42 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             fn()
         return clock.stop(token) / calls
 
-    samples, stop_reason = sample(take, plan, wall,
-                                  min_s=sample_min_s(verdict, capped_span_s))
+    def block() -> tuple[list[float], str, float | None]:
+        # the preemption rate is read on the real clock; an injected wall is a test's
+        switches, started = involuntary_switches(), time.perf_counter()
+        got, why = sample(take, plan, wall, min_s=sample_min_s(verdict, capped_span_s))
+        if switches is None or wall is not time.perf_counter:
+            return got, why, None
+        return got, why, (involuntary_switches() - switches) / max(
+            time.perf_counter() - started, 1e-9)
+
+    begun = wall()
+    samples, stop_reason, preempted = block()
+    quiet = 1 if flush else choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan)
+    # K came from the median of the last five warm-up calls; fewer (the smoke preset's one
+    # cold call) choose no K worth judging
+    judged = not flush and len(warmup_times) >= 5
+    quiet = quiet if judged else None
+    set_aside = (mixed_reason(samples) or (far_fewer_calls(calls, quiet) if quiet else None)
+                 or busy_host(preempted))
+    extra_calls, extra_s, first_q25 = 0, 0.0, None
+    if set_aside:
+        # A burst of other work during the block (or the warm-up that chose K): once, count
+        # the block as warm-up and take a fresh one at the K its fastest quarter asks for
+        # (take() reads ``calls`` when it runs). Still mixed: noisy, with both reasons.
+        extra_calls, extra_s, calls = len(samples), wall() - begun, quiet or calls
+        first_q25 = sorted(samples)[len(samples) // 4]
+        samples, stop_reason, preempted = block()
+        quiet = choose_calls_per_sample(sorted(samples)[len(samples) // 4], plan) \
+            if judged else None
     return Measurement(samples_s=tuple(samples), calls_per_sample=calls,
-                       warmup_calls=len(warmup_times), warmup_s=verdict.elapsed_s,
+                       warmup_calls=len(warmup_times) + extra_calls,
+                       warmup_s=verdict.elapsed_s + extra_s,
                        stop_reason=stop_reason, target_rel=plan.target_rel,
                        settled=verdict.settled, settle_reason=verdict.reason,
                        settled_clock_mhz=last_clock(warmup), min_samples=plan.min_samples,
-                       power_capped=verdict.capped)
+                       power_capped=verdict.capped, quiet_calls=quiet, remeasured=set_aside,
+                       first_block_q25_s=first_q25, preempted_per_s=preempted)
 
 
 def sample_min_s(verdict: Settled, capped_span_s: float = CAPPED_SAMPLE_S) -> float:
@@ -392,7 +448,10 @@ def sample(take: Callable[[], float], plan: TimerPlan,
         samples.append(take())
         bisect.insort(ordered, samples[-1])
         if len(samples) >= plan.min_samples and (min_s <= 0 or wall() - start >= min_s):
-            if median_ci_rel_halfwidth(ordered) <= plan.target_rel:
+            # A tight CI about a mixed series is confident about the wrong number
+            # (runner.timing.spread): extend instead, to max_samples / max_time.
+            if (median_ci_rel_halfwidth(ordered) <= plan.target_rel
+                    and mixed_reason(samples, ordered) is None):
                 stop_reason = "converged"
                 break
         if wall() - start >= plan.max_time_s:
