@@ -61,7 +61,6 @@ LARGE: dict[str, str] = {
                        "the loop reads best in one piece",
     "execution/trial.py": "one trial from spec to row; its steps are already functions here",
     "storage/load.py": "runner.load and its file discovery; the public reading API",
-    "storage/columns.py": "every result column declared once, in one table read top to bottom",
     "analysis/plots.py": "one function per report figure; shared pieces are in figure.py",
 }
 

@@ -15,8 +15,8 @@ from fakes import FakeClock
 
 from runner.timing.heat import HOT_CAPPED_MIN_S, HOT_GAP_S, Heat, capped_min_s
 from runner.timing.settle import (
-    CAPPED_MIN_S,
     BAND_WATCH_S,
+    CAPPED_MIN_S,
     CAPPED_SAMPLE_S,
     Reading,
     settle,
