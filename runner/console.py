@@ -1,12 +1,9 @@
 """What the user sees in the terminal: a progress bar over trials and a summary table.
 
-Everything goes to stderr except the summary table, so ``python -m runner ... > table.txt``
-captures just the table. Without a terminal (``nohup``, CI, a batch job's log) a live bar
-would show nothing until it ends, so progress is plain lines instead, flushed as they happen:
-one per finished trial, at most one per :data:`PLAIN_EVERY_S` (every one with
-``hydra.verbose``). Whatever is printed, and those lines, also go to the sweep folder's
-:data:`LOG_NAME` once :func:`start_log` has named it.
-"""
+Everything goes to stderr but the summary table (``... > table.txt`` keeps just the table).
+Without a terminal (``nohup``, CI, a batch log) progress is plain lines, flushed, at most one
+per :data:`PLAIN_EVERY_S` (every trial's with ``hydra.verbose``); all of it also goes to the
+sweep folder's :data:`LOG_NAME` once :func:`start_log` has named it."""
 
 from __future__ import annotations
 
@@ -46,7 +43,10 @@ class _Log:  # where start_log sends a copy of the console's output (None: nowhe
     def open(cls) -> Console | None:
         """The log, created at its first line: a run rejected before it prints leaves none."""
         if cls.console is None and cls.path is not None:
-            handle = open(cls.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+            try:  # a sweep folder that is gone or unwritable: the console goes on, unlogged
+                handle = open(cls.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+            except OSError:
+                return None
             cls.console = Console(file=handle, width=160, color_system=None,
                                   force_terminal=False, highlight=False)
         return cls.console
@@ -76,7 +76,7 @@ def start_log(sweep_dir: Path, verbose: Any = False) -> Path:
     job of a multirun, and a resumed sweep, add to the same file; each line is written whole,
     so jobs in other processes do too). ``verbose`` is ``hydra.verbose``: true or names of
     loggers (``runner.analysis``) show their debug records and every trial's line."""
-    path = Path(sweep_dir) / LOG_NAME
+    path = Path(sweep_dir).absolute() / LOG_NAME
     if _Log.path != path:
         _Log.path, _Log.console = path, None
     _Log.verbose = bool(verbose)

@@ -92,9 +92,9 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
         # The device time has just run the op back to back: the loop's warm-up only checks
         # that its own regime holds the op there (none at all for an op the device time did
         # not find power-capped: a call is enough).
-        handover = {"handover": True, "min_s": 0.0 if not sustained.power_capped else None,
-                    "min_capped_s": HANDOVER_CAPPED_MIN_S,
-                    "capped_span_s": LOOP_CAPPED_SAMPLE_S}
+        handover = {"handover": True, "read_clock": None,
+                    "min_s": HANDOVER_CAPPED_MIN_S if sustained.power_capped else 0.0,
+                    "span_s": LOOP_CAPPED_SAMPLE_S if sustained.power_capped else 0.0}
         if sustained.power_capped:
             # Hazard: the sync after every sample leaves the GPU idle for tens of µs, and a
             # power-capped GPU turns that idle into clock headroom (an H200's bmm read 10%
@@ -103,7 +103,7 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
                 plan, batch_below_us=max(plan.batch_below_us, CAPPED_LOOP_SAMPLE_US),
                 batch_target_us=max(plan.batch_target_us, CAPPED_LOOP_SAMPLE_US))
     loop = measure(prepared.fn, loop_plan, clock, before_sample=prepared.before_sample,
-                   flush=flusher(timer, device), read_clock=read_clock, **handover)
+                   flush=flusher(timer, device), **{"read_clock": read_clock, **handover})
     if not steady:
         memory = _memory(device)
     if _left_hot(device_time, loop, read_clock):

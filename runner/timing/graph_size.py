@@ -39,8 +39,10 @@ ESTIMATE_CALLS = 32
 #: A graph replay may read at most this much slower per call than the same calls queued
 #: eagerly, back to back, before the eager calls are measured instead (the ``blocked``
 #: method): captured, an op can run other work than the eager code the user runs (on an H100
-#: a 1 GiB device copy ran 883 µs as a graph's memcpy node against 712 µs eagerly).
-EAGER_AGREE_TOL = 0.03
+#: a 1 GiB device copy ran 883 µs as a graph's memcpy node against 712 µs eagerly). Not
+#: tighter: a graph sampled while the clock still came back after a capped trial read 3.3%
+#: slower than eager calls a moment later (an fp32 2048³ matmul on an H200).
+EAGER_AGREE_TOL = 0.05
 #: The check runs for ops of at least this many seconds per call, long enough for the host to
 #: keep the eager queue full; and not for power-capped ops, whose gapped eager burst runs at a
 #: clock the sustained replays do not.

@@ -320,7 +320,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             read_clock: Callable[[], Reading | None] | None = None,
             handover: bool = False, min_s: float | None = None,
             min_capped_s: float = CAPPED_MIN_S,
-            capped_span_s: float = CAPPED_SAMPLE_S) -> Measurement:
+            capped_span_s: float = CAPPED_SAMPLE_S,
+            span_s: float | None = None) -> Measurement:
     """Warm ``fn`` up until settled, then sample it until the median is stable or a cap is
     reached.
 
@@ -329,10 +330,11 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     ``wall`` is the clock that enforces ``warmup_s`` and ``max_time_s``; tests inject a fake.
     ``read_clock`` reads the SM clock and power (a ``Reading``) for the settle rule (None:
     time alone). ``handover``: the op has just run back to back at its sustained state (the
-    device time's samples), so the warm-up only checks that it still is
-    (``runner.timing.settle.settle``); ``min_s``: the shortest warm-up (default
-    ``warmup_s``); ``min_capped_s``: the shortest warm-up of a power-capped op;
-    ``capped_span_s``: the shortest span of its samples.
+    device time's samples, which tell its clock), so the warm-up only checks that its time
+    per call holds, without probing the clock (``runner.timing.settle.settle``); ``min_s``:
+    the shortest warm-up (default ``warmup_s``); ``min_capped_s``: the shortest warm-up of a
+    power-capped op; ``capped_span_s``: the shortest span of its samples; ``span_s``: the
+    shortest span of the samples, whatever the warm-up found (a handover's).
     """
     def one_call() -> tuple[float, float | None]:
         if before_sample:
@@ -342,7 +344,9 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
         seconds = clock.stop(token)
         return seconds, getattr(clock, "last_mhz", None)
 
-    probing = hasattr(clock, "probing")
+    # A handover's op has just been probed by the device time: the loop's own regime (a
+    # launch-bound op leaves the GPU idle and its clock drifts up) is judged by time alone.
+    probing = hasattr(clock, "probing") and not handover
     if probing:
         clock.probing = True  # type: ignore[attr-defined]
     try:
@@ -369,7 +373,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     def block() -> tuple[list[float], str, float | None]:
         # the preemption rate is read on the real clock; an injected wall is a test's
         switches, started = involuntary_switches(), time.perf_counter()
-        got, why = sample(take, plan, wall, min_s=sample_min_s(verdict, capped_span_s))
+        got, why = sample(take, plan, wall, min_s=sample_min_s(verdict, capped_span_s)
+                          if span_s is None else span_s)
         if switches is None or wall is not time.perf_counter:
             return got, why, None
         return got, why, (involuntary_switches() - switches) / max(
