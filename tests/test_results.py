@@ -277,3 +277,18 @@ def test_results_readme_column_table_is_generated_from_the_schema() -> None:
     readme = (Path(__file__).resolve().parent.parent / "results" / "README.md").read_text()
     assert markdown_table() in readme, ("results/README.md is stale: regenerate its column "
                                         "table with python -m runner.storage.columns")
+
+
+def test_every_row_names_the_experiment_its_job_was_composed_from(tmp_path: Path,
+                                                                   start_cli: Any) -> None:
+    run = start_cli(["experiment=quickstart", "smoke=true", "device=cpu",
+                     f"results_dir={tmp_path / 'r'}"], tmp_path).wait()
+    assert run.returncode == 0, run.explain()
+    (merged,) = (tmp_path / "r").glob("*/results.parquet")
+    column = pq.read_table(merged).column("experiment").to_pylist()
+    assert column and set(column) == {"quickstart"}
+    plain = start_cli(["op=add", "shape=[8]", "timer=smoke", "device=cpu",
+                       f"results_dir={tmp_path / 'p'}"], tmp_path).wait()
+    assert plain.returncode == 0, plain.explain()
+    (merged,) = (tmp_path / "p").glob("*/results.parquet")
+    assert pq.read_table(merged).column("experiment").to_pylist() == [None]

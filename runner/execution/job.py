@@ -186,7 +186,8 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, todo: list[tuple[int, A
     def record(row: dict[str, Any], trial: Any) -> None:
         row.setdefault("worker", 0 if isinstance(runner_, worker.Supervisor) else None)
         row.update(sweep_id=job.sweep_dir.name, job_num=job.num, trial_index=trial.index,
-                   shard=cfg.shard, num_shards=cfg.num_shards, **job.where)
+                   shard=cfg.shard, num_shards=cfg.num_shards,
+                   experiment=job.metadata.get("choices", {}).get("experiment"), **job.where)
         _journal(job.dir, row, job.metadata)
         if job.held is not None:
             job.held.append(row)

@@ -1,6 +1,5 @@
-"""Every result column: its Arrow type and what it means. The one source of truth.
-
-The axis columns are derived from the axis registry (:mod:`runner.core.axes`).
+"""Every result column: its Arrow type and what it means. The one source of truth. The axis
+columns are derived from the axis registry (:mod:`runner.core.axes`).
 
 ``runner.storage.files.rows_to_table`` writes known columns with these types (so an all-null
 column still has its real type and pandas reads proper dtypes), and ``results/README.md``'s
@@ -84,6 +83,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     # identity and status
     "sweep_id": (_S, "folder name of the sweep under results/ (sub-second timestamp)"),
     "job_num": (_I, "Hydra job number within the sweep (0 for a single run)"),
+    "experiment": (_S, "the experiment the job was composed from (conf/experiment/NAME.yaml)"),
     "trial_index": (_I, "position of the trial in its job's plan (before sharding: the shards "
                         "of one job number their trials alike)"),
     "shard": (_I, "which shard of its job's trials this row's job ran (shard=i)"),
