@@ -561,6 +561,37 @@ def test_a_handover_takes_one_step_unless_that_step_shows_the_op_capped() -> Non
     assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
 
 
+def test_the_loop_time_after_the_device_time_aims_lower_and_a_capped_one_samples_longer(
+) -> None:
+    from runner.execution.timed import CAPPED_LOOP_SAMPLE_US, handover_plan
+    from runner.timing.heat import (
+        HANDOVER_CAPPED_MIN_S,
+        LOOP_HANDOVER_MAX_S,
+        LOOP_HANDOVER_TARGET_SHARE,
+    )
+
+    base = TimerPlan(target_rel=0.01, max_time_s=10.0)
+
+    def device_time(capped: bool | None) -> Measurement:
+        return Measurement(samples_s=(1e-3,), calls_per_sample=1, warmup_calls=1,
+                           warmup_s=0.0, stop_reason="converged", target_rel=0.01,
+                           power_capped=capped)
+
+    # No device time (the CPU, timer.device_time=false): the timer's own plan, a full warm-up.
+    assert handover_plan(base, None) == (base, {})
+    free_plan, free = handover_plan(base, device_time(False))
+    assert free["handover"] and free["min_s"] == 0.0 and free["span_s"] == 0.0
+    assert free_plan.target_rel == pytest.approx(0.01 * LOOP_HANDOVER_TARGET_SHARE)
+    assert free_plan.max_time_s == LOOP_HANDOVER_MAX_S
+    assert free_plan.batch_target_us == base.batch_target_us
+    capped_plan, capped_warmup = handover_plan(base, device_time(True))
+    assert capped_warmup["min_s"] == HANDOVER_CAPPED_MIN_S and capped_warmup["span_s"] > 0
+    assert capped_plan.batch_below_us == capped_plan.batch_target_us == CAPPED_LOOP_SAMPLE_US
+    # A timer that asks for less than the handover keeps its own, shorter budget.
+    quick = TimerPlan(target_rel=0.05, max_time_s=0.2)
+    assert handover_plan(quick, device_time(False))[0].max_time_s == 0.2
+
+
 def test_the_samples_of_a_capped_op_span_capped_sample_s() -> None:
     now = [0.0]
 

@@ -21,6 +21,8 @@ from runner.timing.heat import (
     HANDOVER_CAPPED_MIN_S,
     HOT_POWER_SHARE,
     LOOP_CAPPED_SAMPLE_S,
+    LOOP_HANDOVER_MAX_S,
+    LOOP_HANDOVER_TARGET_SHARE,
     Heat,
     capped_min_s,
 )
@@ -66,7 +68,8 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
        device hot: ``runner.timing.heat.capped_min_s``) and samples back to back;
     4. the loop time follows at once and hands over: the op is already at its sustained
        state, so its warm-up only checks that the loop's own regime (a sync per sample)
-       holds it there.
+       holds it there, and its samples aim at a looser CI in a shorter span
+       (``runner.timing.heat.LOOP_HANDOVER_TARGET_SHARE``): the device time is the headline.
 
     On the CPU, with ``timer.device_time=false`` or where the device time is unavailable, the
     loop time is taken on its own, with a full warm-up."""
@@ -87,21 +90,7 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
                                      held_bytes)
     device_s = time.perf_counter() - start
     sustained = device_time.measurement
-    loop_plan, handover = plan, {}
-    if sustained is not None:
-        # The device time has just run the op back to back: the loop's warm-up only checks
-        # that its own regime holds the op there (none at all for an op the device time did
-        # not find power-capped: a call is enough).
-        handover = {"handover": True, "read_clock": None,
-                    "min_s": HANDOVER_CAPPED_MIN_S if sustained.power_capped else 0.0,
-                    "span_s": LOOP_CAPPED_SAMPLE_S if sustained.power_capped else 0.0}
-        if sustained.power_capped:
-            # Hazard: the sync after every sample leaves the GPU idle for tens of µs, and a
-            # power-capped GPU turns that idle into clock headroom (an H200's bmm read 10%
-            # fast in 1 ms samples): longer samples keep the gaps under 1%.
-            loop_plan = dataclasses.replace(
-                plan, batch_below_us=max(plan.batch_below_us, CAPPED_LOOP_SAMPLE_US),
-                batch_target_us=max(plan.batch_target_us, CAPPED_LOOP_SAMPLE_US))
+    loop_plan, handover = handover_plan(plan, sustained)
     loop = measure(prepared.fn, loop_plan, clock, before_sample=prepared.before_sample,
                    flush=flusher(timer, device), **{"read_clock": read_clock, **handover})
     if not steady:
@@ -112,6 +101,34 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
         _HEAT[str(device)] = Heat(True, time.perf_counter())
     return TrialTimes(loop, device_time, memory, time.perf_counter() - start - device_s,
                       device_s)
+
+
+def handover_plan(plan: TimerPlan, sustained: Measurement | None
+                  ) -> tuple[TimerPlan, dict[str, Any]]:
+    """The loop time's plan and warm-up after the device time's samples (``sustained``; None:
+    there were none, and the loop time is taken on its own with ``plan`` as it is).
+
+    The device time has just run the op back to back: the loop's warm-up only checks that its
+    own regime holds the op there (none at all for an op the device time did not find
+    power-capped: a call is enough), and its samples aim at a looser CI in a shorter span
+    (``runner.timing.heat.LOOP_HANDOVER_TARGET_SHARE``): the device time is the headline."""
+    if sustained is None:
+        return plan, {}
+    capped = bool(sustained.power_capped)
+    handover = {"handover": True, "read_clock": None,
+                "min_s": HANDOVER_CAPPED_MIN_S if capped else 0.0,
+                "span_s": LOOP_CAPPED_SAMPLE_S if capped else 0.0}
+    loop_plan = dataclasses.replace(
+        plan, target_rel=plan.target_rel * LOOP_HANDOVER_TARGET_SHARE,
+        max_time_s=min(plan.max_time_s, LOOP_HANDOVER_MAX_S))
+    if capped:
+        # Hazard: the sync after every sample leaves the GPU idle for tens of µs, and a
+        # power-capped GPU turns that idle into clock headroom (an H200's bmm read 10%
+        # fast in 1 ms samples): longer samples keep the gaps under 1%.
+        loop_plan = dataclasses.replace(
+            loop_plan, batch_below_us=max(plan.batch_below_us, CAPPED_LOOP_SAMPLE_US),
+            batch_target_us=max(plan.batch_target_us, CAPPED_LOOP_SAMPLE_US))
+    return loop_plan, handover
 
 
 def _left_hot(device_time: DeviceTime, loop: Measurement, read_clock: Any) -> bool:

@@ -60,8 +60,9 @@ CAPPED_MIN_S = 2.5
 #: maximum is watched this long (s) before it may settle: long enough for the power cap to
 #: show (a tf32 2048³ matmul ran flat at 1750 MHz for its first 60 ms, then at 1550; bf16
 #: 2048³ drew too little power to tell in its first 50 ms), short enough that a light load in
-#: that band pays little.
-BAND_WATCH_S = 0.1
+#: that band (an H100 runs small bf16/fp16/tf32 matmuls at 1850-1890 of 1980 MHz) settles
+#: within 0.1 s.
+BAND_WATCH_S = 0.075
 #: Below this share of the maximum the clock is held down by the power cap, whatever else
 #: is seen: capped ops run at 1270-1550 MHz of 1980 once the controller has them. Between it
 #: and :data:`HELD_DOWN_SHARE` light loads run too, flat: an H200 ran 2.6-13 µs bf16, fp16 and
@@ -80,7 +81,7 @@ RECENT_CLOCKS = 8
 #: Shortest span (s) of the samples of a power-capped series: once settled the clock still
 #: swings ±1-2% (a tf32 4096³ matmul's samples moved 3.4% within 50 ms), so the median is
 #: taken over a span that holds many swings, not one phase of one.
-CAPPED_SAMPLE_S = 0.6
+CAPPED_SAMPLE_S = 0.5
 
 
 @dataclass(frozen=True)
