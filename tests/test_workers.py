@@ -360,7 +360,7 @@ class FakeSupervisor:
     def wait_ready(self) -> None:
         pass
 
-    def run(self, trial: Any, *args: Any) -> dict[str, Any]:
+    def run(self, trial: Any) -> dict[str, Any]:
         self.calls.append(trial.index)
         self.on_run(trial)
         return {"trial_index": trial.index}
@@ -400,9 +400,8 @@ def test_a_worker_runs_its_next_trial_while_its_row_is_journaled(planned: list) 
         recorded.append(row["trial_index"])
 
     workers = fake_pool(2, on_run)
-    runner = threading.Thread(target=workers.run, args=(
-        list(planned), {}, ({"preset": "smoke"}, True, None, None)),
-        kwargs={"stop": NoStop(), "record": record})
+    runner = threading.Thread(target=workers.run, args=(list(planned), {}),
+                              kwargs={"stop": NoStop(), "record": record})
     runner.start()
     assert two_each.wait(10), "the workers waited for the journal before their next trial"
     time.sleep(0.2)
@@ -419,8 +418,7 @@ def test_a_failing_record_stops_the_queue_and_is_raised(planned: list) -> None:
 
     workers = fake_pool(2, lambda trial: time.sleep(0.01))
     with pytest.raises(SystemExit):
-        workers.run(list(planned), {}, ({"preset": "smoke"}, True, None, None),
-                    stop=NoStop(), record=record)
+        workers.run(list(planned), {}, stop=NoStop(), record=record)
     ran = sum(len(s.calls) for s in workers.supervisors)
     assert ran < len(planned), "trials were still handed out after the journal failed"
 
