@@ -333,12 +333,18 @@ def test_predicted_slots_for_cpu_workers_and_what_is_not_predicted(planned: list
 
 
 def test_devices_to_warm_are_guessed_from_the_command_line() -> None:
-    assert placement.guess_devices(["op=matmul"], ["0", "1"]) == ("cuda:0",)  # auto, with GPUs
-    assert placement.guess_devices(["op=matmul"], []) == ("cpu",)  # auto, without
-    assert placement.guess_devices(["device=cuda"], ["0"]) == ("cuda:0",)
-    assert placement.guess_devices(["device=cpu", "device=[cuda:1,cpu,cuda:1]"], ["0", "1"]) == \
+    from runner.config.commandline import parse_command_line
+
+    def guess(args: list[str], gpus: list[str]) -> tuple[str, ...]:
+        return placement.guess_devices(parse_command_line(args).values_of("device"), gpus)
+
+    assert guess(["op=matmul"], ["0", "1"]) == ("cuda:0",)  # auto, with GPUs
+    assert guess(["op=matmul"], []) == ("cpu",)  # auto, without
+    assert guess(["device=cuda"], ["0"]) == ("cuda:0",)
+    assert guess(["device=cpu", "device=[cuda:1,cpu,cuda:1]"], ["0", "1"]) == \
         ("cuda:1", "cpu")  # the last device= wins, as on Hydra's command line
-    assert placement.guess_devices(["device=cpu,auto", "-m"], ["0"]) == ("cpu", "cuda:0")
+    assert guess(["device=cpu,auto", "-m"], ["0"]) == ("cpu", "cuda:0")
+    assert guess(["device=tpu"], ["0"]) == ()  # the job's check refuses it: nothing warmed
 
 
 def test_warm_devices_are_the_job_s_devices_once(planned: list) -> None:

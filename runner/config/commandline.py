@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.config.ops import CONF_DIR, EXTRA_CONF_DIRS
+from runner.config.ops import CONF_DIR
 from runner.core.errors import ConfigError
 
 #: Hydra flags after which no trial runs (help, config printing, completion).
@@ -71,6 +71,12 @@ class CommandLine:
         """The last override of ``key``, or None."""
         return next((ov for ov in reversed(self.overrides) if ov.key_or_group == key), None)
 
+    def values_of(self, key: str) -> list[Any] | None:
+        """The values the last override of ``key`` gives (:meth:`values`; Hydra keeps the
+        last), or None when the command line does not set ``key``."""
+        override = self.last(key)
+        return None if override is None else self.values(override)
+
     def job_overrides(self) -> list[list[str]]:
         """The override texts of each job, as Hydra's basic sweeper makes them (the cartesian
         product of the sweeps); one job without ``-m``."""
@@ -116,7 +122,6 @@ def parse_command_line(args: Sequence[str]) -> CommandLine:
             value = ov.value()
             for item in value if isinstance(value, list) else [value]:
                 extra += _search_folder(str(item))
-    EXTRA_CONF_DIRS[:] = extra
     return CommandLine(list(args), flags, texts, overrides, extra)
 
 

@@ -32,17 +32,6 @@ def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
     return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
 
 
-#: Config folders the command line adds (``--config-dir``, ``hydra.searchpath``), searched
-#: before ``conf/``; set once by :func:`runner.config.commandline.parse_command_line`.
-EXTRA_CONF_DIRS: list[Path] = []
-
-
-def group_options_everywhere(group: str) -> list[str]:
-    """The options of ``group`` in ``conf/`` and in the folders the command line adds."""
-    return sorted({name for folder in [*EXTRA_CONF_DIRS, CONF_DIR]
-                   for name in group_options(group, folder)})
-
-
 def resolve_target(target: str, key: str = "op._target_") -> Callable[..., Any]:
     """Import ``pkg.module.func`` or ``pkg.module:func`` (Hydra's rules:
     :mod:`runner.core.targets`)."""

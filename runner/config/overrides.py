@@ -85,7 +85,10 @@ def check_overrides(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
         elif key.startswith("timer."):
             name = key.partition(".")[2]
             _check_key(key, name, TIMER_KEYS, "timer.")
+            presets = sorted({o for d in dirs for o in group_options("timer", d)})
             for value in values:
+                if name == "preset" and str(value) not in presets:
+                    raise bad_value(key, value, presets)
                 TIMER_RULES[name].enforce(key, value)
         elif key.startswith("op."):
             _check_op_override(key, values, op_names, dirs)

@@ -92,7 +92,8 @@ def _prestart_launched(cfg: DictConfig, job: Job) -> None:
         return
     if worker.supervisor().worker is not None or pool._POOL is not None:
         return
-    pool.prestart_from_command_line([f"workers={cfg.workers}", *job.overrides])
+    pool.prestart(cfg.workers, [OmegaConf.to_container(cfg.device)
+                                if OmegaConf.is_list(cfg.device) else cfg.device])
 
 
 @dataclass

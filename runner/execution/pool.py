@@ -14,7 +14,7 @@ of them. Design, on top of the crash-isolation worker (``runner.execution.worker
 * **Reuse.** One pool per driver process (:func:`pool`), reused by every Hydra job of a
   multirun with the same placement: worker start (importing torch) is paid once per worker.
 * **Start.** ``python -m runner ... workers=N|per_gpu`` starts the pool before Hydra composes
-  anything (:func:`prestart_from_command_line`: GPUs counted without torch),
+  anything (:func:`prestart`: GPUs counted without torch),
   so every worker imports torch while the driver composes and plans; then each warms its own
   GPU (``runner.execution.warmup``), all at once. A job placed otherwise replaces the pool.
 * **Driver round trip.** A worker's row is journaled while it already runs its next trial
@@ -52,26 +52,27 @@ if TYPE_CHECKING:
 BACKWARD_FACTOR = 3
 
 
-def prestart_from_command_line(args: list[str]) -> None:
-    """Start the workers the command line will most likely get, before Hydra composes the
-    job, and have each warm the device it will most likely use (:func:`guess_devices`): a
-    pool for ``workers=N|per_gpu``, else the one supervised worker. Nothing is started when
-    unsure (the job starts its workers after planning). A job placed otherwise (CPU trials on
-    a GPU machine, an experiment's own ``workers`` or ``device``) replaces or re-warms them."""
+def prestart(workers: Any, device: list[Any] | None) -> None:
+    """Start the workers a job will most likely get, before Hydra composes it, and have each
+    warm the device it will most likely use (:func:`guess_devices`): a pool for
+    ``workers=N|per_gpu``, else the one supervised worker. ``workers``: its one value (None:
+    a sweep over several, unsure); ``device``: the values given for ``device`` (None: not
+    given). Nothing is started when unsure (the job starts its workers after planning). A
+    job placed otherwise (CPU trials on a GPU machine, an experiment's own ``workers`` or
+    ``device``) replaces or re-warms them."""
     from runner.execution.worker import supervisor
 
-    values = [a.partition("=")[2] for a in args if a.startswith("workers=")]
-    workers = values[-1] if values else "1"
+    workers = None if workers is None else str(workers)
     gpus = gpus_without_torch()
     if gpus is None:
         if workers == "1":
             supervisor().prestart()
         return
-    devices = guess_devices(args, gpus)
+    devices = guess_devices(device, gpus)
     if workers == "1" or (workers == PER_GPU and len(gpus) == 1):
         supervisor().prestart(devices)
         return
-    slots = predicted_slots(workers, gpus, os.cpu_count() or 1)
+    slots = predicted_slots(workers, gpus, os.cpu_count() or 1) if workers else None
     if slots is not None:
         pool(slots).prestart(devices)
 
