@@ -1,9 +1,11 @@
 """The command line of ``python -m runner``, parsed once.
 
 Hydra's own argument parser reads the flags (``-m``, ``--config-dir``, ``--cfg``, ...) and its
-override grammar reads the ``key=value`` overrides; every check (``runner.config.overrides``)
-and the pre-flight composition of every job (``runner.config.preflight``) read this one
-:class:`CommandLine`. Flags and overrides may come in any order (``op=matmul -m dtype=a,b``):
+override grammar reads the ``key=value`` overrides; every check (``runner.config.overrides``),
+the pre-flight composition of every job (``runner.config.preflight``) and the early start of
+the trial workers (``runner.__main__``) read this one :class:`CommandLine`, never the raw
+arguments again. The config folders it adds (:attr:`CommandLine.extra_dirs`) travel with it.
+Flags and overrides may come in any order (``op=matmul -m dtype=a,b``):
 :attr:`CommandLine.argv` puts the flags first, the order Hydra's parser needs.
 """
 

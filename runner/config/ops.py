@@ -38,11 +38,6 @@ def resolve_target(target: str, key: str = "op._target_") -> Callable[..., Any]:
     return locate(target, key)
 
 
-def op_builder(plan: OpPlan) -> Callable[..., Any]:
-    """The plan's builder, imported here if the planning read it from source."""
-    return plan.builder if plan.builder is not None else resolve_target(plan.target)
-
-
 @dataclass(frozen=True)
 class OpParam:
     name: str
@@ -121,8 +116,10 @@ def target_params(target: Any) -> tuple[Callable[..., Any] | None, dict[str, OpP
 
 @dataclass(frozen=True)
 class OpPlan:
-    """The op selected for a job: its name, builder and shape signature. ``builder`` is None
-    until the process that runs the trial imports it (:func:`op_builder`)."""
+    """The op selected for a job: its name, builder and shape signature. ``builder`` is what
+    the planning imported to read a parameter signature it could not read from source (else
+    None); the process that runs a trial imports the builder from the trial's ``target``
+    (``runner.execution.workload.builder``)."""
 
     name: str
     target: str

@@ -1,10 +1,11 @@
 """One Hydra job: validate its config, expand it into trials, run them, write one file.
 
-Each finished trial is journaled (``runner.storage.journal``) before the next starts; the
-job's ``trials.parquet`` is built from the journal when the job ends (or is stopped by Ctrl-C).
-Trials run in the supervised worker process (``runner.execution.worker``) unless
-``isolation=none``; with ``workers=N`` / ``per_gpu``, in N of them at once
-(``runner.execution.pool``).
+Each trial is one frozen :class:`~runner.execution.task.TrialTask` (spec, the one timer the
+job chose, accuracy and insight options), built once; whoever runs it gets it unchanged: the
+supervised worker process (``runner.execution.worker``), N of them (``workers=N``,
+``runner.execution.pool``) or, with ``isolation=none``, this process. Each row is journaled
+(``runner.storage.journal``) as its trial ends; ``trials.parquet`` is built from the journal
+when the job ends (or is stopped by Ctrl-C).
 """
 
 from __future__ import annotations
