@@ -118,12 +118,14 @@ def spec_columns(spec: TrialSpec) -> dict[str, Any]:
 def _measure_trial(task: TrialTask) -> dict[str, Any]:
     """Build, check and time one trial; its measured columns. The order makes them right:
 
-    1. build the workloads, seeded; an unsupported mode is a skip before anything is run;
+    1. build the workloads, seeded; an unsupported mode is a skip before the op is called;
+       backward makes the leaves require grad before anything is counted or composed;
     2. count FLOPs (one eager call) before the modes compose: the counter cannot see into a
        compiled or captured callable; the counted call's grads are dropped;
     3. compose the modes (compile, graphs, backward, streams): compiling and capturing
        happen here, in their own columns, never inside the samples;
-    4. check accuracy on the composed callable: the check validates exactly what is timed;
+    4. check accuracy on the composed callable against a float64 reference of the inputs as
+       they are now: the check validates exactly what is timed;
     5. free the check's memory and reset the peaks: ``peak_*`` are the timed op's;
     6. read the energy window's idle baseline now, while the GPU is still idle;
     7. the burst time first (the device time's settling warm-up would heat the GPU past its
