@@ -39,12 +39,13 @@ def _hydra_main(cfg: DictConfig) -> object:
 
 
 def main() -> None:
-    if "--version" in sys.argv[1:]:  # opsweep's version, not only Hydra's (argparse's action)
+    args = sys.argv[1:]
+    if "--version" in args:  # before the parse: Hydra's parser would print only its own
         print(version_text())
         return
     hydra_lists.install()  # before the first override is parsed
     try:
-        cmd = parse_command_line(sys.argv[1:])
+        cmd = parse_command_line(args)
         if cmd.runs_trials:
             check_job_count(cmd)  # before a huge -m sweep's values are listed or checked
         check_experiments(cmd)  # a YAML alias bomb, before anything loads the file
@@ -72,12 +73,12 @@ def main() -> None:
 
 def _help_for_op(cmd: CommandLine) -> None:
     """``op=NAME --help``: put that op's parameters on the help page."""
-    ops = [text.partition("=")[2] for text in cmd.texts if text.startswith("op=")]
+    ops = cmd.values_of("op")
     if ops:
         from runner.config import help
         from runner.config.schema import RunConfig
 
-        help.register(CONF_DIR, RunConfig, op=ops[-1])
+        help.register(CONF_DIR, RunConfig, op=str(ops[0]))
 
 
 def _prestart(cmd: CommandLine) -> None:
@@ -85,11 +86,12 @@ def _prestart(cmd: CommandLine) -> None:
     imports torch), every job is composed and planned, and Hydra runs: their torch import and
     CUDA context run on other cores meanwhile (runner.execution.pool). ``workers=N`` starts
     a pool. A bad command line stops them again (exit 2)."""
-    if any(a == "isolation=none" for a in cmd.texts):
+    if "none" in (cmd.values_of("isolation") or []):
         return
-    from runner.execution.pool import prestart_from_command_line
+    from runner.execution.pool import prestart
 
-    prestart_from_command_line(list(cmd.texts))
+    workers = cmd.values_of("workers") or [1]  # unset: one worker
+    prestart(workers[0] if len(workers) == 1 else None, cmd.values_of("device"))
 
 
 if __name__ == "__main__":

@@ -99,13 +99,14 @@ def _plan_trials(cfg: Any) -> list[tuple[Any, Any]]:
 
 def _run_one(*overrides: str, check_accuracy: bool = True) -> dict[str, Any]:
     """Compose, plan and run the single trial the overrides describe; return its row."""
+    from runner.execution.task import TrialTask, TrialTimer
     from runner.execution.trial import run_trial
 
     cfg = _compose(*overrides)
     trials = _plan_trials(cfg)
     assert len(trials) == 1, f"{overrides} expanded into {len(trials)} trials, expected 1"
-    plan, spec = trials[0]
-    return run_trial(spec, plan, cfg.timer, check_accuracy=check_accuracy)
+    _, spec = trials[0]
+    return run_trial(TrialTask(0, spec, TrialTimer.from_settings(cfg.timer), check_accuracy))
 
 
 @pytest.fixture(scope="session")

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from ops.base import OpContext
-from runner.config.ops import op_builder
 from runner.core.axes import CompileMode, GraphMode
 from runner.execution import modes
 from runner.execution.context import TORCH_DTYPES, trial_settings
+from runner.execution.workload import builder
 from runner.timing.settle import CAPPED_MIN_S
 from runner.timing.timer import CudaEventClock, HostClock, L2Flusher, TimerPlan, measure
 
@@ -48,7 +48,7 @@ def build(plan: Any, spec: Any, offset: int = 0) -> Any:
     generator.manual_seed(spec.seed + offset)
     ctx = OpContext(shape=spec.shape, dtype=TORCH_DTYPES[spec.dtype], device=device,
                     generator=generator, seed=spec.seed + offset, dtype_name=spec.dtype.value)
-    return op_builder(plan)(ctx, **spec.params_dict)
+    return builder(spec.target)(ctx, **spec.params_dict)
 
 
 def prepared_for(spec: Any, workloads: list[Any]) -> modes.Prepared:

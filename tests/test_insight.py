@@ -14,6 +14,7 @@ import pytest
 
 from runner.execution import energy, environment, profiling
 from runner.execution.insight import InsightOptions
+from runner.execution.task import TrialTask, TrialTimer
 from runner.execution.trial import run_trial
 
 
@@ -181,10 +182,11 @@ def test_cpu_trial_has_profile_and_energy_columns_with_reasons(compose, plan_tri
                                                               tmp_path: Path, frozen_gc):
     cfg = compose("op=pointwise_chain", "op.iterations=5", "shape=[256]", "device=cpu",
                   "timer=smoke", "profile=true", "energy=true", "profile_calls=2")
-    [(plan, spec)] = plan_trials(cfg)
+    [(_, spec)] = plan_trials(cfg)
     job_dir = tmp_path / "sweep" / "jobs" / "0"
     options = InsightOptions.from_config(cfg, job_dir)
-    row = run_trial(spec, plan, cfg.timer, insight=options)
+    timer = TrialTimer.from_settings(cfg.timer)
+    row = run_trial(TrialTask(0, spec, timer, insight=options))
     assert row["status"] == "ok", row["reason"]
     assert row["trace_path"].startswith("jobs/0/traces/pointwise_chain")
     trace = json.loads((tmp_path / "sweep" / row["trace_path"]).read_text())
@@ -193,7 +195,7 @@ def test_cpu_trial_has_profile_and_energy_columns_with_reasons(compose, plan_tri
     assert row["energy_method"] == "unavailable"
     assert "needs a CUDA device" in row["energy_reason"]
     assert row["sm_clock_mhz_timed"] is None and row["throttle_reasons_timed"] is None
-    plain = run_trial(spec, plan, cfg.timer)
+    plain = run_trial(TrialTask(0, spec, timer))
     assert "trace_path" not in plain and "energy_method" not in plain
 
 

@@ -7,6 +7,7 @@ Trials go through ``runner.execution.trial.run_trial`` exactly as a job runs the
 from __future__ import annotations
 
 import shutil
+import sys
 from typing import Any
 
 import pytest
@@ -178,21 +179,26 @@ def test_settings_are_restored_after_a_failing_trial(run: Any) -> None:
     assert torch.get_num_threads() == threads
 
 
-def test_workload_contract_violation_is_an_error_row(frozen_gc: None) -> None:
+def test_workload_contract_violation_is_an_error_row(frozen_gc: None,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """An op that returns something other than a Workload fails its trial only."""
-    from runner.config.ops import OpPlan
+    import types
+
     from runner.config.schema import TimerSettings
+    from runner.execution.task import TrialTask, TrialTimer
     from runner.execution.trial import run_trial
 
     def build(ctx: OpContext) -> Any:
         return 42
 
-    plan = OpPlan(name="bad", target="tests:bad", builder=build, shape_names=None,
-                  default_shape=(4,), params={})
-    spec = TrialSpec(op="bad", target="tests:bad", shape=(4,), dtype=DType.fp32, device="cpu",
-                     seed=0, num_threads=None, streams=1, graph=GraphMode.none,
+    module = types.ModuleType("opsweep_bad_op")
+    module.build = build  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "opsweep_bad_op", module)
+    spec = TrialSpec(op="bad", target="opsweep_bad_op:build", shape=(4,), dtype=DType.fp32,
+                     device="cpu", seed=0, num_threads=None, streams=1, graph=GraphMode.none,
                      compile=CompileMode.none, compile_dynamic=None, fullgraph=False,
                      backward=False)
-    row = run_trial(spec, plan, TimerSettings(min_samples=3, max_samples=3))
+    timer = TrialTimer.from_settings(TimerSettings(min_samples=3, max_samples=3))
+    row = run_trial(TrialTask(0, spec, timer))
     assert row["status"] == "error"
     assert "ops.base.Workload" in row["reason"]

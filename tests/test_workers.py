@@ -333,12 +333,18 @@ def test_predicted_slots_for_cpu_workers_and_what_is_not_predicted(planned: list
 
 
 def test_devices_to_warm_are_guessed_from_the_command_line() -> None:
-    assert placement.guess_devices(["op=matmul"], ["0", "1"]) == ("cuda:0",)  # auto, with GPUs
-    assert placement.guess_devices(["op=matmul"], []) == ("cpu",)  # auto, without
-    assert placement.guess_devices(["device=cuda"], ["0"]) == ("cuda:0",)
-    assert placement.guess_devices(["device=cpu", "device=[cuda:1,cpu,cuda:1]"], ["0", "1"]) == \
+    from runner.config.commandline import parse_command_line
+
+    def guess(args: list[str], gpus: list[str]) -> tuple[str, ...]:
+        return placement.guess_devices(parse_command_line(args).values_of("device"), gpus)
+
+    assert guess(["op=matmul"], ["0", "1"]) == ("cuda:0",)  # auto, with GPUs
+    assert guess(["op=matmul"], []) == ("cpu",)  # auto, without
+    assert guess(["device=cuda"], ["0"]) == ("cuda:0",)
+    assert guess(["device=cpu", "device=[cuda:1,cpu,cuda:1]"], ["0", "1"]) == \
         ("cuda:1", "cpu")  # the last device= wins, as on Hydra's command line
-    assert placement.guess_devices(["device=cpu,auto", "-m"], ["0"]) == ("cpu", "cuda:0")
+    assert guess(["device=cpu,auto", "-m"], ["0"]) == ("cpu", "cuda:0")
+    assert guess(["device=tpu"], ["0"]) == ()  # the job's check refuses it: nothing warmed
 
 
 def test_warm_devices_are_the_job_s_devices_once(planned: list) -> None:
@@ -360,7 +366,7 @@ class FakeSupervisor:
     def wait_ready(self) -> None:
         pass
 
-    def run(self, trial: Any, *args: Any) -> dict[str, Any]:
+    def run(self, trial: Any) -> dict[str, Any]:
         self.calls.append(trial.index)
         self.on_run(trial)
         return {"trial_index": trial.index}
@@ -400,9 +406,8 @@ def test_a_worker_runs_its_next_trial_while_its_row_is_journaled(planned: list) 
         recorded.append(row["trial_index"])
 
     workers = fake_pool(2, on_run)
-    runner = threading.Thread(target=workers.run, args=(
-        list(planned), {}, ({"preset": "smoke"}, True, None, None)),
-        kwargs={"stop": NoStop(), "record": record})
+    runner = threading.Thread(target=workers.run, args=(list(planned), {}),
+                              kwargs={"stop": NoStop(), "record": record})
     runner.start()
     assert two_each.wait(10), "the workers waited for the journal before their next trial"
     time.sleep(0.2)
@@ -419,8 +424,7 @@ def test_a_failing_record_stops_the_queue_and_is_raised(planned: list) -> None:
 
     workers = fake_pool(2, lambda trial: time.sleep(0.01))
     with pytest.raises(SystemExit):
-        workers.run(list(planned), {}, ({"preset": "smoke"}, True, None, None),
-                    stop=NoStop(), record=record)
+        workers.run(list(planned), {}, stop=NoStop(), record=record)
     ran = sum(len(s.calls) for s in workers.supervisors)
     assert ran < len(planned), "trials were still handed out after the journal failed"
 

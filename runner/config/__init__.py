@@ -1,7 +1,7 @@
 """What the user asked for: the schema Hydra checks, the front door, the trial planner.
 
-The front door (``overrides.check_command_line``): the command line parsed once
-(``commandline``), each value checked by the rule declared with its key (axes: ``axes``;
+The front door (``overrides``): the command line parsed once (``commandline``), each value
+checked by the rule declared with its key (axes: ``axes``;
 settings: their fields in ``schema``, enforced by ``settings``; op parameters: the builder's
 signature, ``ops``), then every job composed and planned (``preflight``). The axis registry
 itself is ``runner.core.axes``.

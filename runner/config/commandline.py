@@ -1,9 +1,11 @@
 """The command line of ``python -m runner``, parsed once.
 
 Hydra's own argument parser reads the flags (``-m``, ``--config-dir``, ``--cfg``, ...) and its
-override grammar reads the ``key=value`` overrides; every check (``runner.config.overrides``)
-and the pre-flight composition of every job (``runner.config.preflight``) read this one
-:class:`CommandLine`. Flags and overrides may come in any order (``op=matmul -m dtype=a,b``):
+override grammar reads the ``key=value`` overrides; every check (``runner.config.overrides``),
+the pre-flight composition of every job (``runner.config.preflight``) and the early start of
+the trial workers (``runner.__main__``) read this one :class:`CommandLine`, never the raw
+arguments again. The config folders it adds (:attr:`CommandLine.extra_dirs`) travel with it.
+Flags and overrides may come in any order (``op=matmul -m dtype=a,b``):
 :attr:`CommandLine.argv` puts the flags first, the order Hydra's parser needs.
 """
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.config.ops import CONF_DIR, EXTRA_CONF_DIRS
+from runner.config.ops import CONF_DIR
 from runner.core.errors import ConfigError
 
 #: Hydra flags after which no trial runs (help, config printing, completion).
@@ -71,6 +73,12 @@ class CommandLine:
         """The last override of ``key``, or None."""
         return next((ov for ov in reversed(self.overrides) if ov.key_or_group == key), None)
 
+    def values_of(self, key: str) -> list[Any] | None:
+        """The values the last override of ``key`` gives (:meth:`values`; Hydra keeps the
+        last), or None when the command line does not set ``key``."""
+        override = self.last(key)
+        return None if override is None else self.values(override)
+
     def job_overrides(self) -> list[list[str]]:
         """The override texts of each job, as Hydra's basic sweeper makes them (the cartesian
         product of the sweeps); one job without ``-m``."""
@@ -116,7 +124,6 @@ def parse_command_line(args: Sequence[str]) -> CommandLine:
             value = ov.value()
             for item in value if isinstance(value, list) else [value]:
                 extra += _search_folder(str(item))
-    EXTRA_CONF_DIRS[:] = extra
     return CommandLine(list(args), flags, texts, overrides, extra)
 
 

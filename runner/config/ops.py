@@ -32,26 +32,10 @@ def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
     return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
 
 
-#: Config folders the command line adds (``--config-dir``, ``hydra.searchpath``), searched
-#: before ``conf/``; set once by :func:`runner.config.commandline.parse_command_line`.
-EXTRA_CONF_DIRS: list[Path] = []
-
-
-def group_options_everywhere(group: str) -> list[str]:
-    """The options of ``group`` in ``conf/`` and in the folders the command line adds."""
-    return sorted({name for folder in [*EXTRA_CONF_DIRS, CONF_DIR]
-                   for name in group_options(group, folder)})
-
-
 def resolve_target(target: str, key: str = "op._target_") -> Callable[..., Any]:
     """Import ``pkg.module.func`` or ``pkg.module:func`` (Hydra's rules:
     :mod:`runner.core.targets`)."""
     return locate(target, key)
-
-
-def op_builder(plan: OpPlan) -> Callable[..., Any]:
-    """The plan's builder, imported here if the planning read it from source."""
-    return plan.builder if plan.builder is not None else resolve_target(plan.target)
 
 
 @dataclass(frozen=True)
@@ -132,8 +116,10 @@ def target_params(target: Any) -> tuple[Callable[..., Any] | None, dict[str, OpP
 
 @dataclass(frozen=True)
 class OpPlan:
-    """The op selected for a job: its name, builder and shape signature. ``builder`` is None
-    until the process that runs the trial imports it (:func:`op_builder`)."""
+    """The op selected for a job: its name, builder and shape signature. ``builder`` is what
+    the planning imported to read a parameter signature it could not read from source (else
+    None); the process that runs a trial imports the builder from the trial's ``target``
+    (``runner.execution.workload.builder``)."""
 
     name: str
     target: str

@@ -1,12 +1,13 @@
 """The front door: everything the user typed, checked before Hydra makes anything.
 
-:func:`check_command_line` is what ``python -m runner`` runs first. It parses the command line
-once (:mod:`runner.config.commandline`), checks each ``key=value`` by the rule declared with
-its key (an axis: :mod:`runner.core.axes`; a setting: its field in
-:mod:`runner.config.schema`; an op parameter: its builder's signature), then composes and
-plans every job of the sweep (:mod:`runner.config.preflight`). So a typo in any job of a
-multirun fails with exit status 2 before the first job runs and before any folder is made.
-Every message names the key, the bad value and the valid choices or the fix.
+``python -m runner`` (``runner.__main__``) parses the command line once
+(:mod:`runner.config.commandline`), then runs :func:`check_overrides`: each ``key=value`` by
+the rule declared with its key (an axis: :mod:`runner.core.axes`; a setting: its field in
+:mod:`runner.config.schema`; an op parameter: its builder's signature); then it composes and
+plans every job of the sweep (:func:`runner.config.preflight.preflight`). So a typo in any
+job of a multirun fails with exit status 2 before the first job runs and before any folder is
+made. Every message names the key, the bad value and the valid choices or the fix.
+:func:`check_command_line` is the two steps in one call, for tools and tests.
 """
 
 from __future__ import annotations
@@ -85,7 +86,10 @@ def check_overrides(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
         elif key.startswith("timer."):
             name = key.partition(".")[2]
             _check_key(key, name, TIMER_KEYS, "timer.")
+            presets = sorted({o for d in dirs for o in group_options("timer", d)})
             for value in values:
+                if name == "preset" and str(value) not in presets:
+                    raise bad_value(key, value, presets)
                 TIMER_RULES[name].enforce(key, value)
         elif key.startswith("op."):
             _check_op_override(key, values, op_names, dirs)

@@ -1,7 +1,7 @@
 """The passes a trial may run *after* its timed samples: profile (kernels) and energy.
 
 Both only ever see the callable the timer timed, after the timer has finished, so they cannot
-change the timed numbers; with both off nothing here runs (``run_trial`` gets
+change the timed numbers; with both off nothing here runs (the trial's task has
 ``insight=None``). One function, :func:`insight_columns`, is the trial's single call; a pass
 that fails leaves its columns null with a reason and the trial ``ok``.
 """

@@ -1,10 +1,11 @@
 """One Hydra job: validate its config, expand it into trials, run them, write one file.
 
-Each finished trial is journaled (``runner.storage.journal``) before the next starts; the
-job's ``trials.parquet`` is built from the journal when the job ends (or is stopped by Ctrl-C).
-Trials run in the supervised worker process (``runner.execution.worker``) unless
-``isolation=none``; with ``workers=N`` / ``per_gpu``, in N of them at once
-(``runner.execution.pool``).
+Each trial is one frozen :class:`~runner.execution.task.TrialTask` (spec, the one timer the
+job chose, accuracy and insight options), built once; whoever runs it gets it unchanged: the
+supervised worker process (``runner.execution.worker``), N of them (``workers=N``,
+``runner.execution.pool``) or, with ``isolation=none``, this process. Each row is journaled
+(``runner.storage.journal``) as its trial ends; ``trials.parquet`` is built from the journal
+when the job ends (or is stopped by Ctrl-C).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from runner.core.errors import ConfigError
 from runner.execution import launched, pool, timeline, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
+from runner.execution.task import TrialTask, TrialTimer
 from runner.storage import journal, lock
 from runner.storage.files import FORMAT_VERSION, replace_with_superset
 from runner.storage.layout import JOB_FILE, RESUME_ENV, has_results
@@ -52,19 +54,21 @@ def run_job(cfg: DictConfig) -> Path | None:
     _prestart_launched(cfg, job)
     planned, insight, workers = _plan(cfg, job)
     timeline.mark("planned")
+    timer = trial_timer(cfg)  # the one the trials run with, and the one the file records
     if HydraConfig.get().mode != RunMode.MULTIRUN:  # a multirun's size: runner.config.preflight
-        console.stderr.print(sweep_size.size_line(
-            [len(planned)], OmegaConf.to_container(cfg.timer, resolve=True)), highlight=False)
+        console.stderr.print(sweep_size.size_line([len(planned)], timer.settings()),
+                             highlight=False)
     runner_ = _choose_runner(cfg, workers)
-    job.metadata = _metadata(cfg, job)
-    todo = _todo(planned, job)
+    job.metadata = _metadata(cfg, job, timer)
+    tasks = [TrialTask(trial.index, trial.spec, timer, cfg.check_accuracy, insight,
+                       cfg.get("trial_timeout_s") or None) for trial in _todo(planned, job)]
     fresh = not (job.dir / JOB_FILE).exists() and journal.count_entries(job.dir) == 0
     job.held = [] if fresh else None
-    if todo and isinstance(runner_, (worker.Supervisor, pool.Pool)):
+    if tasks and isinstance(runner_, (worker.Supervisor, pool.Pool)):
         # usually started by __main__ already; each worker warms the job's devices (a pool's
         # worker: its own GPU) unless it was already asked to warm exactly those
-        runner_.prestart(pool.warm_devices(t for _, t in todo))
-    stop = _run_trials(cfg, job, runner_, todo, workers, insight)
+        runner_.prestart(pool.warm_devices(tasks))
+    stop = _run_trials(cfg, job, runner_, tasks, workers)
     if stop.requested:  # a Ctrl-C may have come between a row's journal line and its holding
         job.held = None
     # evidence for the isolation design: the driver must never have created a CUDA context
@@ -89,7 +93,8 @@ def _prestart_launched(cfg: DictConfig, job: Job) -> None:
         return
     if worker.supervisor().worker is not None or pool._POOL is not None:
         return
-    pool.prestart_from_command_line([f"workers={cfg.workers}", *job.overrides])
+    pool.prestart(cfg.workers, [OmegaConf.to_container(cfg.device)
+                                if OmegaConf.is_list(cfg.device) else cfg.device])
 
 
 @dataclass
@@ -123,15 +128,17 @@ class Job:
         return f"job {self.num}" + (f" ({' '.join(self.overrides)})" if self.overrides else "")
 
 
-def _metadata(cfg: DictConfig, job: Job) -> dict[str, Any]:
-    """What every file of the job records about how it was run."""
+def _metadata(cfg: DictConfig, job: Job, timer: TrialTimer) -> dict[str, Any]:
+    """What every file of the job records about how it was run; its ``config`` holds the
+    timer the trials ran with (``smoke=true``: the smoke preset, not the composed one)."""
     return {
         "format_version": FORMAT_VERSION,
         "sweep_id": job.sweep_dir.name,
         "job_num": job.num,
         "overrides": job.overrides,
         "choices": OmegaConf.to_container(HydraConfig.get().runtime.choices),
-        "config": OmegaConf.to_yaml(cfg, resolve=True),
+        "config": OmegaConf.to_yaml(OmegaConf.merge(cfg, {"timer": timer.settings()}),
+                                    resolve=True),
         "argv": sys.argv,
     }
 
@@ -165,27 +172,24 @@ def _choose_runner(cfg: DictConfig, workers: Any) -> Any:
     return worker.InProcess()
 
 
-def _todo(planned: list, job: Job) -> list[tuple[int, Any]]:
-    """``(index, trial)`` of the trials to run: all, or on resume those without a done row."""
+def _todo(planned: list, job: Job) -> list[Any]:
+    """The trials to run: all, or on resume those without a done row."""
     done = journal.done_trials(job.dir) if job.resuming else {}
-    todo = [(trial.index, trial) for trial in planned
-            if done.get(trial.index) != trial.spec.trial_id]
+    todo = [trial for trial in planned if done.get(trial.index) != trial.spec.trial_id]
     if job.resuming:
         console.stderr.print(f"job {job.num}: resuming {len(todo)} of {len(planned)} trials")
     return todo
 
 
-def _run_trials(cfg: DictConfig, job: Job, runner_: Any, todo: list[tuple[int, Any]],
-                workers: Any, insight: InsightOptions) -> GracefulStop:
-    """Run the trials, journaling each row as it ends; Ctrl-C stops after the trial in flight
+def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
+                workers: Any) -> GracefulStop:
+    """Run the tasks, journaling each row as it ends; Ctrl-C stops after the trial in flight
     (twice: now). Returns the stop state."""
-    timer = smoke_timer() if cfg.smoke else cfg.timer
-    timeout_s = cfg.get("trial_timeout_s") or None
     heat_s = cfg.gpu_warmup_s if not cfg.smoke else 0.0
 
-    def record(row: dict[str, Any], trial: Any) -> None:
+    def record(row: dict[str, Any], task: TrialTask) -> None:
         row.setdefault("worker", 0 if isinstance(runner_, worker.Supervisor) else None)
-        row.update(sweep_id=job.sweep_dir.name, job_num=job.num, trial_index=trial.index,
+        row.update(sweep_id=job.sweep_dir.name, job_num=job.num, trial_index=task.index,
                    shard=cfg.shard, num_shards=cfg.num_shards,
                    experiment=job.metadata.get("choices", {}).get("experiment"), **job.where)
         _journal(job.dir, row, job.metadata)
@@ -195,18 +199,15 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, todo: list[tuple[int, A
     with GracefulStop() as stop:
         try:
             if isinstance(runner_, pool.Pool):
-                with console.progress(len(todo), job.title) as advance:
-                    runner_.run([t for _, t in todo], workers.pinned,
-                                (timer, cfg.check_accuracy, timeout_s, insight), stop=stop,
-                                heat_s=heat_s, record=lambda row, trial: (
-                                    record(row, trial), advance(trial.spec.label())))
+                with console.progress(len(tasks), job.title) as advance:
+                    runner_.run(tasks, workers.pinned, stop=stop, heat_s=heat_s,
+                                record=lambda row, task: (record(row, task),
+                                                          advance(task.spec.label())))
             else:
-                if heat_s > 0 and todo:
-                    _heat_devices(runner_, [t for _, t in todo], heat_s)
-                for _, trial in console.track(todo, job.title,
-                                              label=lambda it: it[1].spec.label()):
-                    record(runner_.run(trial, timer, cfg.check_accuracy, timeout_s, insight),
-                           trial)
+                if heat_s > 0 and tasks:
+                    _heat_devices(runner_, tasks, heat_s)
+                for task in console.track(tasks, job.title, label=lambda t: t.spec.label()):
+                    record(runner_.run(task), task)
                     if stop.requested:
                         break
         except KeyboardInterrupt:  # the second Ctrl-C: stop now
@@ -270,13 +271,16 @@ def _discard_empty_job_dir(job_dir: Path) -> None:
     lock.release(job_dir.parent.parent)  # and the folders made only to hold the sweep's lock
 
 
-def smoke_timer() -> DictConfig:
-    """The ``conf/timer/smoke.yaml`` preset on top of the schema defaults."""
+def trial_timer(cfg: DictConfig) -> TrialTimer:
+    """The timer a job's trials run with: its ``timer`` node, or with ``smoke=true`` the
+    ``conf/timer/smoke.yaml`` preset on top of the schema defaults."""
+    if not cfg.smoke:
+        return TrialTimer.from_settings(cfg.timer)
     from runner.config.ops import CONF_DIR
     from runner.config.schema import TimerSettings
 
-    return OmegaConf.merge(OmegaConf.structured(TimerSettings),
-                           OmegaConf.load(CONF_DIR / "timer" / "smoke.yaml"))
+    return TrialTimer.from_settings(OmegaConf.merge(
+        OmegaConf.structured(TimerSettings), OmegaConf.load(CONF_DIR / "timer" / "smoke.yaml")))
 
 
 def _with_roofline(table: Any, results_root: str) -> Any:

@@ -110,7 +110,7 @@ def prepare(spec: TrialSpec, workloads: Sequence[Workload]) -> Prepared:
 
     calls, before_sample = forwards, None
     if spec.backward:
-        leaves = [leaf for w in workloads for leaf in _grad_leaves(w)]
+        leaves = [leaf for w in workloads for leaf in grad_leaves(w)]
         calls = [_with_backward(f) for f in forwards]
         if spec.graph is not GraphMode.cuda_graph:
             # As triton.testing.do_bench's grad_to_none: without the reset, backward would
@@ -203,7 +203,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _grad_leaves(workload: Workload) -> list[torch.Tensor]:
+def grad_leaves(workload: Workload) -> list[torch.Tensor]:
     """Floating inputs and module parameters: what backward computes grads for."""
     leaves = [t for t in workload.inputs if t.is_floating_point()]
     if workload.module is not None:
@@ -213,7 +213,7 @@ def _grad_leaves(workload: Workload) -> list[torch.Tensor]:
 
 def enable_grads(workload: Workload) -> None:
     """Backward mode: make the workload's leaves require grad (before any capture/compile)."""
-    for leaf in _grad_leaves(workload):
+    for leaf in grad_leaves(workload):
         leaf.requires_grad_(True)
 
 

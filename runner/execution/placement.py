@@ -20,6 +20,7 @@ from runner.core.gpus import visible_gpus as gpus_without_torch
 
 PER_GPU = "per_gpu"
 _PINNED = re.compile(r"cuda:(\d+)")
+_DEVICE_NAME = re.compile(r"auto|cpu|cuda(?::\d+)?")
 
 
 @dataclass(frozen=True)
@@ -128,11 +129,15 @@ def predicted_slots(workers: str, gpus: list[str], cpu_count: int) -> tuple[Slot
     return make_slots(n, gpus, bool(gpus), cpu_count)
 
 
-def guess_devices(args: list[str], gpus: list[str]) -> tuple[str, ...]:
-    """The devices ``device=`` on the command line names (``auto`` and ``cuda`` as the job
-    resolves them; unset is ``auto``), to warm before the job is planned."""
-    values = [a.partition("=")[2] for a in args if a.startswith("device=")]
-    names = re.findall(r"auto|cpu|cuda(?::\d+)?", values[-1]) if values else ["auto"]
+def guess_devices(given: list[Any] | None, gpus: list[str]) -> tuple[str, ...]:
+    """The devices the ``device`` values ``given`` on the command line name (``auto`` and
+    ``cuda`` as the job resolves them; not given is ``auto``), to warm before the job is
+    planned. A value the job will refuse warms nothing."""
+    from runner.config.trials import as_choices
+
+    names = ["auto"] if given is None else [
+        str(item) for value in given for item in as_choices(value)
+        if _DEVICE_NAME.fullmatch(str(item))]
     resolved = [("cuda:0" if gpus else "cpu") if name == "auto" else
                 "cuda:0" if name == "cuda" else name for name in names]
     return tuple(dict.fromkeys(resolved))

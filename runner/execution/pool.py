@@ -14,7 +14,7 @@ of them. Design, on top of the crash-isolation worker (``runner.execution.worker
 * **Reuse.** One pool per driver process (:func:`pool`), reused by every Hydra job of a
   multirun with the same placement: worker start (importing torch) is paid once per worker.
 * **Start.** ``python -m runner ... workers=N|per_gpu`` starts the pool before Hydra composes
-  anything (:func:`prestart_from_command_line`: GPUs counted without torch),
+  anything (:func:`prestart`: GPUs counted without torch),
   so every worker imports torch while the driver composes and plans; then each warms its own
   GPU (``runner.execution.warmup``), all at once. A job placed otherwise replaces the pool.
 * **Driver round trip.** A worker's row is journaled while it already runs its next trial
@@ -30,8 +30,8 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from runner.core.axes import DTYPE_BYTES
 from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_gpus: job.py's)
@@ -45,30 +45,34 @@ from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_
 )
 from runner.execution.worker import START_TIMEOUT_S, Supervisor
 
+if TYPE_CHECKING:
+    from runner.execution.task import TrialTask
+
 #: per-call cost of fwd+bwd relative to forward only (about two more passes)
 BACKWARD_FACTOR = 3
 
 
-def prestart_from_command_line(args: list[str]) -> None:
-    """Start the workers the command line will most likely get, before Hydra composes the
-    job, and have each warm the device it will most likely use (:func:`guess_devices`): a
-    pool for ``workers=N|per_gpu``, else the one supervised worker. Nothing is started when
-    unsure (the job starts its workers after planning). A job placed otherwise (CPU trials on
-    a GPU machine, an experiment's own ``workers`` or ``device``) replaces or re-warms them."""
+def prestart(workers: Any, device: list[Any] | None) -> None:
+    """Start the workers a job will most likely get, before Hydra composes it, and have each
+    warm the device it will most likely use (:func:`guess_devices`): a pool for
+    ``workers=N|per_gpu``, else the one supervised worker. ``workers``: its one value (None:
+    a sweep over several, unsure); ``device``: the values given for ``device`` (None: not
+    given). Nothing is started when unsure (the job starts its workers after planning). A
+    job placed otherwise (CPU trials on a GPU machine, an experiment's own ``workers`` or
+    ``device``) replaces or re-warms them."""
     from runner.execution.worker import supervisor
 
-    values = [a.partition("=")[2] for a in args if a.startswith("workers=")]
-    workers = values[-1] if values else "1"
+    workers = None if workers is None else str(workers)
     gpus = gpus_without_torch()
     if gpus is None:
         if workers == "1":
             supervisor().prestart()
         return
-    devices = guess_devices(args, gpus)
+    devices = guess_devices(device, gpus)
     if workers == "1" or (workers == PER_GPU and len(gpus) == 1):
         supervisor().prestart(devices)
         return
-    slots = predicted_slots(workers, gpus, os.cpu_count() or 1)
+    slots = predicted_slots(workers, gpus, os.cpu_count() or 1) if workers else None
     if slots is not None:
         pool(slots).prestart(devices)
 
@@ -136,10 +140,10 @@ class Pool:
         for supervisor in self.supervisors:
             supervisor.stop()
 
-    def run(self, trials: list, pinned: dict[int, int], args: tuple, *, stop: Any,
-            record: Callable[[dict[str, Any], Any], None], heat_s: float = 0.0) -> None:
-        """Run ``trials`` on every worker at once; ``record(row, trial)`` is called as each
-        finishes. ``args``: (timer, check_accuracy, timeout_s, insight).
+    def run(self, tasks: list[TrialTask], pinned: dict[int, int], *, stop: Any,
+            record: Callable[[dict[str, Any], TrialTask], None], heat_s: float = 0.0) -> None:
+        """Run ``tasks`` on every worker at once; ``record(row, task)`` is called as each
+        finishes.
 
         The driver's round trip stays off the workers' time: a worker's thread hands its row
         to its own writer thread and sends the worker its next trial at once, so the row is
@@ -152,47 +156,10 @@ class Pool:
         finish and are recorded. A ``KeyboardInterrupt`` (second Ctrl-C) kills the workers;
         what they were running is not recorded. A failing ``record`` (a full disk) stops
         handing out trials; it is raised once the workers are idle."""
-        from omegaconf import DictConfig, OmegaConf
-
-        timer = args[0]
-        if isinstance(timer, DictConfig):  # once, not once per trial in every thread
-            args = (OmegaConf.to_container(timer), *args[1:])
-        trial_queue = TrialQueue(trials, pinned)
-        abort, errors = threading.Event(), []
-        barrier = threading.Barrier(len(self.slots))
-        heat = heat_s > 0 and any(t.spec.device.startswith("cuda") for t in trials)
-
-        def serve(slot: Slot, supervisor: Supervisor) -> None:
-            writer = ThreadPoolExecutor(1, thread_name_prefix=f"opsweep-journal-{slot.index}")
-            writing: Future | None = None
-            try:
-                supervisor.wait_ready()  # imports done, own GPU warmed (prestart's request)
-                if heat and slot.gpu is not None:
-                    supervisor.heat("cuda:0", heat_s)
-                try:  # all start together, so the longest trials go to different workers
-                    barrier.wait(START_TIMEOUT_S)
-                except threading.BrokenBarrierError:
-                    pass
-                while not stop.requested and not abort.is_set():
-                    trial = trial_queue.take(slot)
-                    if trial is None:
-                        break
-                    row = run_on(supervisor, slot, trial, args)
-                    if writing is not None:
-                        writing.result()  # the previous row is on disk (or its error raised)
-                    if abort.is_set():
-                        break
-                    writing = writer.submit(record, row, trial)
-                if writing is not None:
-                    writing.result()
-            except BaseException as exc:  # noqa: BLE001 (SystemExit of a failed journal write)
-                errors.append(exc)
-                abort.set()
-                barrier.abort()
-            finally:
-                writer.shutdown(wait=True)
-
-        threads = [threading.Thread(target=serve, args=(slot, sup), daemon=True,
+        heat = heat_s > 0 and any(t.spec.device.startswith("cuda") for t in tasks)
+        feed = _Feed(TrialQueue(tasks, pinned), stop, record, heat_s if heat else 0.0,
+                     threading.Barrier(len(self.slots)))
+        threads = [threading.Thread(target=feed.serve, args=(slot, sup), daemon=True,
                                     name=f"opsweep-worker-{slot.index}")
                    for slot, sup in zip(self.slots, self.supervisors)]
         for thread in threads:
@@ -202,23 +169,69 @@ class Pool:
                 while thread.is_alive():
                     thread.join(0.2)  # short joins: the Ctrl-C handler runs in this thread
         except KeyboardInterrupt:
-            abort.set()
+            feed.abort.set()
             self.stop()
             for thread in threads:
                 thread.join(15)
             raise
-        if errors:
-            raise errors[0]
+        if feed.errors:
+            raise feed.errors[0]
 
 
-def run_on(supervisor: Supervisor, slot: Slot, trial: Any, args: tuple) -> dict[str, Any]:
+@dataclass
+class _Feed:
+    """What the workers' threads of one :meth:`Pool.run` share: the queue, the stop and
+    abort signals, the errors raised, and the barrier they start at."""
+
+    queue: TrialQueue
+    stop: Any
+    record: Callable[[dict[str, Any], TrialTask], None]
+    heat_s: float
+    barrier: threading.Barrier
+    abort: threading.Event = field(default_factory=threading.Event)
+    errors: list[BaseException] = field(default_factory=list)
+
+    def serve(self, slot: Slot, supervisor: Supervisor) -> None:
+        """One worker's thread: its trials one after another, each row journaled by the
+        worker's writer thread while the next trial runs."""
+        writer = ThreadPoolExecutor(1, thread_name_prefix=f"opsweep-journal-{slot.index}")
+        writing: Future | None = None
+        try:
+            supervisor.wait_ready()  # imports done, own GPU warmed (prestart's request)
+            if self.heat_s > 0 and slot.gpu is not None:
+                supervisor.heat("cuda:0", self.heat_s)
+            try:  # all start together, so the longest trials go to different workers
+                self.barrier.wait(START_TIMEOUT_S)
+            except threading.BrokenBarrierError:
+                pass
+            while not self.stop.requested and not self.abort.is_set():
+                task = self.queue.take(slot)
+                if task is None:
+                    break
+                row = run_on(supervisor, slot, task)
+                if writing is not None:
+                    writing.result()  # the previous row is on disk (or its error raised)
+                if self.abort.is_set():
+                    break
+                writing = writer.submit(self.record, row, task)
+            if writing is not None:
+                writing.result()
+        except BaseException as exc:  # noqa: BLE001 (SystemExit of a failed journal write)
+            self.errors.append(exc)
+            self.abort.set()
+            self.barrier.abort()
+        finally:
+            writer.shutdown(wait=True)
+
+
+def run_on(supervisor: Supervisor, slot: Slot, task: TrialTask) -> dict[str, Any]:
     """Run one trial on one worker: a CUDA trial of a GPU-owning worker runs on its
     ``cuda:0``; the row keeps the job's device and trial id, and says which worker ran it."""
-    spec = trial.spec
-    local = trial
+    spec = task.spec
+    local = task
     if slot.gpu is not None and spec.device.startswith("cuda"):
-        local = replace(trial, spec=replace(spec, device="cuda:0"))
-    row = supervisor.run(local, *args)
+        local = replace(task, spec=replace(spec, device="cuda:0"))
+    row = supervisor.run(local)
     row.update(device=spec.device, trial_id=spec.trial_id, worker=slot.index)
     return row
 

@@ -4,23 +4,12 @@ Whatever happens, a trial returns a row: ``ok`` with its measurement, ``skipped`
 reason a combination is unsupported, ``oom``, or ``error`` with the exception and traceback.
 The sweep always goes on.
 
-Order of a trial (each step's placement is deliberate):
-
-1. apply the trial's global settings (matmul precision, threads) and isolate compile state;
-2. build the op's workload(s) on the device, seeded;
-3. count FLOPs if the op did not give them (one eager call under ``FlopCounterMode``);
-4. compose the execution modes (compile / graphs / backward / streams) around the workloads;
-5. check accuracy: float64 reference from the inputs *as they are now*, then one call of the
-   composed callable, so the check validates exactly what is timed;
-6. reset the peak-memory counters and time it with the shared timer: the burst time first
-   (``timer.burst``, gapped samples from the device as the last trial left it), then the
-   steady-state device time, warmed up until settled, and the loop time right after it, so
-   the power cap's settling is paid once (``runner.execution.timed.time_trial``);
-7. optionally (``insight``), right after the device time's samples, at the same settled
-   state: a profiled pass and an energy window (runner.execution.insight); they never run
-   inside the timed samples;
-8. check that the derived columns agree (``consistency_flag``), read the GPU state again,
-   free everything, record.
+:func:`run_trial` takes the job's :class:`~runner.execution.task.TrialTask`, applies the
+trial's global settings (matmul precision, threads) and isolates compile state around
+:func:`_measure_trial`, whose docstring gives the order of the measurement and why; then it
+checks that the derived columns agree (``consistency_flag``), reads the GPU state again,
+frees everything (:func:`_release`) and returns the row. The op's own steps (build, FLOP
+count, accuracy) are ``runner.execution.workload``.
 """
 
 from __future__ import annotations
@@ -36,18 +25,11 @@ from typing import Any
 
 import torch
 
-from ops.base import OpContext, TrialSkipped, Workload, relative_error
-from runner.config.ops import OpPlan, op_builder
-from runner.config.schema import TimerSettings
+from ops.base import TrialSkipped, Workload
 from runner.config.trials import TrialSpec
 from runner.core.axes import AXES, CompileMode, DType, GraphMode
 from runner.execution import modes
-from runner.execution.context import (
-    DEFAULT_TOLERANCE,
-    MATMUL_PRECISION,
-    TORCH_DTYPES,
-    trial_settings,
-)
+from runner.execution.context import MATMUL_PRECISION, TORCH_DTYPES, trial_settings
 from runner.execution.energy_samples import sample_window
 from runner.execution.environment import (
     environment,
@@ -56,7 +38,7 @@ from runner.execution.environment import (
     sm_clock_reader,
     user_code_provenance,
 )
-from runner.execution.insight import InsightOptions, insight_columns
+from runner.execution.insight import insight_columns
 from runner.execution.measured import (
     burst_columns,
     clock_columns,
@@ -68,19 +50,19 @@ from runner.execution.measured import (
     throughput_columns,
     timing_columns,
 )
-from runner.execution.timed import burst_time, clock_for, time_trial
+from runner.execution.task import TrialTask
+from runner.execution.timed import TrialTimes, burst_time, clock_for, time_trial
+from runner.execution.workload import accuracy, build_workloads, count_flops
 from runner.storage.columns import COST_COLUMNS, Status
-from runner.timing.timer import TimerPlan
+from runner.timing.timer import Measurement
 
 
-def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
-              check_accuracy: bool = True,
-              insight: InsightOptions | None = None) -> dict[str, Any]:
-    """Run one trial and return its row (never raises for a trial-level failure).
-    ``insight``: the profile/energy passes to run after timing (None: neither)."""
+def run_trial(task: TrialTask) -> dict[str, Any]:
+    """Run one trial and return its row (never raises for a trial-level failure)."""
+    spec = task.spec
     row = spec_columns(spec)
     row["timestamp"] = datetime.now(timezone.utc)
-    row["timer_preset"] = timer.preset
+    row["timer_preset"] = task.timer.preset
     row.update(environment(spec.device))
     row.update(git_provenance())
     row.update(user_code_provenance(str(spec.params_dict.get("target") or ""), spec.target))
@@ -93,7 +75,7 @@ def run_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings, *,
     try:
         with _on_device(spec.device), trial_settings(spec.dtype, spec.num_threads), \
                 modes.compile_isolation(spec):
-            row.update(_measure_trial(spec, plan, timer, check_accuracy, insight))
+            row.update(_measure_trial(task))
         row["status"], row["reason"] = Status.ok.value, None
         row["consistency_flag"] = consistency_flag(row)
     except TrialSkipped as exc:
@@ -133,150 +115,126 @@ def spec_columns(spec: TrialSpec) -> dict[str, Any]:
     return row
 
 
-def _measure_trial(spec: TrialSpec, plan: OpPlan, timer: TimerSettings,
-                   check_accuracy: bool, insight: InsightOptions | None = None
-                   ) -> dict[str, Any]:
-    device = torch.device(spec.device)
-    workloads = _build_workloads(spec, plan, device)
-    first = workloads[0]
-    modes.check_supported(spec, first)
-    if spec.backward:
-        for workload in workloads:
-            modes.enable_grads(workload)
-    flops_per_op = _count_flops(first, spec.backward)
-    prepared = modes.prepare(spec, workloads)
+def _measure_trial(task: TrialTask) -> dict[str, Any]:
+    """Build, check and time one trial; its measured columns. The order makes them right:
 
+    1. build the workloads, seeded; an unsupported mode is a skip before the op is called;
+       backward makes the leaves require grad before anything is counted or composed;
+    2. count FLOPs (one eager call) before the modes compose: the counter cannot see into a
+       compiled or captured callable; the counted call's grads are dropped;
+    3. compose the modes (compile, graphs, backward, streams): compiling and capturing
+       happen here, in their own columns, never inside the samples;
+    4. check accuracy on the composed callable against a float64 reference of the inputs as
+       they are now: the check validates exactly what is timed;
+    5. free the check's memory and reset the peaks: ``peak_*`` are the timed op's;
+    6. read the energy window's idle baseline now, while the GPU is still idle;
+    7. the burst time first (the device time's settling warm-up would heat the GPU past its
+       boost clock), then the device time and the loop time right after it, so the power
+       cap's settling is paid once (``runner.execution.timed.time_trial``);
+    8. read the clocks before anything else runs on the GPU: the state the samples ended in;
+    9. the insight passes last, at that settled state: never inside the samples.
+    """
+    spec, timer, device = task.spec, task.timer, torch.device(task.spec.device)
+    workloads = build_workloads(spec, device)  # 1
+    modes.check_supported(spec, workloads[0])
+    for workload in workloads if spec.backward else ():
+        modes.enable_grads(workload)
+    flops_per_op = count_flops(workloads[0], spec.backward)  # 2
+    prepared = modes.prepare(spec, workloads)  # 3
     out: dict[str, Any] = {"compile_time_s": prepared.compile_time_s,
                            "capture_time_s": prepared.capture_time_s}
-    accuracy_started = time.perf_counter()
-    if check_accuracy:
-        out.update(_accuracy(spec, workloads, prepared))
-    if device.type == "cuda":
-        # The float64 reference and its temporaries are freed by now; return their cached
-        # blocks so peak_reserved_bytes reflects the timed op, not the accuracy check.
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-    accuracy_s = time.perf_counter() - accuracy_started
-    held_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
-
-    # energy=true reads the energy over the device time's own (back-to-back) samples where it
-    # can; its idle baseline is read here, before any timing, so no idle gap falls inside it.
-    watch = (sample_window(spec.device, insight.energy_window_s, insight.energy_idle_s)
-             if insight is not None and insight.energy and timer.device_time
-             and not timer.flush_l2 else None)
-    timer_plan = TimerPlan.from_settings(timer)
-    read_clock = sm_clock_reader(spec.device)
-    clock = clock_for(timer, device)
-    # The burst time goes first: the device time's settling warm-up would heat the GPU.
-    burst = burst_time(spec, timer, timer_plan, prepared, device, clock, held_bytes)
-    times = time_trial(spec, timer, timer_plan, prepared, device, clock, held_bytes,
+    checked_at = time.perf_counter()
+    if task.check_accuracy:  # 4
+        out.update(accuracy(spec, workloads, prepared))
+    held_bytes = _fresh_peaks(device)  # 5
+    accuracy_s = time.perf_counter() - checked_at
+    watch = _energy_watch(task)  # 6
+    read_clock, clock = sm_clock_reader(spec.device), clock_for(timer, device)
+    burst = burst_time(spec, timer, timer.plan, prepared, device, clock, held_bytes)  # 7
+    times = time_trial(spec, timer, timer.plan, prepared, device, clock, held_bytes,
                        read_clock=read_clock, watch=watch)
-    measurement, device_time = times.loop, times.device
-    # Read before anything else runs on the GPU: the state the loop-time samples ended in.
-    out.update(clock_columns(spec.device))
-    out.update(times.memory)
-    out.update(cost_columns(times, accuracy_s))
-    prepared.finish()
-    out.update(prepared.compile_stats)
-    out.update(timing_columns(measurement, prepared.ops_per_sample))
-    out.update(device_time_columns(device_time, prepared.ops_per_sample,
-                                   out["time_per_op_us"]))
-    out.update(settle_columns(measurement, device_time.measurement))
-    out.update(samples_clock_columns(device_time.measurement))
-    out.update(burst_columns(burst))
-    out["l2_flush"] = bool(timer.flush_l2 and device.type == "cuda")
-    n_ops = 1 if first.parts else len(workloads)
-    bytes_per_op = None if spec.backward else first.bytes_moved
+    out.update(clock_columns(spec.device))  # 8
+    out.update(_timed_columns(task, prepared, times, burst, accuracy_s))
     # Rates at the device time where there is one: the GPU's own speed, which the roofline
     # holds against the GPU's ceilings (docs/timing.md); else at the loop time.
-    rate_measurement = device_time.measurement or measurement
-    out.update(throughput_columns(
-        flops=None if flops_per_op is None else flops_per_op * n_ops,
-        bytes_moved=None if bytes_per_op is None else bytes_per_op * n_ops,
-        median_s=rate_measurement.stats.median))
-    out.update({f"extra_{k}": v for k, v in first.extra.items()})
-    watched = (watch.columns(flops=out["flops"], bytes_moved=out["bytes_moved"],
-                             device_time_s=rate_measurement.stats.median)
-               if watch and device_time.measurement is not None else None)
-    if watched is not None:
-        out.update(watched)
-        insight = dataclasses.replace(insight, energy=False)  # read: no second window
-    if insight is not None:  # after timing and memory peaks: never inside the samples
-        out.update(insight_columns(
-            insight, fn=prepared.fn, device=spec.device, label=spec.label(),
-            trial_id=spec.trial_id, per_call_s=rate_measurement.stats.median,
-            device_time_s=None if device_time.measurement is None else
-            device_time.measurement.stats.median, flops=out["flops"],
-            bytes_moved=out["bytes_moved"], before_call=prepared.before_sample,
-            capturable=spec.graph is GraphMode.none and spec.compile is CompileMode.none
-            and not spec.backward))
+    rate = times.device.measurement or times.loop
+    out.update(_rate_columns(spec, workloads, flops_per_op, rate.stats.median))
+    out.update(_after_timing(task, prepared, watch, times, rate, out))  # 9
     return out
 
 
-def _build_workloads(spec: TrialSpec, plan: OpPlan, device: torch.device) -> list[Workload]:
-    """One workload, or ``streams`` independent ones (seeds seed, seed+1, ...) for an op
-    without parts."""
-    builder = op_builder(plan)
-
-    def build(offset: int) -> Workload:
-        generator = torch.Generator(device=device)
-        generator.manual_seed(spec.seed + offset)
-        ctx = OpContext(shape=spec.shape, dtype=TORCH_DTYPES[spec.dtype], device=device,
-                        generator=generator, seed=spec.seed + offset,
-                        dtype_name=spec.dtype.value)
-        workload = builder(ctx, **spec.params_dict)
-        if not isinstance(workload, Workload):
-            raise TypeError(f"op '{spec.op}' ({spec.target}) returned "
-                            f"{type(workload).__name__}; an op must return ops.base.Workload")
-        return workload
-
-    first = build(0)
-    if spec.streams == 1 or first.parts:
-        return [first]
-    return [first] + [build(i) for i in range(1, spec.streams)]
+def _fresh_peaks(device: torch.device) -> int:
+    """Return the accuracy check's cached blocks (its float64 reference and temporaries are
+    freed by now) and reset the peak counters, so ``peak_reserved_bytes`` reflects the timed
+    op; the bytes still held (the workloads)."""
+    if device.type != "cuda":
+        return 0
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    return torch.cuda.memory_allocated(device)
 
 
-def _count_flops(workload: Workload, backward: bool) -> float | None:
-    """The op's FLOPs per call; counted with ``FlopCounterMode`` (one eager call) when the op
-    gives none, and always in backward mode, where the op's forward formula does not apply.
-    FlopCounterMode only sees matmul-like ops: a count of 0 is recorded as unknown."""
-    if workload.flops is not None and not backward:
-        return float(workload.flops)
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counter = FlopCounterMode(display=False)
-    with counter:
-        out = workload.fn()
-        if backward and isinstance(out, torch.Tensor) and out.requires_grad:
-            out.backward(torch.ones_like(out))
-    for leaf in modes._grad_leaves(workload):
-        leaf.grad = None
-    total = counter.get_total_flops()
-    return float(total) if total else None
+def _energy_watch(task: TrialTask) -> Any:
+    """``energy=true`` reads the energy over the device time's own (back-to-back) samples
+    where it can; its idle baseline is read here, before any timing, so no idle gap falls
+    inside it. None: the energy pass runs a window of its own, after timing."""
+    insight, timer = task.insight, task.timer
+    if insight is None or not insight.energy or not timer.device_time or timer.flush_l2:
+        return None
+    return sample_window(task.spec.device, insight.energy_window_s, insight.energy_idle_s)
 
 
-def _accuracy(spec: TrialSpec, workloads: list[Workload],
-              prepared: modes.Prepared) -> dict[str, Any]:
-    with torch.no_grad():
-        references = [w.reference() if w.reference is not None else None for w in workloads]
-    result = prepared.fn()
-    # The call may still be running (or, for a d2h copy into pinned memory, still writing
-    # host memory): wait before reading its output.
-    _sync(torch.device(spec.device))
-    outputs = prepared.split(result)
-    errors = []
-    for workload, reference, output in zip(workloads, references, outputs):
-        if workload.accuracy is not None:
-            errors.append(float(workload.accuracy(output)))
-        elif reference is not None:
-            errors.append(relative_error(output, reference))
-    del references, outputs
-    tolerance = workloads[0].tolerance or DEFAULT_TOLERANCE[spec.dtype]
-    if not errors:
-        return {"rel_error": None, "rel_error_tol": None, "accuracy_ok": None}
-    worst = max(errors)
-    return {"rel_error": worst, "rel_error_tol": tolerance, "accuracy_ok": worst <= tolerance}
+def _timed_columns(task: TrialTask, prepared: modes.Prepared, times: TrialTimes,
+                   burst: Measurement | None, accuracy_s: float) -> dict[str, Any]:
+    """The loop time, device time and burst time, the memory they used, their cost."""
+    out = {**times.memory, **cost_columns(times, accuracy_s)}
+    prepared.finish()  # after the samples: graphs dynamo made since are recompiles
+    out.update(prepared.compile_stats)
+    out.update(timing_columns(times.loop, prepared.ops_per_sample))
+    out.update(device_time_columns(times.device, prepared.ops_per_sample,
+                                   out["time_per_op_us"]))
+    out.update(settle_columns(times.loop, times.device.measurement))
+    out.update(samples_clock_columns(times.device.measurement))
+    out.update(burst_columns(burst))
+    out["l2_flush"] = bool(task.timer.flush_l2 and task.spec.device.startswith("cuda"))
+    return out
+
+
+def _rate_columns(spec: TrialSpec, workloads: list[Workload], flops_per_op: float | None,
+                  median_s: float) -> dict[str, Any]:
+    """FLOP/s and bytes/s of one sample's ops (all streams' workloads), and the op's extras."""
+    first = workloads[0]
+    n_ops = 1 if first.parts else len(workloads)
+    bytes_per_op = None if spec.backward else first.bytes_moved
+    out = throughput_columns(
+        flops=None if flops_per_op is None else flops_per_op * n_ops,
+        bytes_moved=None if bytes_per_op is None else bytes_per_op * n_ops, median_s=median_s)
+    out.update({f"extra_{k}": v for k, v in first.extra.items()})
+    return out
+
+
+def _after_timing(task: TrialTask, prepared: modes.Prepared, watch: Any, times: TrialTimes,
+                  rate: Measurement, out: dict[str, Any]) -> dict[str, Any]:
+    """The energy read over the device time's samples, then the insight passes (profile,
+    an energy window where the samples gave none): after timing and the memory peaks."""
+    spec, insight, found = task.spec, task.insight, {}
+    device_s = None if times.device.measurement is None else times.device.measurement.stats.median
+    watched = (watch.columns(flops=out["flops"], bytes_moved=out["bytes_moved"],
+                             device_time_s=rate.stats.median)
+               if watch and device_s is not None else None)
+    if watched is not None:
+        found.update(watched)
+        insight = dataclasses.replace(insight, energy=False)  # read: no second window
+    if insight is not None:
+        found.update(insight_columns(
+            insight, fn=prepared.fn, device=spec.device, label=spec.label(),
+            trial_id=spec.trial_id, per_call_s=rate.stats.median, device_time_s=device_s,
+            flops=out["flops"], bytes_moved=out["bytes_moved"],
+            before_call=prepared.before_sample,
+            capturable=spec.graph is GraphMode.none and spec.compile is CompileMode.none
+            and not spec.backward))
+    return found
 
 
 def _on_device(device: str) -> Any:
@@ -287,11 +245,6 @@ def _on_device(device: str) -> Any:
 
 def _allocated(device: str) -> int:
     return torch.cuda.memory_allocated(torch.device(device)) if device.startswith("cuda") else 0
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _release(device: str, held_bytes: int) -> None:

@@ -8,9 +8,11 @@ bad trial lost the job and every job after it.
 Design (standard library only: ``multiprocessing`` with the ``spawn`` start method and a
 ``Pipe``; messages are Python objects):
 
-* :class:`Worker` is ONE process that imports torch, initialises CUDA lazily, and runs trials
-  sent to it, one at a time. It times the trial with the same shared timer as the in-process
-  path: the timed region never crosses the process boundary.
+* :class:`Worker` is ONE process that imports torch, initialises CUDA lazily, and runs the
+  trials sent to it, one at a time: each a :class:`~runner.execution.task.TrialTask`, pickled
+  as the job built it (the op's builder is imported in the worker, from its target). It
+  times the trial with the same shared timer as the in-process path: the timed region never
+  crosses the process boundary.
 * :class:`Supervisor` owns the worker: it waits for each trial's row at most
   ``trial_timeout_s``; a worker that died (signal, exit status) gives a ``crashed`` row, one
   that did not answer in time is killed and gives a ``timeout`` row, one whose CUDA context is
@@ -34,9 +36,8 @@ import multiprocessing.util  # noqa: F401  (registers its exit handler before ou
 import signal
 import sys
 import time
-from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.core.status import Status
 from runner.execution import timeline
@@ -46,6 +47,9 @@ from runner.execution.worker_loop import (  # noqa: F401  (is_poisoned: for call
     run_trial_safely,
     serve,
 )
+
+if TYPE_CHECKING:
+    from runner.execution.task import TrialTask
 
 #: Seconds a fresh worker may take to import torch and report ready.
 START_TIMEOUT_S = 300.0
@@ -57,10 +61,9 @@ class InProcess:
     """``isolation=none``: trials run in the driver process (for debuggers, pdb, profilers).
     A crash or hang here ends the sweep, as it did before workers existed."""
 
-    def run(self, trial: Any, timer: Any, check_accuracy: bool,
-            timeout_s: float | None, insight: Any = None) -> dict[str, Any]:
+    def run(self, task: TrialTask) -> dict[str, Any]:
         start = time.perf_counter()
-        row = run_trial_safely(trial.spec, trial.op, timer, check_accuracy, insight)
+        row = run_trial_safely(task)
         row["worker_trial_wall_s"] = time.perf_counter() - start
         timeline.trial_started(row.get("timestamp"))
         return row
@@ -208,19 +211,16 @@ class Supervisor:
         except WorkerLost:
             pass
 
-    def run(self, trial: Any, timer: Any, check_accuracy: bool,
-            timeout_s: float | None, insight: Any = None) -> dict[str, Any]:
-        from omegaconf import DictConfig, OmegaConf
-
-        plan = replace(trial.op, builder=None, params={})  # the worker imports the builder
-        settings = OmegaConf.to_container(timer) if isinstance(timer, DictConfig) else timer
+    def run(self, task: TrialTask) -> dict[str, Any]:
+        """Run ``task`` in the worker, exactly as the job built it; wait for its row at most
+        the task's ``timeout_s``. A worker that dies or hangs gives the trial a ``crashed`` or
+        ``timeout`` row."""
         sent, sent_at = time.perf_counter(), datetime.now(timezone.utc)
         timeline.trial_sent()
         try:
-            row = self._request(
-                ("trial", (trial.spec, plan, settings, check_accuracy, insight)), timeout_s)
+            row = self._request(("trial", task), task.timeout_s)
         except WorkerLost as lost:  # the driver's view: sent at, waited for
-            row = failed_row(trial.spec, timer, lost.status, str(lost))
+            row = failed_row(task, lost.status, str(lost))
             row.update(timestamp=sent_at, worker_trial_wall_s=time.perf_counter() - sent)
         timeline.trial_started(row.get("timestamp"))
         return row

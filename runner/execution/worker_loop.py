@@ -1,8 +1,10 @@
 """The worker process's side of crash isolation (``runner.execution.worker``): its loop, and
 one trial into one row whatever happens (also used in the driver with ``isolation=none``).
 
-The loop answers the driver's requests one at a time: ``trial`` (a row back, with the seconds
-the trial took, ``worker_trial_wall_s``), ``warm`` (``runner.execution.warmup``) and ``heat``.
+The loop answers the driver's requests one at a time: ``trial`` (a
+:class:`~runner.execution.task.TrialTask`, exactly as the job built it; a row back, with the
+seconds the trial took, ``worker_trial_wall_s``), ``warm`` (``runner.execution.warmup``) and
+``heat``.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.core.status import Status
+
+if TYPE_CHECKING:
+    from runner.execution.task import TrialTask
 
 #: Error text that means the CUDA context of the process is unusable from now on.
 POISONED_CUDA = (
@@ -26,19 +30,16 @@ POISONED_CUDA = (
 )
 
 
-def run_trial_safely(spec: Any, plan: Any, timer: Any, check_accuracy: bool,
-                     insight: Any = None) -> dict[str, Any]:
+def run_trial_safely(task: TrialTask) -> dict[str, Any]:
     """``run_trial``, plus the failures it cannot turn into a row itself (its clean-up raising
     after a device-side assert). A poisoned CUDA context makes the row ``crashed``."""
-    from runner.execution.trial import run_trial, spec_columns
+    from runner.execution.trial import run_trial
 
     try:
-        row = run_trial(spec, plan, timer, check_accuracy=check_accuracy, insight=insight)
+        row = run_trial(task)
     except Exception as exc:  # the trial's own handler failed too: still one row
-        row = spec_columns(spec)
-        row.update(timestamp=datetime.now(timezone.utc), timer_preset=timer.preset,
-                   status=Status.error.value, reason=f"{type(exc).__name__}: {exc}"[:500],
-                   error_traceback=traceback.format_exc())
+        row = failed_row(task, Status.error, f"{type(exc).__name__}: {exc}"[:500])
+        row["error_traceback"] = traceback.format_exc()
     if row.get("status") == Status.error.value and is_poisoned(row):
         row["status"] = Status.crashed.value
         row["reason"] = f"CUDA context poisoned, worker replaced: {row['reason']}"
@@ -50,26 +51,60 @@ def is_poisoned(row: dict[str, Any]) -> bool:
     return any(marker in text for marker in POISONED_CUDA)
 
 
-def failed_row(spec: Any, timer: Any, status: Status, reason: str) -> dict[str, Any]:
-    """The row of a trial whose worker died or hung: identity and status, no measurement."""
+def failed_row(task: TrialTask, status: Status, reason: str) -> dict[str, Any]:
+    """The row of a trial that gave none (its worker died or hung, its handler failed):
+    identity and status, no measurement."""
     from runner.execution.trial import spec_columns
 
-    row = spec_columns(spec)
-    preset = timer["preset"] if isinstance(timer, dict) else timer.preset
-    row.update(timestamp=datetime.now(timezone.utc), timer_preset=preset,
+    row = spec_columns(task.spec)
+    row.update(timestamp=datetime.now(timezone.utc), timer_preset=task.timer.preset,
                status=status.value, reason=reason)
     return row
 
 
 def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = None) -> None:
-    """The worker's main loop: answer requests until the driver hangs up.
+    """The worker's main loop: start (:func:`_start`), then answer requests one at a time
+    until the driver hangs up, or until a trial's row retires the worker."""
+    _start(conn, env, threads)
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        answer = handle(kind, payload)
+        conn.send(answer)
+        if answer[2]:
+            return
+
+
+def handle(kind: str, payload: Any) -> tuple[str, Any, bool]:
+    """One request's answer: ``(kind, value, retire)``. A trial whose row is ``crashed`` (a
+    poisoned CUDA context) retires the worker once its row is sent."""
+    if kind == "trial":
+        received = time.perf_counter()  # busy from here until the row is sent
+        row = run_trial_safely(payload)
+        row["worker_trial_wall_s"] = time.perf_counter() - received
+        return "row", row, row["status"] == Status.crashed.value
+    if kind == "warm":
+        from runner.execution.warmup import warm
+
+        return "warmed", warm(payload), False
+    if kind == "heat":
+        from runner.timing.timer import heat_device
+
+        heat_device(*payload)
+        return "done", None, False
+    raise ValueError(f"unknown request {kind!r}: expected trial, warm or heat")
+
+
+def _start(conn: Any, env: dict[str, str] | None, threads: int | None) -> None:
+    """Set the worker up and answer "ready" with its start-up steps
+    (``runner.execution.timeline``).
 
     ``env`` is applied first thing: the CUDA driver reads ``CUDA_VISIBLE_DEVICES`` when it
     initialises (the first CUDA call, in a trial), so a pinned worker sees only its GPU.
     ``threads``: torch intra-op threads of this worker (a trial's ``num_threads`` still wins
-    for that trial; ``context.trial_settings`` restores this value after it).
-
-    The "ready" answer carries the worker's start-up steps (``runner.execution.timeline``)."""
+    for that trial; ``context.trial_settings`` restores this value after it)."""
     main_at = time.time()
     os.environ.update(env or {})
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -80,13 +115,9 @@ def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = No
     import torch  # noqa: F401  (paid once, before "ready"; timed on its own)
 
     torch_import_s = time.perf_counter() - started
-    from omegaconf import OmegaConf
-
     import runner.execution.trial  # noqa: F401  (the trial code, ops base, pandas-free)
-    from runner.config.ops import resolve_target
 
     imports_s = time.perf_counter() - started - torch_import_s
-
     if threads:
         torch.set_num_threads(threads)
     gc.collect()
@@ -94,37 +125,6 @@ def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = No
     conn.send(("ready", {"pid": os.getpid(), "main_at": main_at, "torch_import_s":
                          torch_import_s, "imports_s": imports_s, "ready_at": time.time()},
                False))
-    builders: dict[str, Any] = {}
-    timers: dict[str, Any] = {}
-    while True:
-        try:
-            kind, payload = conn.recv()
-        except (EOFError, OSError):
-            return
-        if kind == "trial":
-            received = time.perf_counter()  # busy from here until the row is sent
-            spec, plan, timer, check_accuracy, insight = payload
-            if plan.target not in builders:
-                builders[plan.target] = resolve_target(plan.target)
-            plan = replace(plan, builder=builders[plan.target])
-            key = repr(timer)  # one OmegaConf node per timer setting, not one per trial
-            if key not in timers:
-                timers[key] = OmegaConf.create(timer)
-            row = run_trial_safely(spec, plan, timers[key], check_accuracy, insight)
-            retire = row["status"] == Status.crashed.value
-            row["worker_trial_wall_s"] = time.perf_counter() - received
-            conn.send(("row", row, retire))
-            if retire:
-                return
-        elif kind == "warm":
-            from runner.execution.warmup import warm
-
-            conn.send(("warmed", warm(payload), False))
-        elif kind == "heat":
-            from runner.timing.timer import heat_device
-
-            heat_device(*payload)
-            conn.send(("done", None, False))
 
 
 def _die_with_parent() -> None:
