@@ -50,6 +50,18 @@ def plan_trial(device: str) -> tuple[Any, Any]:
     return plan_job(cfg)[0], cfg
 
 
+def trial_task(planned: Any, cfg: Any, device_time: bool = True) -> Any:
+    """The frozen task a job hands its runner for ``planned`` (``runner.execution.task``),
+    with the device time on or off."""
+    import dataclasses
+
+    from runner.execution.job import trial_timer
+    from runner.execution.task import TrialTask
+
+    timer = dataclasses.replace(trial_timer(cfg), device_time=device_time)
+    return TrialTask(planned.index, planned.spec, timer, cfg.check_accuracy)
+
+
 def bare_loop(device: str) -> Callable[[int, int, int], float]:
     """The trial's timed calls with nothing around them: ``warmup`` calls, one per clock pair,
     then ``samples`` samples of ``k`` calls each; CUDA events and a wait on the end event on
@@ -103,8 +115,7 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
     import runner.execution.trial as trial
 
     planned, cfg = plan_trial(device)
-    timer_off = cfg.timer.copy()
-    timer_off.device_time = False
+    task_off, task_on = trial_task(planned, cfg, False), trial_task(planned, cfg)
     cuda = device.startswith("cuda")
     bare = bare_loop(device)
     # As a worker does once its imports are done (runner.execution.worker_loop): what lives
@@ -120,7 +131,7 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
         timed = index >= 0
         with timed_steps(steps if timed else {}):  # device time off: where its time goes
             start = time.perf_counter()
-            row = trial.run_trial(planned.spec, planned.op, timer_off)
+            row = trial.run_trial(task_off)
             walls["off"] += (time.perf_counter() - start) * timed
         if row["status"] != "ok":
             sys.exit(f"the trial failed: {row['reason']}\n{row.get('error_traceback') or ''}")
@@ -135,7 +146,7 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
         rows["off"] = row
         if cuda:
             start = time.perf_counter()
-            rows["on"] = trial.run_trial(planned.spec, planned.op, cfg.timer)
+            rows["on"] = trial.run_trial(task_on)
             walls["on"] += (time.perf_counter() - start) * timed
     walls.update({f"step_{name}": s for name, s in steps.items()})
     (out / "harness_rows.json").write_text(json.dumps(rows, indent=1, default=str))
@@ -150,13 +161,12 @@ def profile(out: Path, trials: int, device: str = "cuda", top: int = 25) -> str:
     import runner.execution.trial as trial
 
     planned, cfg = plan_trial(device)
-    timer_off = cfg.timer.copy()
-    timer_off.device_time = False
+    task_off = trial_task(planned, cfg, False)
     bare = bare_loop(device)
     profiler = cProfile.Profile()
     for _ in range(trials):
         profiler.enable()
-        row = trial.run_trial(planned.spec, planned.op, timer_off)
+        row = trial.run_trial(task_off)
         profiler.disable()
         bare(int(row["warmup_calls"]), int(row["n_samples"]), int(row["calls_per_sample"]))
     profiler.dump_stats(str(out / "harness_profile.prof"))
@@ -199,7 +209,7 @@ def per_trial_costs(out: Path, device: str = "cuda") -> dict[str, float]:
     from runner.storage.files import rows_to_table
 
     planned, cfg = plan_trial(device)
-    row = run_trial(planned.spec, planned.op, cfg.timer)
+    row = run_trial(trial_task(planned, cfg))
     row.update(sweep_id="harness", job_num=0, trial_index=0, shard=0, num_shards=1, worker=0)
     for name, fn in (("journal_rows_to_table", lambda: rows_to_table([row], {})),
                      ("journal_write_row", lambda: journal.write_row(out / "journal", row, {}))):

@@ -17,7 +17,7 @@ from typing import Any
 #: The steps of ``run_trial`` (names in runner.execution.trial) timed one by one.
 TRIAL_STEPS = (
     "spec_columns", "environment", "git_provenance", "user_code_provenance", "gpu_state",
-    "_build_workloads", "_count_flops", "_accuracy", "sm_clock_reader", "clock_for",
+    "build_workloads", "count_flops", "accuracy", "sm_clock_reader", "clock_for",
     "burst_time", "clock_columns", "timing_columns", "device_time_columns", "settle_columns",
     "samples_clock_columns", "burst_columns", "throughput_columns", "consistency_flag",
     "_release",
@@ -34,6 +34,24 @@ OTHER_STEPS = (("runner.execution.modes", "prepare"), ("runner.execution.modes",
                ("runner.timing.clock_probe", "ClockProbe.stamps"),
                ("runner.timing.clock_probe", "ClockProbe.record"),
                ("runner.timing.clock_probe", "effective_mhz"))
+
+
+def missing_steps(trial_steps: tuple[str, ...] = TRIAL_STEPS,
+                  other_steps: tuple[tuple[str, str], ...] = OTHER_STEPS) -> list[str]:
+    """The steps that no longer name code (a rename in ``runner``): each one would stop the
+    benchmark with an AttributeError on the GPU machine, after its device time is paid."""
+    import importlib
+
+    import runner.execution.trial as trial
+
+    missing = [name for name in trial_steps if not hasattr(trial, name)]
+    for module, path in other_steps:
+        owner: Any = importlib.import_module(module)
+        for part in path.split("."):
+            owner = getattr(owner, part, None)
+        if owner is None:
+            missing.append(f"{module}.{path}")
+    return missing
 
 
 @contextlib.contextmanager
