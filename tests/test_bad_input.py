@@ -58,6 +58,8 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
     # config groups
     ("op-name", ["op=matmull"], ["'op'", "'matmull'", "matmul"]),
     ("timer-preset", ["timer=fastest"], ["'timer'", "'fastest'", "quick"]),
+    # a sweep without -m: the count and a short list, never 5000 values
+    ("sweep-without-m", ["seed=range(0,5000)"], ["5000 jobs", "-m", "seed=[0,1,", ",...,4999]"]),
     ("experiment-name", ["experiment=nope"], ["'experiment'", "'nope'", "quickstart"]),
     ("experiment-malformed", ["--config-dir", "cd", "experiment=broken"],
      ["'experiment'", "'broken'", "broken.yaml", "not valid YAML"]),
