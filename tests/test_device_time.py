@@ -356,7 +356,7 @@ def test_a_graph_slower_than_the_loop_falls_back_to_blocked() -> None:
 
 
 def test_a_graph_within_the_tolerance_of_the_loop_is_kept() -> None:
-    device = FakeDevice(per_call_s=5 * US * dt.GRAPH_SLOWER_TOL)
+    device = FakeDevice(per_call_s=5 * US * dt.REPLAY_SLOWER_TOL)
     assert run(device, 5).method == "graph"
 
 

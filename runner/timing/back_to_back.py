@@ -86,7 +86,7 @@ class Queued(NamedTuple):
     #: the device had not reached its first event once the host had queued all of it
     valid: bool
     samples: int
-    #: the spin per sample that held it (:attr:`ChunkStream.spin_s` then); 0.0: not held
+    #: the spin per sample that held it (the stream's ``spin_s`` then); 0.0: not held
     spun_s: float
 
 
