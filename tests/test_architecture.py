@@ -57,8 +57,6 @@ TORCH_LATE = ("core", "config", "timing")
 MAX_LINES = 300
 #: Modules allowed over MAX_LINES, each with its reason.
 LARGE: dict[str, str] = {
-    "timing/timer.py": "the one timer: every hazard is commented at the line it guards, and "
-                       "the loop reads best in one piece",
     "execution/trial.py": "one trial from spec to row; its steps are already functions here",
     "storage/load.py": "runner.load and its file discovery; the public reading API",
     "analysis/plots.py": "one function per report figure; shared pieces are in figure.py",

@@ -15,6 +15,7 @@ from runner.config.schema import TimerSettings
 from runner.config.trials import TrialSpec
 from runner.execution import modes
 from runner.timing.clock_probe import clock_probe
+from runner.timing.clocks import Clock, CudaEventClock, HostClock, L2Flusher
 from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
 from runner.timing.heat import (
@@ -26,15 +27,8 @@ from runner.timing.heat import (
     Heat,
     capped_min_s,
 )
-from runner.timing.timer import (
-    Clock,
-    CudaEventClock,
-    HostClock,
-    L2Flusher,
-    Measurement,
-    TimerPlan,
-    measure,
-)
+from runner.timing.measurement import Measurement, TimerPlan
+from runner.timing.timer import measure
 
 _FLUSHERS: dict[str, L2Flusher] = {}
 #: What each device last ran in this process (``runner.timing.heat.Heat``): a trial that

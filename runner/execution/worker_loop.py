@@ -121,7 +121,7 @@ def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = No
 
             conn.send(("warmed", warm(payload), False))
         elif kind == "heat":
-            from runner.timing.timer import heat_device
+            from runner.timing.heat import heat_device
 
             heat_device(*payload)
             conn.send(("done", None, False))

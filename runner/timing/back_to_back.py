@@ -1,17 +1,12 @@
 """Back-to-back device-time samples: what the GPU sustains (``runner.timing.device_time``).
 
-Chunks of samples, each sample between its own start and end events with a clock probe
-(``runner.timing.clock_probe``) between samples, two chunks queued ahead of the host (three
-while a ``Watch`` polls) and one sync per chunk: the GPU never idles between samples, so it
-runs at the clock a job running the op back to back sustains, and the warm-up (the same stream)
-runs until the series has settled (``runner.timing.settle``). A chunk is used only if the
-device had not reached its first event once the host had queued its last sample. Only a
-chunk with nothing running ahead of it (the first, one behind a chunk reached early or behind
-a shorter one) waits behind a spin kernel, which covers the host's enqueue of each of its
-samples; when the host cannot keep ahead of the device (eager calls, or replays of a few tiny
-kernels), every chunk waits behind one, grown in the warm-up until it covers the host.
-:class:`ChunkStream` holds that state and draws its transitions; :func:`steady_samples` runs
-the warm-up and the samples over it."""
+Chunks of samples, each between its own start and end events with a clock probe
+(``runner.timing.clock_probe``) between samples, queued ahead of the host with one sync per
+chunk: the GPU never idles between samples, so it runs at the clock a job running the op back
+to back sustains; the warm-up is the same stream, run until the series has settled
+(``runner.timing.settle``). :class:`ChunkStream` holds the stream's state and draws its
+transitions (which chunk waits behind a spin kernel, which is retaken, when the host is given
+up on); :func:`steady_samples` runs the warm-up and the samples over it."""
 
 from __future__ import annotations
 
@@ -21,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
+from runner.timing.measurement import Measurement, TimerPlan
+from runner.timing.sampler import sample, sample_min_s, warm_up
 from runner.timing.settle import CAPPED_MIN_S, Reading, last_clock
-from runner.timing.timer import Measurement, TimerPlan, sample, sample_min_s, warm_up
 
 #: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
 #: 1024 launches on current drivers (benchmarks/device_time_check.py measures it: queueing
@@ -97,22 +93,17 @@ class ChunkStream:
 
         phase      WARMING ──warm_up() returns──▶ SAMPLING ──sample() stops──▶ drain()
                    (next_chunk(True))              (take() → next_chunk(False))
-
         holding    FIRST ──an unheld chunk reached early──▶ EVERY          (hold_every)
                    FIRST: a chunk waits behind a spin only with nothing in flight ahead of
                    it, behind a chunk reached early or behind a shorter one
-
         spin       spin_s ──a held chunk, queued at this spin_s, reached early while
                    WARMING──▶ 2 × spin_s   (growths; past max_growths or a chunk's spin at
                    SPIN_MAX_S: HostBlocked)
-
-        each chunk queued (held, or behind the chunk before) ──▶ waited ──▶ used if valid,
+        chunk      queued (held, or behind the chunk before) ──▶ waited ──▶ used if valid,
                    else retaken (counted in retaken while SAMPLING); more than MAX_RETAKES in
                    a row (plus the growths' budget while WARMING): HostBlocked
-
         window     closed ──the first sampled chunk completes──▶ open (window_open: every
                    later chunk is told to the watch)
-
         tail       short_tail (SAMPLING with no span to fill): once min_samples are on their
                    way, a chunk queued behind full ones is a short one
     """

@@ -60,16 +60,9 @@ from runner.timing.back_to_back import (
     steady_samples,
 )
 from runner.timing.gapped import Timed, gapped_samples
-from runner.timing.graph_size import (
-    capture_or_keep,
-    eager_per_call_s,
-    first_line,
-    plateau_calls,
-    replay_per_call_s,
-    slower_than_eager,
-)
+from runner.timing.graph_size import capture_replay, first_line, slower_than_eager
+from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.settle import CAPPED_MIN_S, Reading
-from runner.timing.timer import Measurement, TimerPlan
 
 #: The methods, as ``gpu_time_method`` stores them. The replay method (K calls captured by the
 #: timer into one CUDA graph, whatever the trial's ``graph`` axis) is stored as ``graph``, the
@@ -122,7 +115,8 @@ class Device(Protocol):
 
 @dataclass(frozen=True)
 class DeviceTime:
-    """How the device time was taken, or why not. ``measurement.samples_s`` are per call."""
+    """How the device time was taken, or why not. Its measurement's ``samples_s`` are per
+    call."""
 
     method: str
     reason: str | None = None
@@ -236,11 +230,15 @@ def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler,
             bytes_per_call: int | None) -> Measurement | None:
     """The replay method's samples, or None (and why, in the notes): the capture failed, the
     host blocked, or the replays ran other work than the loop's calls."""
-    notes, loop = sampler.notes, sampler.loop
-    try:
-        replay, replay_calls, per_call_s = _capture(fn, calls, sampler.plan, sampler.device,
-                                                    loop, bytes_per_call, notes,
-                                                    sampler.flush is None)
+    notes, loop, device = sampler.notes, sampler.loop, sampler.device
+
+    def bound(wanted: int) -> int:
+        return bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())[0]
+
+    try:  # K grown to the plateau; the cold protocol (flush) keeps the loop's K
+        replay, replay_calls, per_call_s = capture_replay(
+            fn, calls, sampler.plan, device, loop.stats.median, bound, notes,
+            plateau=sampler.flush is None)
     except Exception as exc:  # any capture failure means: try the next method
         notes.append(f"{REPLAY} capture failed: {first_line(exc)}")
         return None
@@ -252,7 +250,7 @@ def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler,
         return None
     # Judged while the graph is still held (it and its memory pool are freed on return).
     replay_us, loop_us = measurement.stats.median * 1e6, loop.stats.median * 1e6
-    eager_note = slower_than_eager(fn, measurement, sampler.device)
+    eager_note = slower_than_eager(fn, measurement, device)
     if replay_us <= REPLAY_SLOWER_TOL * loop_us and eager_note is None:
         return measurement
     notes.append(eager_note or
@@ -294,35 +292,6 @@ def _blocked(fn: Callable[[], Any], calls: int, sampler: _Sampler,
     except HostBlocked as exc:
         notes.append(f"blocked: {exc}")
         return None
-
-
-def _capture(fn: Callable[[], Any], calls: int, plan: TimerPlan, device: Device,
-             loop: Measurement, bytes_per_call: int | None, notes: list[str],
-             plateau: bool) -> tuple[Callable[[], None], int, float]:
-    """The graph's replay, its K and the device's seconds per call (an estimate that sizes
-    the samples). ``plateau``: K is grown to the plateau (``runner.timing.graph_size``);
-    else (the cold protocol) the loop's K is kept."""
-    per_call_s = loop.stats.median
-    if not plateau or calls == 1:
-        return device.capture(fn, calls), calls, per_call_s
-
-    def bound(wanted: int) -> int:
-        return bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())[0]
-
-    estimate = eager_per_call_s(fn, calls, per_call_s, device)
-    if estimate is not None:  # one capture, at the plateau K
-        replay, graph_calls = capture_or_keep(
-            fn, device, plateau_calls(estimate, calls, plan, bound), calls, notes)
-        return replay, graph_calls, estimate
-    # The host could not stay ahead of eager calls: the loop's K, replayed, tells the K.
-    replay = device.capture(fn, calls)
-    per_call_s = replay_per_call_s(replay, calls, device)
-    wanted = plateau_calls(per_call_s, calls, plan, bound)
-    if wanted == calls:
-        return replay, calls, per_call_s
-    del replay  # frees the smaller graph and its pool before the larger one
-    replay, graph_calls = capture_or_keep(fn, device, wanted, calls, notes)
-    return replay, graph_calls, per_call_s
 
 
 def _join(notes: list[str]) -> str | None:

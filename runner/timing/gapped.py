@@ -22,8 +22,9 @@ from runner.timing.back_to_back import (
     SPIN_MIN_S,
     HostBlocked,
 )
+from runner.timing.measurement import Measurement, TimerPlan
+from runner.timing.sampler import sample, warm_up
 from runner.timing.settle import Reading
-from runner.timing.timer import Measurement, TimerPlan, sample, warm_up
 
 
 @dataclass(frozen=True)
