@@ -224,8 +224,8 @@ class ChunkStream:
             self.spin_s = min(2 * self.spin_s, SPIN_MAX_S)
 
     def take(self) -> float:
-        """One sample's seconds per call (for :func:`runner.timing.timer.sample`), recording
-        the clock it ran at: the probe's, else NVML's once per chunk."""
+        """One sample's seconds per call (for ``runner.timing.sampler.sample``), recording the
+        clock it ran at: the probe's, else NVML's once per chunk."""
         if not self.buffer:
             chunk = self.next_chunk(False)
             if all(mhz is None for _, mhz in chunk):  # no probe: NVML's, once per chunk
@@ -252,18 +252,18 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             launches_per_sample: int, loop_capped: bool | None = None,
             watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S) -> Measurement:
     """Back-to-back samples (module docstring): warm up until settled, then sample with
-    :func:`runner.timing.timer.sample`, all in one :class:`ChunkStream`. ``launches_per_sample``:
-    0 for a graph replay, else the blocked method's kernels per sample. ``loop_capped``:
-    whether the loop time's warm-up, just before, found the op power-capped (None: it could
-    not tell). False: the op has settled there, so the warm-up is a handover of one chunk,
-    judged only if that chunk shows it capped after all (a launch-bound op the loop left
-    idle half the time can reach the cap back to back). A capped op warms up for all of
-    ``runner.timing.settle.CAPPED_MIN_S`` again, whatever the loop did: the few tens of
-    milliseconds between the two (graph capture, memory columns) let an H200 recover enough
-    headroom that a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host
-    waits for each sampled chunk; the samples then span at least its ``window_s``.
-    ``min_capped_s``: the shortest warm-up of a power-capped op
-    (``runner.timing.heat.capped_min_s``: shorter when the device starts hot)."""
+    ``runner.timing.sampler.sample``, all in one :class:`ChunkStream`.
+    ``launches_per_sample``: 0 for a replay, else the blocked method's kernels per sample.
+    ``loop_capped``: whether a loop-time warm-up just before found the op power-capped (None:
+    it could not tell, as ``runner.execution.timed.time_trial``'s short probe cannot). False:
+    the op has settled there, so the warm-up is a handover of one chunk, judged only if that
+    chunk shows it capped after all (a launch-bound op the loop left idle half the time can
+    reach the cap back to back). A capped op warms up for all of ``min_capped_s`` again,
+    whatever the loop did: the few tens of milliseconds between the two (graph capture,
+    memory columns) let an H200 recover enough headroom that a 0.5 s warm-up read bf16 8192³
+    7% fast. ``watch``: polled while the host waits for each sampled chunk; the samples then
+    span at least its ``window_s``. ``min_capped_s``: the shortest warm-up of a power-capped
+    op (``runner.timing.heat.capped_min_s``: shorter when the device starts hot)."""
     handover = loop_capped is False and plan.warmup_s > 0
     stream = ChunkStream(work, calls, spin_s, plan, device, before_sample, read_clock, watch,
                          sample_s=sample_s, launches_per_sample=launches_per_sample,

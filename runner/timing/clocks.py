@@ -57,7 +57,7 @@ class CudaEventClock:
     Modes that use other streams (``streams=N``) fork from and join back into the current
     stream inside the timed callable, so the end event is ordered after all of their work.
 
-    While ``probing`` (the warm-up: :func:`measure` turns it on), a clock probe
+    While ``probing`` (``runner.timing.timer.measure``'s warm-up turns it on), a clock probe
     (``runner.timing.clock_probe``) runs before the start and after the end event of one
     region every :data:`PROBE_EVERY_S`, outside them, and :attr:`last_mhz` is the clock that
     region ran at (None for the others): how the warm-up tells a power-capped op within

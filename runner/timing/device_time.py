@@ -4,7 +4,7 @@ The loop time (:func:`runner.timing.timer.measure`) is what eager code pays on t
 a launch-bound op it is set by how fast this process's Python thread enqueues kernels, which
 differs between processes by 25-35% on the same machine. The device time removes the host
 from the number, so two processes agree (``docs/timing.md``). It is taken with the same
-sampler as the loop time (:func:`runner.timing.timer.sample`: raw samples, median CI, adaptive
+sampler as the loop time (``runner.timing.sampler.sample``: raw samples, median CI, adaptive
 stop, ``noisy``), by the first of these methods that works (``gpu_time_method`` stores each
 by the name in brackets):
 
@@ -154,8 +154,9 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     """The device time of ``fn``: the replay method, else ``blocked``, else ``unavailable``,
     and why (module docstring).
 
-    ``loop`` is the trial's loop-time measurement: its ``calls_per_sample`` is K, its median
-    sizes the blocked method's spin and bounds the replay's (:data:`REPLAY_SLOWER_TOL`).
+    ``loop`` is a loop-time measurement of ``fn`` taken just before (the short probe of
+    ``runner.execution.timed.time_trial``): its ``calls_per_sample`` is K, its median sizes
+    the blocked method's spin and bounds the replay's (:data:`REPLAY_SLOWER_TOL`).
     ``capture_blocker`` is why ``fn`` must not be captured (the modes know: e.g. it replays
     graphs of its own); the replay method is then skipped with that reason. With ``flush``
     (cold L2) K is 1 and every sample is flushed, synchronised, then spun (nvbench's cold

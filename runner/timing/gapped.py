@@ -44,7 +44,7 @@ def gapped_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                    read_clock: Callable[[], Reading | None] | None = None) -> Measurement:
     """The gapped protocol (burst and cold; ``device`` is a ``device_time.Device``): warm
     ``work`` up (growing the spin until it covers the host's enqueue), then sample it with
-    :func:`runner.timing.timer.sample`; each sample is valid or retaken. ``settling``: warm
+    :func:`runner.timing.sampler.sample`; each sample is valid or retaken. ``settling``: warm
     up until settled, else for at most :data:`DEVICE_WARMUP_S` (the burst: the boost clock
     is what it measures)."""
     spin = [min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)]
