@@ -141,7 +141,7 @@ def run(device: FakeDevice, k: int, timer_plan: TimerPlan | None = None,
 
 
 # ---------------------------------------------------------------------------------------
-# K and the graph method
+# K and the replay method
 # ---------------------------------------------------------------------------------------
 
 def test_graph_captures_the_loops_k_and_divides_by_it() -> None:
