@@ -181,7 +181,7 @@ class ChunkStream:
             while len(self.inflight) < self.ahead:
                 self.enqueue()
             queued = self.inflight.popleft()
-            times = self._wait(queued.chunk, watched=self.watch is not None and not warming)
+            times = self._wait(queued.chunk, None if warming else self.watch)
             if queued.valid:
                 mhz = self.device.clocks(queued.chunk) or [None] * len(times)
                 return [(t / self.calls, m) for t, m in zip(times, mhz)]
@@ -189,18 +189,19 @@ class ChunkStream:
         raise HostBlocked(f"the host blocked: the device reached {MAX_RETAKES + 1} chunks in "
                           "a row before the host had queued them")
 
-    def _wait(self, chunk: Any, watched: bool) -> list[float]:
-        while watched and not self.device.finished(chunk):
-            self.watch.poll()  # type: ignore[union-attr]
+    def _wait(self, chunk: Any, watch: Watch | None) -> list[float]:
+        """Wait for ``chunk``, polling ``watch`` (the sampled chunks' window) meanwhile."""
+        while watch is not None and not self.device.finished(chunk):
+            watch.poll()
         times = self.device.wait(chunk)
-        if watched:
+        if watch is not None:
             # The window opens when the first sampled chunk completes, so every call it
             # counts ran inside it (retaken chunks too: they ran, and drew power).
             if self.window_open:
-                self.watch.chunk(len(times) * self.calls, sum(times))  # type: ignore[union-attr]
+                watch.chunk(len(times) * self.calls, sum(times))
             else:
                 self.window_open = True
-                self.watch.begin()  # type: ignore[union-attr]
+                watch.begin()
         return times
 
     def _reached_early(self, queued: Queued, warming: bool) -> None:
