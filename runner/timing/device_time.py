@@ -154,8 +154,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     """The device time of ``fn``: the replay method, else ``blocked``, else ``unavailable``,
     and why (module docstring).
 
-    ``loop`` is a loop-time measurement of ``fn`` taken just before (the short probe of
-    ``runner.execution.timed.time_trial``): its ``calls_per_sample`` is K, its median sizes
+    ``loop`` is a loop-time measurement of ``fn`` taken just before (``runner.execution.timed``'s
+    short probe): its ``calls_per_sample`` is K, its median sizes
     the blocked method's spin and bounds the replay's (:data:`REPLAY_SLOWER_TOL`).
     ``capture_blocker`` is why ``fn`` must not be captured (the modes know: e.g. it replays
     graphs of its own); the replay method is then skipped with that reason. With ``flush``
