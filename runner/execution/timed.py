@@ -34,7 +34,7 @@ _FLUSHERS: dict[str, L2Flusher] = {}
 #: What each device last ran in this process (``runner.timing.heat.Heat``): a trial that
 #: follows power-capped work starts hot and settles sooner.
 _HEAT: dict[str, Heat] = {}
-#: µs of calls in one loop-time sample of a power-capped op (see the hazard in time_trial).
+#: µs of calls in one loop-time sample of a power-capped op (see the hazard in handover_plan).
 CAPPED_LOOP_SAMPLE_US = 10_000.0
 
 
