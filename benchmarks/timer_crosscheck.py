@@ -38,9 +38,10 @@ from ops import batched_dot, elementwise, matmul, pointwise_chain
 from ops import copy as memcopy
 from ops import sum as sum_op
 from ops.base import OpContext
+from runner.timing.clocks import CudaEventClock, L2Flusher
 from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import measure_device_time
-from runner.timing.timer import CudaEventClock, L2Flusher, TimerPlan, measure
+from runner.timing.timer import TimerPlan, measure
 
 CASES = [
     ("add 1 elem in-place fp32", elementwise.build_add, (1,), torch.float32, {"inplace": True}),

@@ -141,7 +141,7 @@ def run(device: FakeDevice, k: int, timer_plan: TimerPlan | None = None,
 
 
 # ---------------------------------------------------------------------------------------
-# K and the graph method
+# K and the replay method
 # ---------------------------------------------------------------------------------------
 
 def test_graph_captures_the_loops_k_and_divides_by_it() -> None:
@@ -356,7 +356,7 @@ def test_a_graph_slower_than_the_loop_falls_back_to_blocked() -> None:
 
 
 def test_a_graph_within_the_tolerance_of_the_loop_is_kept() -> None:
-    device = FakeDevice(per_call_s=5 * US * dt.GRAPH_SLOWER_TOL)
+    device = FakeDevice(per_call_s=5 * US * dt.REPLAY_SLOWER_TOL)
     assert run(device, 5).method == "graph"
 
 
@@ -707,3 +707,56 @@ def test_a_graph_slower_than_eager_calls_gives_way_to_the_eager_measurement() ->
     # Short ops are not checked: the host cannot keep their eager queue full.
     tiny = CopyDevice(graph_per_call_s=2.5 * US, per_call_s=2 * US)
     assert run(tiny, 300, timer_plan, loop_s=2 * US, steady=True).method == "graph"
+
+
+# ---------------------------------------------------------------------------------------
+# The chunk stream's transitions (back_to_back.ChunkStream), one chunk at a time
+# ---------------------------------------------------------------------------------------
+
+def stream_of(device: FakeDevice) -> bb.ChunkStream:
+    """1 ms samples of one call each: 5 samples a chunk, two chunks in flight."""
+    def work() -> None:
+        device.calls += 1000
+    return bb.ChunkStream(work, 1, bb.SPIN_MIN_S, plan(), device, None, None, None,
+                          sample_s=1e-3, launches_per_sample=0, handover=False)
+
+
+def test_an_unheld_chunk_reached_early_makes_every_chunk_wait_behind_a_spin() -> None:
+    # The first chunk is held and valid; the second, queued behind it with no spin, is
+    # reached early (a 1 s enqueue): retaken, and from then on every chunk is held.
+    device = FakeDevice(host_script=[0.0, 1.0])
+    stream = stream_of(device)
+    assert len(stream.next_chunk(True)) == 5 and not stream.hold_every
+    assert [spin > 0 for _, spin in device.chunks] == [True, False]
+    stream.next_chunk(True)
+    assert stream.hold_every and stream.retaken == 0  # the warm-up's retakes are not counted
+    assert all(spin > 0 for _, spin in device.chunks[2:]) and stream.spin_s == bb.SPIN_MIN_S
+    device.host_script = [1.0]  # a sampled chunk reached early (the next queued) is counted
+    stream.next_chunk(False)
+    stream.next_chunk(False)
+    assert stream.retaken == 1 and stream.spin_s == bb.SPIN_MIN_S  # sampling never grows it
+    stream.drain()
+    assert not stream.inflight and device.ahead_s == 0
+
+
+def test_a_held_chunk_reached_early_in_the_warm_up_doubles_the_spin_until_blocked() -> None:
+    device = FakeDevice(host_script=[1.0])
+    stream = stream_of(device)
+    stream.next_chunk(True)
+    assert stream.growths == 1 and stream.spin_s == 2 * bb.SPIN_MIN_S
+    device.host_s = 1.0  # no spin ever covers this host: the growths run out
+    with pytest.raises(bb.HostBlocked):
+        for _ in range(100):
+            stream.next_chunk(True)
+    assert stream.growths > 1 and stream.spin_s == bb.SPIN_MIN_S * 2 ** stream.growths
+
+
+def test_the_short_tail_queues_a_short_chunk_once_min_samples_are_on_their_way() -> None:
+    device = FakeDevice()
+    stream = stream_of(device)
+    stream.short_tail = True
+    for _ in range(6):
+        stream.take()
+    # min_samples = 3: a full chunk already holds them, so the next is short; one at a time,
+    # so the one queued behind the short chunk is full again.
+    assert [n for n, _ in device.chunks] == [5, 1, 5]

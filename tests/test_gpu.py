@@ -18,8 +18,9 @@ from runner.core.axes import CompileMode, GraphMode
 from runner.execution import modes
 from runner.execution.context import TORCH_DTYPES, trial_settings
 from runner.execution.workload import builder
+from runner.timing.clocks import CudaEventClock, HostClock, L2Flusher
 from runner.timing.settle import CAPPED_MIN_S
-from runner.timing.timer import CudaEventClock, HostClock, L2Flusher, TimerPlan, measure
+from runner.timing.timer import TimerPlan, measure
 
 pytestmark = pytest.mark.gpu
 

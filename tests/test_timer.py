@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fakes import FakeClock
 
+from runner.timing.clocks import HostClock
 from runner.timing.heat import HOT_CAPPED_MIN_S, HOT_GAP_S, Heat, capped_min_s
 from runner.timing.settle import (
     BAND_WATCH_S,
@@ -23,7 +24,6 @@ from runner.timing.settle import (
 )
 from runner.timing.stats import median_ci_ranks
 from runner.timing.timer import (
-    HostClock,
     Measurement,
     TimerPlan,
     choose_calls_per_sample,

@@ -161,7 +161,7 @@ class RunConfig(InsightSettings, AxisFields):
         "product)")})
     # CI mode: numbers are meaningless; it proves a config runs end to end.
     smoke: bool = setting(False, "clamp every shape dim to 16 and use the smoke timer (CI)")
-    # So repeated runs start from the same power/thermal state (runner.timing.timer.heat_device).
+    # So repeated runs start from the same power/thermal state (runner.timing.heat.heat_device).
     gpu_warmup_s: float = setting(0.0, "seconds of sustained bf16 matmul per CUDA device before "
                                        "the first trial", minimum=0)
     store_calibration: bool = setting(False, "store this device's ceilings under "

@@ -36,6 +36,7 @@ from typing import Any
 
 from runner.execution.energy_nvml import EnergyReader, EnergyUnavailable, NvmlReader
 from runner.timing.cuda_device import capture_stream
+from runner.timing.device_time import REPLAY
 
 ENERGY_COLUMNS = (
     "energy_method", "energy_reason", "energy_counter_s", "energy_counter_steps", "energy_calls",
@@ -206,7 +207,7 @@ def measure_energy(fn: Callable[[], Any], device: str, *, window_s: float, idle_
     if capture and before_call is None:
         try:
             chunk = _graph_chunk(fn, calls, dev)
-            method = "graph"
+            method = REPLAY  # the replay method (runner.timing.device_time), stored as graph
         except Exception as exc:  # not capturable: a host sync, pageable copies, ...
             note = f"ran eagerly, graph capture failed: {str(exc).splitlines()[0][:200]}"
     elif not capture:

@@ -248,7 +248,7 @@ def _stopped(sweep_dir: Path, job_dir: Path) -> None:
 
 def _heat_devices(runner_: Any, planned: list, seconds: float) -> None:
     """Bring every CUDA device the job uses to its sustained-load state (see
-    ``runner.timing.timer.heat_device``), in the process that runs the trials."""
+    ``runner.timing.heat.heat_device``), in the process that runs the trials."""
     for device in dict.fromkeys(t.spec.device for t in planned):
         if device.startswith("cuda"):
             console.stderr.print(f"heating {device} for {seconds:g} s (gpu_warmup_s)")

@@ -15,6 +15,7 @@ from runner.config.schema import TimerSettings
 from runner.config.trials import TrialSpec
 from runner.execution import modes
 from runner.timing.clock_probe import clock_probe
+from runner.timing.clocks import Clock, CudaEventClock, HostClock, L2Flusher
 from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
 from runner.timing.heat import (
@@ -26,21 +27,14 @@ from runner.timing.heat import (
     Heat,
     capped_min_s,
 )
-from runner.timing.timer import (
-    Clock,
-    CudaEventClock,
-    HostClock,
-    L2Flusher,
-    Measurement,
-    TimerPlan,
-    measure,
-)
+from runner.timing.measurement import Measurement, TimerPlan
+from runner.timing.timer import measure
 
 _FLUSHERS: dict[str, L2Flusher] = {}
 #: What each device last ran in this process (``runner.timing.heat.Heat``): a trial that
 #: follows power-capped work starts hot and settles sooner.
 _HEAT: dict[str, Heat] = {}
-#: µs of calls in one loop-time sample of a power-capped op (see the hazard in time_trial).
+#: µs of calls in one loop-time sample of a power-capped op (see the hazard in handover_plan).
 CAPPED_LOOP_SAMPLE_US = 10_000.0
 
 

@@ -69,7 +69,7 @@ class InProcess:
         return row
 
     def heat(self, device: str, seconds: float) -> None:
-        from runner.timing.timer import heat_device
+        from runner.timing.heat import heat_device
 
         heat_device(device, seconds)
 

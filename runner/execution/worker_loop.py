@@ -90,7 +90,7 @@ def handle(kind: str, payload: Any) -> tuple[str, Any, bool]:
 
         return "warmed", warm(payload), False
     if kind == "heat":
-        from runner.timing.timer import heat_device
+        from runner.timing.heat import heat_device
 
         heat_device(*payload)
         return "done", None, False

@@ -121,8 +121,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "l2_flush": (_B, "true when L2 was flushed before every sample"),
     # device time: the GPU's own time per call, independent of the host (docs/timing.md)
     **timing_columns("gpu"),
-    "gpu_time_method": (_S, "graph | blocked | unavailable: how gpu_time was taken "
-                            "(docs/timing.md)"),
+    "gpu_time_method": (_S, "graph (the replay method: the timer's own CUDA graph of K calls) "
+                            "| blocked | unavailable: how gpu_time was taken (docs/timing.md)"),
     "gpu_time_reason": (_S, "why gpu_time is unavailable or taken by the fallback, and any "
                             "cut of K (memory, launch queue)"),
     "host_overhead_ratio": (_F, "time_per_op_us / gpu_time_per_op_us: > 1 when the host, not "
@@ -226,8 +226,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                        "the settled clock"),
     # energy=true: NVML over the device time's own samples (runner.execution.energy_samples),
     # else over a back-to-back window after timing (runner.execution.energy)
-    "energy_method": (_S, "samples (read over the device time's own samples) | graph (K calls "
-                          "replayed from one CUDA graph) | eager | unavailable"),
+    "energy_method": (_S, "samples (read over the device time's own samples) | graph (the "
+                          "replay method, as in gpu_time_method) | eager | unavailable"),
     "energy_reason": (_S, "why the energy columns are null, or why the window ran eagerly"),
     "energy_counter_s": (_F, "seconds between the first and last counter step used"),
     "energy_counter_steps": (_I, "NVML energy-counter steps in the window (~10/s)"),

@@ -4,21 +4,24 @@ The loop time (:func:`runner.timing.timer.measure`) is what eager code pays on t
 a launch-bound op it is set by how fast this process's Python thread enqueues kernels, which
 differs between processes by 25-35% on the same machine. The device time removes the host
 from the number, so two processes agree (``docs/timing.md``). It is taken with the same
-sampler as the loop time (:func:`runner.timing.timer.sample`: raw samples, median CI, adaptive
-stop, ``noisy``), by the first of these methods that works:
+sampler as the loop time (``runner.timing.sampler.sample``: raw samples, median CI, adaptive
+stop, ``noisy``), by the first of these methods that works (``gpu_time_method`` stores each
+by the name in brackets):
 
-``graph``
+replay (``graph``)
     Capture K calls of the callable into one CUDA graph (at least the loop time's
     ``calls_per_sample``, grown so a replay fills half a sample: ``runner.timing.graph_size``;
     1 with an L2 flush), warm the graph, time replays with CUDA events and divide by K. A
     replay launches all K calls at once, so the host cannot starve the GPU between them.
-``blocked``
+    This capture is the timer's own, whatever the trial's ``graph`` axis (how the user's op
+    runs): a ``graph=cuda_graph`` trial's un-captured callable is captured again, K times.
+blocked (``blocked``)
     For callables that cannot be captured (a host sync inside, pageable copies,
     ``compile=reduce-overhead``'s own graphs): hold the stream with a spin kernel, queue K
     calls behind it and time them with events. K × kernels-per-call stays well below the
     launch-queue depth (:data:`LAUNCH_QUEUE_BUDGET`); past it the host blocks in the launch
     and the GPU waits on it again, which reads as a silently slower op.
-``unavailable``
+unavailable (``unavailable``)
     Neither worked (or a CPU trial); ``gpu_time_reason`` says why.
 
 Samples are taken **back to back** (the steady state, the default): chunks of samples, each
@@ -57,25 +60,21 @@ from runner.timing.back_to_back import (
     steady_samples,
 )
 from runner.timing.gapped import Timed, gapped_samples
-from runner.timing.graph_size import (
-    capture_or_keep,
-    eager_per_call_s,
-    first_line,
-    plateau_calls,
-    replay_per_call_s,
-    slower_than_eager,
-)
+from runner.timing.graph_size import capture_replay, first_line, slower_than_eager
+from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.settle import CAPPED_MIN_S, Reading
-from runner.timing.timer import Measurement, TimerPlan
 
-GRAPH, BLOCKED, UNAVAILABLE = "graph", "blocked", "unavailable"
+#: The methods, as ``gpu_time_method`` stores them. The replay method (K calls captured by the
+#: timer into one CUDA graph, whatever the trial's ``graph`` axis) is stored as ``graph``, the
+#: value every results file holds; "replay" is its name everywhere else.
+REPLAY, BLOCKED, UNAVAILABLE = "graph", "blocked", "unavailable"
 #: Share of the free device memory that K calls' allocations may take.
 MEMORY_SHARE = 0.5
-#: A graph replay may read at most this much slower per call than the loop: a slower graph
+#: A replay may read at most this much slower per call than the loop: a slower graph
 #: runs different work (on an H200 a 512 MiB device copy captured as a memcpy node ran 1.5×
 #: slower than on a stream); the blocked method then runs it as the stream does. Wide, as
 #: the loop's gapped samples of a power-capped op can read several % faster than the graph's.
-GRAPH_SLOWER_TOL = 1.3
+REPLAY_SLOWER_TOL = 1.3
 
 
 class Device(Protocol):
@@ -116,7 +115,8 @@ class Device(Protocol):
 
 @dataclass(frozen=True)
 class DeviceTime:
-    """How the device time was taken, or why not. ``measurement.samples_s`` are per call."""
+    """How the device time was taken, or why not. Its measurement's ``samples_s`` are per
+    call."""
 
     method: str
     reason: str | None = None
@@ -151,12 +151,14 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                         read_clock: Callable[[], Reading | None] | None = None,
                         watch: Watch | None = None,
                         min_capped_s: float = CAPPED_MIN_S) -> DeviceTime:
-    """The device time of ``fn``: ``graph``, else ``blocked``, else ``unavailable``.
+    """The device time of ``fn``: the replay method, else ``blocked``, else ``unavailable``,
+    and why (module docstring).
 
-    ``loop`` is the trial's loop-time measurement: its ``calls_per_sample`` is K, its median
-    sizes the blocked method's spin and bounds the graph's (:data:`GRAPH_SLOWER_TOL`).
+    ``loop`` is a loop-time measurement of ``fn`` taken just before (``runner.execution.timed``'s
+    short probe): its ``calls_per_sample`` is K, its median sizes
+    the blocked method's spin and bounds the replay's (:data:`REPLAY_SLOWER_TOL`).
     ``capture_blocker`` is why ``fn`` must not be captured (the modes know: e.g. it replays
-    graphs of its own); the graph method is then skipped with that reason. With ``flush``
+    graphs of its own); the replay method is then skipped with that reason. With ``flush``
     (cold L2) K is 1 and every sample is flushed, synchronised, then spun (nvbench's cold
     protocol). ``steady=False``: the burst time (module docstring). ``read_clock`` reads the
     SM clock and power (``runner.timing.settle.Reading``) for the settle rule and the
@@ -164,73 +166,116 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     (``runner.timing.back_to_back.Watch``: the energy counter). ``min_capped_s``: the shortest
     warm-up of a power-capped op (``runner.timing.heat.capped_min_s``).
     """
-    steady = steady and flush is None
-
-    def take(work: Callable[[], Any], calls: int, spin_s: float, launches: int,
-             before: Callable[[], None] | None, sample_s: float) -> Measurement:
-        if steady:
-            def steady_run(watching: Watch | None) -> Measurement:
-                return steady_samples(work, calls, spin_s, plan, device, before, wall, notes,
-                                      read_clock, sample_s=sample_s,
-                                      launches_per_sample=launches,
-                                      loop_capped=loop.power_capped, watch=watching,
-                                      min_capped_s=min_capped_s)
-            if watch is None:
-                return steady_run(None)
-            try:
-                return steady_run(watch)
-            except HostBlocked as exc:
-                # The watched window's longer chunks did not keep the device fed: the
-                # device time is taken as without a watch, and the energy by a window of
-                # its own (the watch is told to drop what it saw).
-                watch.discard()
-                notes.append(f"energy: not read over the samples ({exc})")
-                return steady_run(None)
-        return gapped_samples(work, calls, spin_s, plan, device, before, flush, wall, notes,
-                              settling=flush is not None, read_clock=read_clock)
-
     calls = 1 if flush else loop.calls_per_sample
     calls, memory_note = bound_calls_by_memory(calls, bytes_per_call, device.free_bytes())
     if calls < 1:
         return DeviceTime(UNAVAILABLE, memory_note)
     notes = [memory_note] if memory_note else []
-
+    sampler = _Sampler(plan, loop, device, wall, read_clock, watch, min_capped_s, flush,
+                       steady and flush is None, notes)
     if capture_blocker:
-        notes.append(f"graph: {capture_blocker}")
-    else:
-        try:
-            replay, graph_calls, per_call_s = _capture(fn, calls, plan, device, loop,
-                                                       bytes_per_call, notes, flush is None)
-            sample_s = graph_calls * per_call_s
-        except Exception as exc:  # any capture failure means: try the next method
-            notes.append(f"graph capture failed: {first_line(exc)}")
-        else:
-            try:
-                measurement = take(replay, graph_calls, SPIN_MIN_S, 0, None, sample_s)
-            except HostBlocked as exc:
-                notes.append(f"graph: {exc}")
-            else:
-                graph_us, loop_us = measurement.stats.median * 1e6, loop.stats.median * 1e6
-                eager_note = slower_than_eager(fn, measurement, device)
-                if graph_us <= GRAPH_SLOWER_TOL * loop_us and eager_note is None:
-                    return DeviceTime(GRAPH, _join(notes), measurement)
-                notes.append(eager_note or
-                             f"graph: a replay read {graph_us:.4g} µs per call, slower than "
-                             f"the loop's {loop_us:.4g} µs: the graph runs the work "
-                             "differently (a large copy captured as a memcpy node) or the "
-                             "clocks dropped")
-            finally:
-                del replay  # frees the K-call graph and its memory pool
+        notes.append(f"{REPLAY}: {capture_blocker}")
+    elif (replayed := _replay(fn, calls, sampler, bytes_per_call)) is not None:
+        return DeviceTime(REPLAY, _join(notes), replayed)
+    if (blocked := _blocked(fn, calls, sampler, before_sample)) is not None:
+        return DeviceTime(BLOCKED, _join(notes), blocked)
+    return DeviceTime(UNAVAILABLE, _join(notes))
 
-    kernels = device.kernels_per_call(fn)
+
+@dataclass(frozen=True)
+class _Sampler:
+    """How either method takes its samples: back to back (``steady``) or gapped, with the
+    trial's plan, clocks and watch. Notes go to ``notes`` (the trial's reason)."""
+
+    plan: TimerPlan
+    loop: Measurement
+    device: Device
+    wall: Callable[[], float]
+    read_clock: Callable[[], Reading | None] | None
+    watch: Watch | None
+    min_capped_s: float
+    flush: Callable[[], None] | None
+    steady: bool
+    notes: list[str]
+
+    def take(self, work: Callable[[], Any], calls: int, spin_s: float, launches: int,
+             before: Callable[[], None] | None, sample_s: float) -> Measurement:
+        """Samples of ``work`` (``calls`` calls, ``launches`` kernels per sample)."""
+        if not self.steady:
+            return gapped_samples(work, calls, spin_s, self.plan, self.device, before,
+                                  self.flush, self.wall, self.notes,
+                                  settling=self.flush is not None, read_clock=self.read_clock)
+        if self.watch is None:
+            return self._steady(work, calls, spin_s, launches, before, sample_s, None)
+        try:
+            return self._steady(work, calls, spin_s, launches, before, sample_s, self.watch)
+        except HostBlocked as exc:
+            # The watched window's longer chunks did not keep the device fed: the device
+            # time is taken as without a watch, and the energy by a window of its own (the
+            # watch is told to drop what it saw).
+            self.watch.discard()
+            self.notes.append(f"energy: not read over the samples ({exc})")
+            return self._steady(work, calls, spin_s, launches, before, sample_s, None)
+
+    def _steady(self, work: Callable[[], Any], calls: int, spin_s: float, launches: int,
+                before: Callable[[], None] | None, sample_s: float,
+                watch: Watch | None) -> Measurement:
+        return steady_samples(work, calls, spin_s, self.plan, self.device, before, self.wall,
+                              self.notes, self.read_clock, sample_s=sample_s,
+                              launches_per_sample=launches,
+                              loop_capped=self.loop.power_capped, watch=watch,
+                              min_capped_s=self.min_capped_s)
+
+
+def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler,
+            bytes_per_call: int | None) -> Measurement | None:
+    """The replay method's samples, or None (and why, in the notes): the capture failed, the
+    host blocked, or the replays ran other work than the loop's calls."""
+    notes, loop, device = sampler.notes, sampler.loop, sampler.device
+
+    def bound(wanted: int) -> int:
+        return bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())[0]
+
+    try:  # K grown to the plateau; the cold protocol (flush) keeps the loop's K
+        replay, replay_calls, per_call_s = capture_replay(
+            fn, calls, sampler.plan, device, loop.stats.median, bound, notes,
+            plateau=sampler.flush is None)
+    except Exception as exc:  # any capture failure means: try the next method
+        notes.append(f"{REPLAY} capture failed: {first_line(exc)}")
+        return None
+    try:
+        measurement = sampler.take(replay, replay_calls, SPIN_MIN_S, 0, None,
+                                   replay_calls * per_call_s)
+    except HostBlocked as exc:
+        notes.append(f"{REPLAY}: {exc}")
+        return None
+    # Judged while the graph is still held (it and its memory pool are freed on return).
+    replay_us, loop_us = measurement.stats.median * 1e6, loop.stats.median * 1e6
+    eager_note = slower_than_eager(fn, measurement, device)
+    if replay_us <= REPLAY_SLOWER_TOL * loop_us and eager_note is None:
+        return measurement
+    notes.append(eager_note or
+                 f"{REPLAY}: a replay read {replay_us:.4g} µs per call, slower than "
+                 f"the loop's {loop_us:.4g} µs: the graph runs the work "
+                 "differently (a large copy captured as a memcpy node) or the "
+                 "clocks dropped")
+    return None
+
+
+def _blocked(fn: Callable[[], Any], calls: int, sampler: _Sampler,
+             before_sample: Callable[[], None] | None) -> Measurement | None:
+    """The blocked method's samples, or None (and why, in the notes): the calls' kernels
+    cannot be counted or overflow the launch budget, or the host blocked."""
+    notes, loop = sampler.notes, sampler.loop
+    kernels = sampler.device.kernels_per_call(fn)
     if kernels is None:
         notes.append("blocked: could not count the kernels of one call")
-        return DeviceTime(UNAVAILABLE, _join(notes))
+        return None
     blocked_calls = min(calls, LAUNCH_QUEUE_BUDGET // max(kernels, 1))
     if blocked_calls < 1:
         notes.append(f"blocked: one call launches {kernels} kernels, more than the "
                      f"{LAUNCH_QUEUE_BUDGET} the host may queue behind a spin")
-        return DeviceTime(UNAVAILABLE, _join(notes))
+        return None
     if blocked_calls < calls:
         notes.append(f"blocked: K cut from {calls} to {blocked_calls} ({kernels} kernels per "
                      f"call, launch budget {LAUNCH_QUEUE_BUDGET})")
@@ -243,41 +288,11 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     # covers the enqueue of K calls; warm-up then grows the spin if it was not enough.
     spin_s = 2 * blocked_calls * loop.stats.median + SPIN_MIN_S
     try:
-        measurement = take(work, blocked_calls, spin_s, blocked_calls * max(kernels, 1),
-                           before_sample, loop.stats.median * blocked_calls)
+        return sampler.take(work, blocked_calls, spin_s, blocked_calls * max(kernels, 1),
+                            before_sample, loop.stats.median * blocked_calls)
     except HostBlocked as exc:
         notes.append(f"blocked: {exc}")
-        return DeviceTime(UNAVAILABLE, _join(notes))
-    return DeviceTime(BLOCKED, _join(notes), measurement)
-
-
-def _capture(fn: Callable[[], Any], calls: int, plan: TimerPlan, device: Device,
-             loop: Measurement, bytes_per_call: int | None, notes: list[str],
-             plateau: bool) -> tuple[Callable[[], None], int, float]:
-    """The graph's replay, its K and the device's seconds per call (an estimate that sizes
-    the samples). ``plateau``: K is grown to the plateau (``runner.timing.graph_size``);
-    else (the cold protocol) the loop's K is kept."""
-    per_call_s = loop.stats.median
-    if not plateau or calls == 1:
-        return device.capture(fn, calls), calls, per_call_s
-
-    def bound(wanted: int) -> int:
-        return bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())[0]
-
-    estimate = eager_per_call_s(fn, calls, per_call_s, device)
-    if estimate is not None:  # one capture, at the plateau K
-        replay, graph_calls = capture_or_keep(
-            fn, device, plateau_calls(estimate, calls, plan, bound), calls, notes)
-        return replay, graph_calls, estimate
-    # The host could not stay ahead of eager calls: the loop's K, replayed, tells the K.
-    replay = device.capture(fn, calls)
-    per_call_s = replay_per_call_s(replay, calls, device)
-    wanted = plateau_calls(per_call_s, calls, plan, bound)
-    if wanted == calls:
-        return replay, calls, per_call_s
-    del replay  # frees the smaller graph and its pool before the larger one
-    replay, graph_calls = capture_or_keep(fn, device, wanted, calls, notes)
-    return replay, graph_calls, per_call_s
+        return None
 
 
 def _join(notes: list[str]) -> str | None:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runner.timing.back_to_back import SPIN_MIN_S
-from runner.timing.timer import Measurement, TimerPlan
+from runner.timing.measurement import Measurement, TimerPlan
 
 #: A graph replay should fill this share of ``timer.batch_target_us``.
 PLATEAU_SHARE = 0.5
@@ -128,3 +128,28 @@ def first_line(exc: BaseException) -> str:
     """An exception's first non-empty line (300 characters at most), for a reason column."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return (lines[0][:300] if lines else type(exc).__name__)
+
+
+def capture_replay(fn: Callable[[], Any], calls: int, plan: TimerPlan, device: Any,
+                   per_call_s: float, bound: Callable[[int], int], notes: list[str], *,
+                   plateau: bool) -> tuple[Callable[[], None], int, float]:
+    """The replay method's graph (its replay), its K and the device's seconds per call (an
+    estimate that sizes the samples; ``per_call_s``, the loop's, where none is taken).
+    ``plateau``: K is grown to the plateau (module docstring), within ``bound`` (the memory
+    bound of a K); else (the cold protocol) the loop's K, ``calls``, is kept."""
+    if not plateau or calls == 1:
+        return device.capture(fn, calls), calls, per_call_s
+    estimate = eager_per_call_s(fn, calls, per_call_s, device)
+    if estimate is not None:  # one capture, at the plateau K
+        replay, graph_calls = capture_or_keep(
+            fn, device, plateau_calls(estimate, calls, plan, bound), calls, notes)
+        return replay, graph_calls, estimate
+    # The host could not stay ahead of eager calls: the loop's K, replayed, tells the K.
+    replay = device.capture(fn, calls)
+    per_call_s = replay_per_call_s(replay, calls, device)
+    wanted = plateau_calls(per_call_s, calls, plan, bound)
+    if wanted == calls:
+        return replay, calls, per_call_s
+    del replay  # frees the smaller graph and its pool before the larger one
+    replay, graph_calls = capture_or_keep(fn, device, wanted, calls, notes)
+    return replay, graph_calls, per_call_s

@@ -6,12 +6,16 @@ drew most of the power limit, starts *hot*: the controller has already pulled th
 and the gap between two trials (tens of ms of set-up) gives only part of the headroom back. So
 its warm-up is shorter (:func:`capped_min_s`): settling is paid once per heat, not once per
 trial. Within a trial, the loop time follows the device time's back-to-back samples at once
-(``runner.execution.timed.time_trial``) and only checks that the op is still there.
+(``runner.execution.timed.time_trial``) and only checks that the op is still there. Before a
+job, :func:`heat_device` puts the device in its sustained-load state (``gpu_warmup_s``).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from runner.timing.settle import CAPPED_MIN_S
 
@@ -60,3 +64,27 @@ def capped_min_s(heat: Heat | None, now_s: float) -> float:
     if heat is not None and heat.hot and 0 <= now_s - heat.ended_s <= HOT_GAP_S:
         return HOT_CAPPED_MIN_S
     return CAPPED_MIN_S
+
+
+def heat_device(device: Any, seconds: float, wall: Callable[[], float] = time.perf_counter,
+                size: int = 8192) -> int:
+    """Run back-to-back bf16 matmuls on ``device`` for ``seconds``; return how many ran.
+
+    An H200 under sustained matmul load drops from 1980 MHz towards 1470 MHz on its power cap,
+    and how far it has dropped depends on what ran in the minute before. Two runs of the same
+    sweep therefore differ by several percent if one follows heavy work and the other does
+    not. Heating the GPU to its sustained-load state before a job (``gpu_warmup_s``) makes
+    every run start from the same state. Synchronises every 20 launches so the host never
+    queues far beyond ``seconds``.
+    """
+    import torch
+
+    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    start, launched = wall(), 0
+    while wall() - start < seconds:
+        for _ in range(20):
+            torch.mm(a, b)
+        launched += 20
+        torch.cuda.synchronize(device)
+    return launched

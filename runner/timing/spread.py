@@ -1,6 +1,6 @@
 """Is one median a fair summary of these samples?
 
-The stop rule (``runner.timing.timer.sample``) stops once the median's confidence interval is
+The stop rule (``runner.timing.sampler.sample``) stops once the median's confidence interval is
 tight. That interval cannot see a series that is really two series: on a busy host a burst
 of other work slows a run of samples by 100x, and with 60% of the samples in one cluster the
 median sits tightly in whichever cluster holds the middle rank. The CI then says ±0.5% about a

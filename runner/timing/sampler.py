@@ -1,0 +1,71 @@
+"""The warm-up and the adaptive sampling loop that every time opsweep reports shares (the
+loop time, ``runner.timing.timer``; the device and burst times, ``runner.timing.back_to_back``
+and ``runner.timing.gapped``), so all of them get the same statistics and the same stop rule."""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runner.timing.measurement import TimerPlan
+from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S, Point, Reading, Settled, settle
+from runner.timing.spread import mixed_reason
+from runner.timing.stats import median_ci_rel_halfwidth
+
+
+def sample_min_s(verdict: Settled, capped_span_s: float = CAPPED_SAMPLE_S) -> float:
+    """Shortest span of the samples: ``capped_span_s``
+    (:data:`runner.timing.settle.CAPPED_SAMPLE_S`) for a power-capped op (its clock still
+    swings once settled), else none."""
+    return capped_span_s if verdict.capped else 0.0  # None (not told): not capped
+
+
+def warm_up(step: Callable[[], list[Any]], plan: TimerPlan,
+            wall: Callable[[], float] = time.perf_counter, *,
+            read_clock: Callable[[], Reading | None] | None = None,
+            min_s: float | None = None, handover: bool = False,
+            min_capped_s: float = CAPPED_MIN_S) -> tuple[list[Point], Settled]:
+    """Hazard 2: run ``step`` (which times itself and returns seconds per call, or (seconds,
+    effective MHz) pairs, one per sample) until ``warmup_calls`` samples and ``warmup_s`` (or
+    ``min_s``) have passed AND the series has settled (``runner.timing.settle``), or until
+    ``settle_max_s``. At least one step always runs; a step slower than the cap ends warm-up
+    after it. ``handover``: ``runner.timing.settle.settle`` (one step, then judged only if
+    power-capped); ``min_capped_s``: the shortest warm-up of a power-capped series."""
+    return settle(step, min_s=plan.warmup_s if min_s is None else min_s,
+                  cap_s=max(plan.settle_max_s, min(plan.warmup_s, plan.max_time_s)),
+                  min_calls=1 if handover else plan.warmup_calls, wall=wall,
+                  read_clock=read_clock, handover=handover, min_capped_s=min_capped_s)
+
+
+def sample(take: Callable[[], float], plan: TimerPlan,
+           wall: Callable[[], float] = time.perf_counter,
+           min_s: float = 0.0) -> tuple[list[float], str]:
+    """The adaptive sampling loop shared by every time opsweep reports (loop time and device
+    time alike, so both get the same statistics and the same stop rule).
+
+    ``take`` takes one sample and returns seconds per call. Stops once the median's 95% CI
+    is within ``target_rel`` (after ``min_samples``), or at ``max_samples`` / ``max_time_s``.
+    Returns the raw samples and the stop reason (converged | max_samples | max_time).
+    ``min_s``: the samples span at least this long before they may stop as converged
+    (:func:`sample_min_s`); ``max_time_s`` still ends them.
+    """
+    samples: list[float] = []
+    ordered: list[float] = []  # kept sorted for the O(1) stopping check
+    stop_reason = "max_samples"
+    start = wall()
+    while len(samples) < plan.max_samples:
+        samples.append(take())
+        bisect.insort(ordered, samples[-1])
+        if len(samples) >= plan.min_samples and (min_s <= 0 or wall() - start >= min_s):
+            # A tight CI about a mixed series is confident about the wrong number
+            # (runner.timing.spread): extend instead, to max_samples / max_time.
+            if (median_ci_rel_halfwidth(ordered) <= plan.target_rel
+                    and mixed_reason(samples, ordered) is None):
+                stop_reason = "converged"
+                break
+        if wall() - start >= plan.max_time_s:
+            stop_reason = "max_time"
+            break
+    return samples, stop_reason
