@@ -10,6 +10,9 @@ import pytest
 from fakes import FakeClock
 from test_timer import plan as timer_plan
 
+from runner.execution.measured import cost_columns
+from runner.execution.timed import TrialTimes
+from runner.timing.device_time import UNAVAILABLE, DeviceTime
 from runner.timing.spread import far_fewer_calls, mixed_reason
 from runner.timing.timer import Measurement, TimerPlan, measure, sample
 
@@ -114,6 +117,15 @@ def test_a_mixed_block_is_re_measured_once_and_a_quiet_one_reported() -> None:
     assert m.remeasured is not None and m.remeasured.startswith("two clusters")
     assert m.warmup_calls == 1 + 200  # the first block counts as warm-up, never lost
     assert not m.noisy
+    # ... but its seconds were sampling, not settling: the cost columns say so
+    first_block_s = sum(first)
+    assert m.set_aside_s == pytest.approx(first_block_s, rel=0.01)
+    assert m.warmup_s == pytest.approx(MS + first_block_s, rel=0.01)
+    times = TrialTimes(m, DeviceTime(UNAVAILABLE, "cpu"), {}, loop_s=m.warmup_s + 0.01,
+                       device_s=0.0)
+    costs = cost_columns(times, accuracy_s=0.0)
+    assert costs["cost_settle_s"] == pytest.approx(MS, rel=0.01)
+    assert costs["cost_loop_s"] == pytest.approx(first_block_s + 0.01, rel=0.01)
 
 
 def test_a_block_that_stays_mixed_is_noisy_with_what_was_seen() -> None:

@@ -80,8 +80,11 @@ def cost_columns(times: Any, accuracy_s: float) -> dict[str, Any]:
     whole trial, filled in by ``runner.execution.trial.run_trial``."""
     device = times.device.measurement
     device_settle_s = device.warmup_s if device is not None else 0.0
-    return {"cost_settle_s": times.loop.warmup_s + device_settle_s,
-            "cost_loop_s": max(0.0, times.loop_s - times.loop.warmup_s),
+    # A block the noise rules set aside (runner.timing.spread) is counted as warm-up in
+    # ``warmup_time_s``, but it was sampling: its seconds are the loop time's, not settling.
+    loop_settle_s = times.loop.warmup_s - times.loop.set_aside_s
+    return {"cost_settle_s": loop_settle_s + device_settle_s,
+            "cost_loop_s": max(0.0, times.loop_s - loop_settle_s),
             "cost_device_s": max(0.0, times.device_s - device_settle_s),
             "cost_accuracy_s": accuracy_s}
 

@@ -73,6 +73,9 @@ class Measurement:
     #: and that block's q25 (s per call: the op can run that fast)
     remeasured: str | None = None
     first_block_q25_s: float | None = None
+    #: wall seconds of that first block: in ``warmup_s`` (it warmed the op), but sampling,
+    #: not settling (``runner.execution.measured.cost_columns``)
+    set_aside_s: float = 0.0
     #: involuntary context switches per second of the samples (None: not read)
     preempted_per_s: float | None = None
 

@@ -122,6 +122,7 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
                        settled=verdict.settled, settle_reason=verdict.reason,
                        settled_clock_mhz=last_clock(warmup), min_samples=plan.min_samples,
                        power_capped=verdict.capped, quiet_calls=quiet, remeasured=set_aside,
+                       set_aside_s=extra_s,
                        first_block_q25_s=first_q25, preempted_per_s=preempted)
 
 
