@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.config.schema import InsightSettings
 from runner.config.settings import check_settings
+from runner.config.trial_settings import InsightSettings
 from runner.execution import energy, profiling
 
 

@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from runner.config.schema import TimerSettings
+from runner.config.trial_settings import TimerSettings
 from runner.config.trials import TrialSpec
 from runner.execution.insight import InsightOptions
 from runner.timing.timer import TimerPlan

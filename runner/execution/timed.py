@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from runner.config.schema import TimerSettings
+from runner.config.trial_settings import TimerSettings
 from runner.config.trials import TrialSpec
 from runner.execution import modes
 from runner.timing.clock_probe import clock_probe
