@@ -582,6 +582,19 @@ def test_a_capped_op_warms_up_and_samples_long_enough_to_span_the_swing() -> Non
     assert sum(m.samples_s) * m.calls_per_sample >= 0.99 * CAPPED_SAMPLE_S
 
 
+def test_an_op_that_starts_hot_warms_up_for_the_longer_minimum() -> None:
+    # Uncapped at full clock, flat: 20 ms of warm-up from cool, HOT_MIN_S right after hot work.
+    from runner.timing.heat import HOT_MIN_S
+
+    for min_s in (bb.DEVICE_WARMUP_S, HOT_MIN_S):
+        device = FakeDevice(per_call_s=5 * US, clock_at=lambda t: 1975.0)
+        result = run(device, 200, steady=True, read_clock=lambda: MAX_CLOCK,
+                     timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=10),
+                     min_s=min_s)
+        m = result.measurement
+        assert m.power_capped is False and min_s <= m.warmup_s < min_s + 0.02
+
+
 class RecordingWatch:
     """A ``back_to_back.Watch`` that logs what the sampler told it."""
 

@@ -14,7 +14,14 @@ import pytest
 from fakes import FakeClock
 
 from runner.timing.clocks import HostClock
-from runner.timing.heat import HOT_CAPPED_MIN_S, HOT_GAP_S, Heat, capped_min_s
+from runner.timing.heat import (
+    HOT_CAPPED_MIN_S,
+    HOT_GAP_S,
+    HOT_MIN_S,
+    Heat,
+    capped_min_s,
+    min_warmup_s,
+)
 from runner.timing.settle import (
     BAND_WATCH_S,
     CAPPED_MIN_S,
@@ -535,6 +542,30 @@ def test_a_capped_op_after_a_capped_one_settles_sooner_than_after_an_idle_gap() 
         _, verdict = settle(held.step, min_s=0.02, cap_s=5.0, wall=held.wall,
                             read_clock=held.read, min_capped_s=min_capped)
         assert verdict.capped and expected <= verdict.elapsed_s < expected + 0.1
+
+
+def test_any_op_after_hot_work_warms_up_long_enough_to_see_the_clock_come_back() -> None:
+    """An H200's fp32 2048³ right after fp16 2048³ ran 6% slow in its first 10 ms and came
+    back within ~0.1 s: uncapped, but a 20 ms warm-up read it slow."""
+    ended = 10.0
+    hot = min_warmup_s(Heat(hot=True, ended_s=ended), ended + 0.05, 0.02)
+    assert hot == HOT_MIN_S
+    assert min_warmup_s(Heat(hot=True, ended_s=ended), ended + HOT_GAP_S + 0.5, 0.02) == 0.02
+    assert min_warmup_s(Heat(hot=False, ended_s=ended), ended + 0.05, 0.02) == 0.02
+    assert min_warmup_s(None, ended, 0.02) == 0.02
+
+    def per_call(t: float) -> float:
+        return MS * (1 + 0.06 * max(0.0, 1 - t / 0.1))
+
+    read: dict[float, float] = {}
+    for min_s in (0.02, hot):
+        recovering = ProbedSeries(per_call, lambda t: 1960.0, lambda t: LAGGING_NVML)
+        points, verdict = settle(recovering.step, min_s=min_s, cap_s=5.0,
+                                 wall=recovering.wall, read_clock=recovering.read)
+        assert verdict.settled and not verdict.capped
+        read[min_s] = points[-1].per_call_s
+    assert read[0.02] > 1.03 * MS  # the cold minimum ends inside the climb
+    assert read[hot] < 1.01 * MS  # the hot one sees it and waits it out
 
 
 def test_drawing_near_the_power_limit_is_capped_only_where_no_probe_read_the_clock() -> None:

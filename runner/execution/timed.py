@@ -14,6 +14,7 @@ import torch
 from runner.config.trial_settings import TimerSettings
 from runner.config.trials import TrialSpec
 from runner.execution import modes
+from runner.timing.back_to_back import DEVICE_WARMUP_S
 from runner.timing.clock_probe import clock_probe
 from runner.timing.clocks import Clock, CudaEventClock, HostClock, L2Flusher
 from runner.timing.cuda_device import CudaDevice
@@ -26,8 +27,10 @@ from runner.timing.heat import (
     LOOP_HANDOVER_TARGET_SHARE,
     Heat,
     capped_min_s,
+    min_warmup_s,
 )
 from runner.timing.measurement import Measurement, TimerPlan
+from runner.timing.settle import CAPPED_MIN_S
 from runner.timing.timer import measure
 
 _FLUSHERS: dict[str, L2Flusher] = {}
@@ -58,8 +61,10 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
 
     1. a short loop probe (a few calls, not recorded) sizes the device time's K and spin;
     2. the peak memory is read: one call's allocations bound K;
-    3. the device time warms up until settled (shorter where the trial before left the
-       device hot: ``runner.timing.heat.capped_min_s``) and samples back to back;
+    3. the device time warms up until settled and samples back to back. Where the trial
+       before left the device hot, a capped op's minimum is shorter
+       (``runner.timing.heat.capped_min_s``) and any op's is long enough to see the clock
+       come back (``runner.timing.heat.min_warmup_s``);
     4. the loop time follows at once and hands over: the op is already at its sustained
        state, so its warm-up only checks that the loop's own regime (a sync per sample)
        holds it there, and its samples aim at a looser CI in a shorter span
@@ -75,10 +80,11 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
         memory = _memory(device)
         # The probe's few calls cannot tell a settled op: the device time judges on its own.
         probe = dataclasses.replace(probe, power_capped=None)
+        heat, now = _HEAT.get(str(device)), time.perf_counter()
         device_time = device_time_of(
             spec, timer, plan, prepared, probe, device, memory["peak_allocated_bytes"],
-            held_bytes, read_clock=read_clock, watch=watch,
-            min_capped_s=capped_min_s(_HEAT.get(str(device)), time.perf_counter()))
+            held_bytes, read_clock=read_clock, watch=watch, min_capped_s=capped_min_s(heat, now),
+            min_s=min_warmup_s(heat, now, DEVICE_WARMUP_S))
     else:
         device_time = device_time_of(spec, timer, plan, prepared, None, device, None,
                                      held_bytes)
@@ -151,7 +157,8 @@ def device_time_of(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
                  prepared: modes.Prepared, loop: Measurement | None, device: torch.device,
                  peak_bytes: int | None, held_bytes: int, *, steady: bool = True,
                  read_clock: Any = None, watch: Any = None,
-                 min_capped_s: float | None = None) -> DeviceTime:
+                 min_capped_s: float = CAPPED_MIN_S,
+                 min_s: float = DEVICE_WARMUP_S) -> DeviceTime:
     """The device time of the trial's work (``runner.timing.device_time``): for
     ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph. ``loop``
     sizes K and the spin (None only where there is no device time to take)."""
@@ -164,7 +171,7 @@ def device_time_of(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
         bytes_per_call=None if peak_bytes is None else peak_bytes - held_bytes,
         capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
         flush=flusher(timer, device), steady=steady, read_clock=read_clock, watch=watch,
-        **({} if min_capped_s is None else {"min_capped_s": min_capped_s}))
+        min_capped_s=min_capped_s, min_s=min_s)
 
 
 #: The short loop measurement that sizes the device time's and the burst time's K and spin

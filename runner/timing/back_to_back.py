@@ -251,7 +251,8 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             wall: Callable[[], float], notes: list[str],
             read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
             launches_per_sample: int, loop_capped: bool | None = None,
-            watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S) -> Measurement:
+            watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S,
+            min_s: float = DEVICE_WARMUP_S) -> Measurement:
     """Back-to-back samples (module docstring): warm up until settled, then sample with
     ``runner.timing.sampler.sample``, all in one :class:`ChunkStream`.
     ``launches_per_sample``: 0 for a replay, else the blocked method's kernels per sample.
@@ -264,7 +265,8 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     memory columns) let an H200 recover enough headroom that a 0.5 s warm-up read bf16 8192³
     7% fast. ``watch``: polled while the host waits for each sampled chunk; the samples then
     span at least its ``window_s``. ``min_capped_s``: the shortest warm-up of a power-capped
-    op (``runner.timing.heat.capped_min_s``: shorter when the device starts hot)."""
+    op (``runner.timing.heat.capped_min_s``: shorter when the device starts hot); ``min_s``:
+    of any op (``runner.timing.heat.min_warmup_s``: longer when the device starts hot)."""
     handover = loop_capped is False and plan.warmup_s > 0
     stream = ChunkStream(work, calls, spin_s, plan, device, before_sample, read_clock, watch,
                          sample_s=sample_s, launches_per_sample=launches_per_sample,
@@ -276,7 +278,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
             DEVICE_WARMUP_S / max(sample_s, 1e-9)))))
         warmup, verdict = warm_up(lambda: stream.next_chunk(True), warm_plan, wall,
                                   read_clock=read_clock,
-                                  min_s=DEVICE_WARMUP_S if plan.warmup_s > 0 and not handover
+                                  min_s=min_s if plan.warmup_s > 0 and not handover
                                   else 0.0, handover=handover, min_capped_s=min_capped_s)
         min_s, sample_plan = sample_min_s(verdict), plan
         if watch is not None:  # the window's span, however soon the median converges

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runner.timing.back_to_back import (
+    DEVICE_WARMUP_S,
     LAUNCH_QUEUE_BUDGET,
     SPIN_MIN_S,
     HostBlocked,
@@ -150,7 +151,8 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                         wall: Callable[[], float] = time.perf_counter, steady: bool = True,
                         read_clock: Callable[[], Reading | None] | None = None,
                         watch: Watch | None = None,
-                        min_capped_s: float = CAPPED_MIN_S) -> DeviceTime:
+                        min_capped_s: float = CAPPED_MIN_S,
+                        min_s: float = DEVICE_WARMUP_S) -> DeviceTime:
     """The device time of ``fn``: the replay method, else ``blocked``, else ``unavailable``,
     and why (module docstring).
 
@@ -164,15 +166,16 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     SM clock and power (``runner.timing.settle.Reading``) for the settle rule and the
     samples' clock. ``watch``: watches the steady samples' window
     (``runner.timing.back_to_back.Watch``: the energy counter). ``min_capped_s``: the shortest
-    warm-up of a power-capped op (``runner.timing.heat.capped_min_s``).
+    warm-up of a power-capped op (``runner.timing.heat.capped_min_s``); ``min_s``: of any op
+    (``runner.timing.heat.min_warmup_s``).
     """
     calls = 1 if flush else loop.calls_per_sample
     calls, memory_note = bound_calls_by_memory(calls, bytes_per_call, device.free_bytes())
     if calls < 1:
         return DeviceTime(UNAVAILABLE, memory_note)
     notes = [memory_note] if memory_note else []
-    sampler = _Sampler(plan, loop, device, wall, read_clock, watch, min_capped_s, flush,
-                       steady and flush is None, notes)
+    sampler = _Sampler(plan, loop, device, wall, read_clock, watch, min_capped_s, min_s,
+                       flush, steady and flush is None, notes)
     if capture_blocker:
         notes.append(f"{REPLAY}: {capture_blocker}")
     elif (replayed := _replay(fn, calls, sampler, bytes_per_call)) is not None:
@@ -194,6 +197,7 @@ class _Sampler:
     read_clock: Callable[[], Reading | None] | None
     watch: Watch | None
     min_capped_s: float
+    min_s: float
     flush: Callable[[], None] | None
     steady: bool
     notes: list[str]
@@ -224,7 +228,7 @@ class _Sampler:
                               self.notes, self.read_clock, sample_s=sample_s,
                               launches_per_sample=launches,
                               loop_capped=self.loop.power_capped, watch=watch,
-                              min_capped_s=self.min_capped_s)
+                              min_capped_s=self.min_capped_s, min_s=self.min_s)
 
 
 def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler,

@@ -26,6 +26,11 @@ from runner.timing.settle import CAPPED_MIN_S
 HOT_CAPPED_MIN_S = 1.0
 #: Longest gap (s) after power-capped work for a warm-up to count as starting hot.
 HOT_GAP_S = 1.0
+#: Shortest device-time warm-up (s) of *any* op that starts hot, capped or not: the clock the
+#: work before pulled down takes ~0.1 s to come back. On an H200, fp32 2048³ right after fp16
+#: 2048³ ran 381 µs a call in its first 10 ms, 364 at 80-100 ms and 358 from 0.4 s on; a
+#: 20 ms warm-up read it 2-5% slow. The settle rule then judges the series as usual.
+HOT_MIN_S = 0.09
 #: Work that drew this share of the power limit leaves the device hot, capped or not.
 HOT_POWER_SHARE = 0.8
 #: Shortest warm-up (s) of a power-capped loop time taken right after the device time's
@@ -57,13 +62,22 @@ class Heat:
     ended_s: float
 
 
+def starts_hot(heat: Heat | None, now_s: float) -> bool:
+    """Whether a warm-up at ``now_s`` follows hot work closely enough to start hot."""
+    return heat is not None and heat.hot and 0 <= now_s - heat.ended_s <= HOT_GAP_S
+
+
+def min_warmup_s(heat: Heat | None, now_s: float, cool_s: float) -> float:
+    """The shortest device-time warm-up of any op at ``now_s`` after ``heat``: ``cool_s``
+    (the method's own minimum), or :data:`HOT_MIN_S` when it starts hot."""
+    return max(cool_s, HOT_MIN_S) if starts_hot(heat, now_s) else cool_s
+
+
 def capped_min_s(heat: Heat | None, now_s: float) -> float:
     """The shortest warm-up of a power-capped series that starts at ``now_s`` after ``heat``:
     :data:`HOT_CAPPED_MIN_S` right after power-capped work, else :data:`CAPPED_MIN_S` (cold,
     or after a gap long enough for the controller to give its headroom back)."""
-    if heat is not None and heat.hot and 0 <= now_s - heat.ended_s <= HOT_GAP_S:
-        return HOT_CAPPED_MIN_S
-    return CAPPED_MIN_S
+    return HOT_CAPPED_MIN_S if starts_hot(heat, now_s) else CAPPED_MIN_S
 
 
 def heat_device(device: Any, seconds: float, wall: Callable[[], float] = time.perf_counter,
