@@ -150,25 +150,22 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                         flush: Callable[[], None] | None = None,
                         wall: Callable[[], float] = time.perf_counter, steady: bool = True,
                         read_clock: Callable[[], Reading | None] | None = None,
-                        watch: Watch | None = None,
-                        min_capped_s: float = CAPPED_MIN_S,
+                        watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S,
                         min_s: float = DEVICE_WARMUP_S) -> DeviceTime:
     """The device time of ``fn``: the replay method, else ``blocked``, else ``unavailable``,
     and why (module docstring).
 
     ``loop`` is a loop-time measurement of ``fn`` taken just before (``runner.execution.timed``'s
-    short probe): its ``calls_per_sample`` is K, its median sizes
-    the blocked method's spin and bounds the replay's (:data:`REPLAY_SLOWER_TOL`).
+    short probe): its ``calls_per_sample`` is K, its median sizes the blocked method's spin
+    and bounds the replay's (:data:`REPLAY_SLOWER_TOL`).
     ``capture_blocker`` is why ``fn`` must not be captured (the modes know: e.g. it replays
     graphs of its own); the replay method is then skipped with that reason. With ``flush``
     (cold L2) K is 1 and every sample is flushed, synchronised, then spun (nvbench's cold
     protocol). ``steady=False``: the burst time (module docstring). ``read_clock`` reads the
     SM clock and power (``runner.timing.settle.Reading``) for the settle rule and the
     samples' clock. ``watch``: watches the steady samples' window
-    (``runner.timing.back_to_back.Watch``: the energy counter). ``min_capped_s``: the shortest
-    warm-up of a power-capped op (``runner.timing.heat.capped_min_s``); ``min_s``: of any op
-    (``runner.timing.heat.min_warmup_s``).
-    """
+    (``runner.timing.back_to_back.Watch``: the energy counter). ``min_capped_s`` and ``min_s``:
+    the shortest warm-up of a capped op and of any (``runner.timing.heat``)."""
     calls = 1 if flush else loop.calls_per_sample
     calls, memory_note = bound_calls_by_memory(calls, bytes_per_call, device.free_bytes())
     if calls < 1:
