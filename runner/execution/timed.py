@@ -203,10 +203,18 @@ def clock_for(timer: TimerSettings, device: torch.device) -> Clock:
 
 
 def flusher(timer: TimerSettings, device: torch.device) -> L2Flusher | None:
-    """One L2 flush buffer per device and job, made on first use."""
+    """The device's L2 flush buffer (:func:`l2_flusher`) where the timer flushes L2."""
     if not timer.flush_l2 or device.type != "cuda":
         return None
-    key = str(device)
+    return l2_flusher(device)
+
+
+def l2_flusher(device: torch.device | str) -> L2Flusher:
+    """One L2 flush buffer per CUDA device and process, made on first use: by the worker's
+    warm-up (``runner.execution.warmup``), before any trial's tensors."""
+    device = torch.device(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = f"cuda:{index}"
     if key not in _FLUSHERS:
-        _FLUSHERS[key] = L2Flusher(device)
+        _FLUSHERS[key] = L2Flusher(torch.device(key))
     return _FLUSHERS[key]

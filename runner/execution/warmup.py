@@ -12,20 +12,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-#: Seconds the GPU idles at the end of a worker's warm-up (see the hazard in :func:`warm`).
-FIRST_IDLE_S = 0.2
-
 
 def warm(devices: tuple[str, ...]) -> dict[str, Any]:
     """Pay before the first trial what it would otherwise pay inside its row: each CUDA
-    device's context, cuBLAS handles and first idle gap, NVML, the environment record and git
+    device's context, cuBLAS handles and L2 flush buffer, NVML, the environment record and git
     provenance. Runs in every worker at once, while the driver still plans. Nothing here is
     timed by the timer; every trial still warms up its own workload."""
     from runner.execution.environment import environment, git_provenance, gpu_state
 
     info: dict[str, Any] = {}
     started = time.perf_counter()
-    gpu_idle_from: float | None = None
     try:
         for device in devices:
             if device.startswith("cuda"):
@@ -40,19 +36,19 @@ def warm(devices: tuple[str, ...]) -> dict[str, Any]:
                     time.perf_counter() - begin
                 for dtype in (torch.float32, torch.bfloat16):  # cuBLAS(Lt) handles, workspace
                     probe.to(dtype) @ probe.to(dtype)
+                # Hazard: the first tensors of a process sit where the kernels that use them
+                # run faster (an H200's bf16 256³ matmul read 2.60 µs in the first trial of a
+                # process, 2.77 µs in every later one, the same kernel at the same clock):
+                # the flush buffer, which every trial's flush needs anyway, is made first, so
+                # the first trial's tensors are placed as every later trial's are.
+                from runner.execution.timed import l2_flusher
+
+                l2_flusher(device)
                 torch.cuda.synchronize(device)
                 del probe
-                gpu_idle_from = time.perf_counter()
             environment(device)
             gpu_state(device)
         git_provenance()
-        if gpu_idle_from is not None:
-            # Hazard: until its first idle gap of ~0.1 s, a fresh CUDA process runs small
-            # kernels faster than it ever does again (an H200's bf16 256³ matmul: 2.63 µs a
-            # call for 2 s back to back from the start; 2.79 µs after one 0.1 s pause, and
-            # still after 3 s idle). Every later trial follows gaps like that, so the first
-            # one does too: the GPU idles here, overlapping the host work above.
-            time.sleep(max(0.0, FIRST_IDLE_S - (time.perf_counter() - gpu_idle_from)))
     except Exception as exc:  # a failing warm-up is the first trial's to report, as a row
         info["warm_error"] = f"{type(exc).__name__}: {exc}"[:300]
     info["warm_s"] = time.perf_counter() - started
