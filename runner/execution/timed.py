@@ -203,18 +203,10 @@ def clock_for(timer: TimerSettings, device: torch.device) -> Clock:
 
 
 def flusher(timer: TimerSettings, device: torch.device) -> L2Flusher | None:
-    """The device's L2 flush buffer (:func:`l2_flusher`) where the timer flushes L2."""
+    """One L2 flush buffer per device and job, made on first use."""
     if not timer.flush_l2 or device.type != "cuda":
         return None
-    return l2_flusher(device)
-
-
-def l2_flusher(device: torch.device | str) -> L2Flusher:
-    """One L2 flush buffer per CUDA device and process, made on first use: by the worker's
-    warm-up (``runner.execution.warmup``), before any trial's tensors."""
-    device = torch.device(device)
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    key = f"cuda:{index}"
+    key = str(device)
     if key not in _FLUSHERS:
-        _FLUSHERS[key] = L2Flusher(torch.device(key))
+        _FLUSHERS[key] = L2Flusher(device)
     return _FLUSHERS[key]

@@ -15,9 +15,9 @@ from typing import Any
 
 def warm(devices: tuple[str, ...]) -> dict[str, Any]:
     """Pay before the first trial what it would otherwise pay inside its row: each CUDA
-    device's context, cuBLAS handles and L2 flush buffer, NVML, the environment record and git
-    provenance. Runs in every worker at once, while the driver still plans. Nothing here is
-    timed by the timer; every trial still warms up its own workload."""
+    device's context and cuBLAS handles, NVML, the environment record and git provenance.
+    Runs in every worker at once, while the driver still plans. Nothing here is timed by the
+    timer; every trial still warms up its own workload."""
     from runner.execution.environment import environment, git_provenance, gpu_state
 
     info: dict[str, Any] = {}
@@ -36,14 +36,6 @@ def warm(devices: tuple[str, ...]) -> dict[str, Any]:
                     time.perf_counter() - begin
                 for dtype in (torch.float32, torch.bfloat16):  # cuBLAS(Lt) handles, workspace
                     probe.to(dtype) @ probe.to(dtype)
-                # Hazard: the first tensors of a process sit where the kernels that use them
-                # run faster (an H200's bf16 256³ matmul read 2.60 µs in the first trial of a
-                # process, 2.77 µs in every later one, the same kernel at the same clock):
-                # the flush buffer, which every trial's flush needs anyway, is made first, so
-                # the first trial's tensors are placed as every later trial's are.
-                from runner.execution.timed import l2_flusher
-
-                l2_flusher(device)
                 torch.cuda.synchronize(device)
                 del probe
             environment(device)
