@@ -64,6 +64,7 @@ class GracefulStop:
     def __init__(self) -> None:
         self.count = 0
         self._previous: Any = None
+        self._armed = False  # a second Ctrl-C raises only while the trial loop runs
 
     @property
     def requested(self) -> bool:
@@ -76,7 +77,7 @@ class GracefulStop:
             print("\nopsweep: Ctrl-C: stopping after the trial in flight (Ctrl-C again to stop "
                   "now; finished trials are kept)", file=sys.stderr, flush=True)
             return
-        if self.count == 2:
+        if self.count == 2 and self._armed:
             raise KeyboardInterrupt
         # a third: the stop is under way (the worker being stopped); raising again would
         # interrupt that with a traceback
@@ -85,11 +86,18 @@ class GracefulStop:
         if requested():  # Ctrl-C while the job was being planned: run no trial
             self.count = 1
         if threading.current_thread() is threading.main_thread():
+            self._armed = True
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type | None, *exc: object) -> bool:
+        # Disarmed first: a second Ctrl-C that lands while the handler is swapped back (the
+        # signal call itself runs Python code, where a handler can fire) is counted, not
+        # raised; one that landed after the loop's own except clause is swallowed here. Both
+        # were a traceback and a death by SIGINT instead of exit 130.
+        self._armed = False
         if self._previous is not None:
             # in a sweep that is install()'s handler: the job's file write that follows is
             # not interrupted by a Ctrl-C
             signal.signal(signal.SIGINT, self._previous)
+        return exc_type is KeyboardInterrupt and self.count >= 2
