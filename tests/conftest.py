@@ -247,6 +247,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     for item in session.items:
+        # only where a selected test reads them: `-m "not cli"` deselects every reader, and
+        # runs nobody reads would take the cores from the tests that remain
+        if "cli_runs" not in getattr(item, "fixturenames", ()):
+            continue
         module = item.getparent(pytest.Module)
         obj = getattr(module, "obj", None)
         if obj is not None and hasattr(obj, "CLI_RUNS") and obj.__name__ not in _MODULE_RUNS:
