@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from runner import console
 from runner.analysis.selection import spec_cells
 from runner.cli import fail
-from runner.execution import interrupt, timeline
+from runner.execution import interrupt, launched, timeline
 from runner.storage import lock
 from runner.storage.files import FormatError
 from runner.storage.journal import check_formats, merge_sweep
@@ -38,6 +38,11 @@ class MergeResults(Callback):
         console.start_log(Path(config.hydra.run.dir).parent.parent, config.hydra.verbose)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:  # before anything is written: a request Ray could never meet waits forever
+            launched.check_ray_request(config.hydra.launcher.get("_target_"),
+                                       config.hydra.launcher.get("ray"))
+        except ValueError as exc:
+            fail(exc)
         interrupt.install()
         take_lock(config, Path(config.hydra.sweep.dir))
         console.start_log(Path(config.hydra.sweep.dir), config.hydra.verbose)
