@@ -224,8 +224,8 @@ class Cli:
             self._proc.wait()
 
     @property
-    def pid(self) -> int:
-        return self._proc.pid
+    def running(self) -> bool:
+        return self._proc.poll() is None
 
     def group_signal(self, sig: int) -> None:
         """Signal the run's process group (``new_session``), as a terminal does on Ctrl-C."""

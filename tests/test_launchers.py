@@ -11,10 +11,13 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import signal
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -98,8 +101,6 @@ LAUNCHED = ["op=add", "device=cpu", "timer=smoke", "shape=[[1],[2]]", "seed=1,2"
 
 
 def _launched_rows(run: Any) -> Any:
-    import pandas as pd
-
     assert run.returncode == 0, run.explain()
     (sweep,) = (run.cwd / "results").iterdir()
     return pd.read_parquet(sweep / "results.parquet")
@@ -163,6 +164,37 @@ def test_a_ray_request_the_local_cluster_cannot_meet_exits_2_before_ray_starts(
     assert run.returncode == 2, run.explain()
     assert "'hydra.launcher.ray.remote.num_cpus': 3" in run.err and "has 2" in run.err
     assert "Traceback" not in run.err and not (tmp_path / "results").exists()
+
+
+def test_ctrl_c_ends_a_submitit_local_sweep_with_exit_130_and_a_resume_that_completes_it(
+        start_cli: Any, tmp_path: Path) -> None:
+    """The terminal's Ctrl-C (SIGINT to the whole process group: the driver, submitit's
+    controllers, the jobs and their workers) ends a launched sweep as it ends a basic one:
+    each job stops after its trial in flight, the driver merges what finished, exits 130
+    without a traceback and names the resume command, which then completes the sweep."""
+    from runner.storage import journal
+
+    shape = "shape=[" + ",".join(f"[{n}]" for n in range(1, 101)) + "]"
+    run = start_cli(["op=vector_add", "device=cpu", "timer=smoke", shape, "seed=1,2", "-m",
+                     "hydra/launcher=submitit_local", "sweep_id=s"], tmp_path,
+                    new_session=True)
+    sweep = tmp_path / "results" / "s"
+    deadline = time.monotonic() + 200
+    while (run.running and time.monotonic() < deadline
+           and sum(journal.count_entries(job) for job in sweep.glob("jobs/*")) < 2):
+        time.sleep(0.05)
+    run.group_signal(signal.SIGINT)
+    run.wait()
+    assert run.returncode == 130, run.explain()
+    assert "Traceback" not in run.output
+    assert f"Continue with: python -m runner.resume results{os.sep}s" in run.output
+    stopped = pd.read_parquet(sweep / "results.parquet")
+    assert 0 < len(stopped) < 200 and set(stopped["status"]) == {"ok"}
+    resumed = start_cli([str(sweep)], tmp_path, module="runner.resume").wait()
+    assert resumed.returncode == 0, resumed.explain()
+    rows = pd.read_parquet(sweep / "results.parquet")
+    assert sorted(zip(rows["job_num"], rows["trial_index"])) == \
+        [(j, i) for j in (0, 1) for i in range(100)]  # every trial once
 
 
 def test_launcher_names_are_short() -> None:

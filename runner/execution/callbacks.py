@@ -43,11 +43,16 @@ class MergeResults(Callback):
                                        config.hydra.launcher.get("ray"))
         except ValueError as exc:
             fail(exc)
-        interrupt.install()
+        if launched.starts_child_jobs(config.hydra.launcher.get("_target_")):
+            interrupt.shield_launched_jobs()
+        else:
+            interrupt.install()
         take_lock(config, Path(config.hydra.sweep.dir))
         console.start_log(Path(config.hydra.sweep.dir), config.hydra.verbose)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if launched.starts_child_jobs(config.hydra.launcher.get("_target_")):
+            interrupt.unshield_job()  # a process of its own: Ctrl-C stops it, as in a basic job
         # a job a launcher runs in another process logs into the same file
         console.start_log(Path(config.hydra.runtime.output_dir).parent.parent,
                           config.hydra.verbose)
@@ -110,7 +115,14 @@ class MergeResults(Callback):
 
 def stopped(sweep_dir: Path, job_dir: Path | None, *, merged: Path | None = None) -> None:
     """After Ctrl-C: merge what finished (unless ``merged`` already is), say where it is and
-    how to go on, exit 130. A merge that fails still leaves every trial in the journal."""
+    how to go on, exit 130. A merge that fails still leaves every trial in the journal.
+
+    A job a launcher started in a process of its own only says that it stopped and ends
+    normally (its job file is written): the sweep's driver merges and exits 130."""
+    if job_dir is not None and interrupt.in_launched_job():
+        console.stderr.print(f"stopped by Ctrl-C in {job_dir}; finished trials are kept",
+                             highlight=False)
+        return
     if merged is None:
         try:
             finish_sweep(sweep_dir)

@@ -28,6 +28,8 @@ class _Sweep:
     """Ctrl-C presses of this process's sweep (inside and outside trial loops)."""
 
     count = 0
+    #: this process runs one job of a sweep whose driver is another process (a launcher's)
+    launched_job = False
 
 
 def requested() -> bool:
@@ -42,6 +44,44 @@ def install() -> None:
         signal.signal(signal.SIGINT, _outside_trials)
         atexit.unregister(ignore)  # once, however many sweeps this process runs
         atexit.register(ignore)
+
+
+def shield_launched_jobs() -> None:
+    """The driver of a sweep whose launcher starts each job as a child process (submitit's
+    local executor): from now on Ctrl-C is counted by a thread here, and the processes started
+    from now on inherit SIGINT blocked.
+
+    Why: the terminal signals its whole process group. submitit's controller process, between
+    this driver and the job, answers Ctrl-C with a traceback and kills its job one second
+    later (SIGINT, then SIGKILL), so the job file was cut short and the driver's wait ended in
+    an exception instead of exit 130. Blocked, the controller never sees it; the job unblocks
+    it (:func:`unshield_job`) and stops after its trial in flight, as a basic sweep's job
+    does; the driver merges what finished and exits 130 with the resume command."""
+    install()
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    def count() -> None:  # blocked in every thread started from here: sigwait takes it
+        while True:
+            signal.sigwait({signal.SIGINT})
+            _outside_trials(signal.SIGINT, None)
+
+    threading.Thread(target=count, name="opsweep-ctrl-c", daemon=True).start()
+
+
+def unshield_job() -> None:
+    """In a job a launcher started (:func:`shield_launched_jobs`): Ctrl-C is handled here as
+    in a basic sweep's job, and a stop ends the job normally; the driver exits 130."""
+    install()
+    _Sweep.launched_job = True
+    if threading.current_thread() is threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending one: counted
+
+
+def in_launched_job() -> bool:
+    """Whether this process runs one job of a sweep driven from another process."""
+    return _Sweep.launched_job
 
 
 def ignore() -> None:

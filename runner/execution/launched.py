@@ -19,6 +19,9 @@ LAUNCHER_NAMES = {
     "RayLauncher": "ray",
     "RayAWSLauncher": "ray_aws",
 }
+#: Launchers that run each job as a child process of the driver, in the terminal's process
+#: group (Ctrl-C: ``runner.execution.interrupt.shield_launched_jobs``).
+CHILD_JOB_LAUNCHERS = ("submitit_local",)
 #: Where each scheduler puts the id of the job that runs this process, first found first.
 JOB_ID_ENV = ("SLURM_ARRAY_JOB_ID", "SLURM_JOB_ID", "SUBMITIT_JOB_ID")
 
@@ -30,6 +33,11 @@ def launcher_name(target: str | None) -> str:
         return "basic"
     name = str(target).rpartition(".")[2]
     return LAUNCHER_NAMES.get(name, name)
+
+
+def starts_child_jobs(target: str | None) -> bool:
+    """Whether the launcher ``target`` runs each job as a child process of the driver."""
+    return launcher_name(target) in CHILD_JOB_LAUNCHERS
 
 
 def where(target: str | None) -> dict[str, Any]:
