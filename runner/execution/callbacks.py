@@ -77,6 +77,7 @@ class MergeResults(Callback):
 
     @staticmethod
     def _finish(config: DictConfig, sweep_dir: Path) -> None:
+        interrupt.end_shield()  # every job has ended (a no-op where none was shielded)
         try:
             lock.hold(sweep_dir, float(config.get("lock_wait_s") or 0.0))  # held: a no-op
             merged = finish_sweep(sweep_dir)

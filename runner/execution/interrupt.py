@@ -9,6 +9,9 @@
   then stops at the next job boundary or at its end (``runner.execution.callbacks``): it
   merges what finished, prints the resume command and exits 130, however many times Ctrl-C
   was pressed.
+* A launcher that runs each job as a child process (:func:`shield_launched_jobs`): the jobs
+  stop as above and end normally; the driver then merges, prints the resume command and exits
+  130.
 """
 
 from __future__ import annotations
@@ -61,13 +64,24 @@ def shield_launched_jobs() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if not any(t.name == _COUNTER for t in threading.enumerate()):
+        threading.Thread(target=_count_blocked, name=_COUNTER, daemon=True).start()
 
-    def count() -> None:  # blocked in every thread started from here: sigwait takes it
-        while True:
-            signal.sigwait({signal.SIGINT})
-            _outside_trials(signal.SIGINT, None)
 
-    threading.Thread(target=count, name="opsweep-ctrl-c", daemon=True).start()
+_COUNTER = "opsweep-ctrl-c"
+
+
+def _count_blocked() -> None:
+    """Counts each Ctrl-C while the main thread blocks SIGINT (sigwait takes it)."""
+    while True:
+        signal.sigwait({signal.SIGINT})
+        _outside_trials(signal.SIGINT, None)
+
+
+def end_shield() -> None:
+    """The launched jobs have ended: Ctrl-C reaches the main thread's handler again."""
+    if threading.current_thread() is threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def unshield_job() -> None:
