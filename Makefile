@@ -21,7 +21,7 @@ ALL_EXTRAS := $(subst $(space),$(comma),$(strip $(EXTRAS) $(GPU_EXTRA)))
 STAMP := $(VENV)/.installed-$(shell printf '%s|%s|%s' '$(TORCH_SPEC)' '$(TORCH_INDEX_URL)' \
            '$(ALL_EXTRAS)' | cksum | cut -d' ' -f1)
 
-.PHONY: help setup run test test-fast lint gpu-check clean-venv
+.PHONY: help setup run test test-fast ci lint gpu-check clean-venv
 
 help:  ## list the targets
 	@echo "make TARGET [TORCH_SPEC=... TORCH_INDEX_URL=... EXTRAS=... GPU_EXTRA=...]"
@@ -44,11 +44,16 @@ setup: $(STAMP)  ## make .venv: torch (TORCH_SPEC), opsweep editable, [dev] and 
 run: setup  ## run the quickstart experiment (cuda:0 when there is a GPU, else the CPU)
 	$(PY) -m runner experiment=quickstart
 
-test: setup  ## the test suite (GPU tests are skipped without CUDA); CI runs this
+test: setup  ## the full suite (GPU tests are skipped without CUDA; Ray's without the ray extra)
 	$(PY) -m pytest -q
 
-test-fast: setup  ## the suite without its subprocess runs (slow, cli, wheel): edit-test loop
+test-fast: setup  ## under a minute: every module in-process; no process, compile or big run
 	$(PY) -m pytest -q -m "not slow and not cli and not wheel"
+
+# Ray (~300 MB with its dependencies) is left out of a plain `make setup`; CI installs it so
+# that the launcher tests run a local Ray cluster for real, and fail rather than skip without it.
+ci:  ## what CI runs (.ci/run): `make test` with the ray extra, the Ray tests required
+	OPSWEEP_REQUIRE_RAY=1 $(MAKE) test EXTRAS="$(EXTRAS) ray"
 
 lint: setup  ## ruff
 	$(PY) -m ruff check .

@@ -202,10 +202,6 @@ def _number(row: dict[str, Any], name: str) -> float | None:
     return None if math.isnan(value) or math.isinf(value) else float(value)
 
 
-def _time_cell(value: float | None) -> str:
-    return "–" if value is None else _fmt(value)
-
-
 def _blank_reason(rows: Sequence[dict[str, Any]], column: str, what: str) -> str | None:
     """Why ok rows have no ``column`` (TFLOP/s, GB/s): which ops declare no ``what``."""
     ops = sorted({str(row.get("op")) for row in rows
@@ -238,54 +234,59 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None 
     ``spec``: what varies, for the first :data:`MAX_SUMMARY_ROWS` rows (None: the op only)."""
     shown = list(rows[:MAX_SUMMARY_ROWS])
     headers, spec_texts, fixed = spec if spec is not None else ([], [[] for _ in shown], "")
-    has_device = any(_number(r, "gpu_time_median_us") is not None for r in shown)
-    has_bound = any(r.get("bound") for r in shown)
-    table = Table(title=title, title_justify="left", header_style="bold")
-    if fixed:
-        table.title = f"{title}\n" + escape(fixed)
-    measures = [("status", "left")]
-    measures += [("device µs", "right"), ("loop µs", "right")] if has_device \
-        else [("median µs", "right")]
-    measures += [("±CI", "right"), ("TFLOP/s", "right"), ("GB/s", "right")]
-    measures += [("bound", "left")] if has_bound else []
-    has_note = any(r.get("reason") or r.get("noisy") for r in shown)
-    measures += [("n", "right"), ("acc", "center")] + ([("note", "left")] if has_note else [])
+    table = Table(title=f"{title}\n" + escape(fixed) if fixed else title, title_justify="left",
+                  header_style="bold", caption_justify="left")
+    has = {"device": any(_number(r, "gpu_time_median_us") is not None for r in shown),
+           "bound": any(r.get("bound") for r in shown),
+           "note": any(r.get("reason") or r.get("noisy") for r in shown)}
     table.add_column("op", no_wrap=True)
     for header in headers:
         table.add_column(header, overflow="fold")
-    for name, justify in measures:
+    for name, justify in _measures(has):
         # the note wraps at words, never mid-word, and keeps room to be read
         table.add_column(name, justify=justify, no_wrap=name != "note",
                          min_width=30 if name == "note" else None)
-    styles = {"ok": "green", "skipped": "yellow"}
     for index, row in enumerate(shown):
-        status = row.get("status") or "?"
-        ok = status == "ok"
-        device = _number(row, "gpu_time_median_us")
-        ci = _number(row, "gpu_time_ci_rel_halfwidth" if device is not None
-                     else "ci_rel_halfwidth")
-        ci_text = "–" if ci is None else f"{100 * ci:.1f}%"
-        accurate = row.get("accuracy_ok")
-        acc = "–" if accurate is None else ("[green]✓[/]" if accurate else "[red]✗[/]")
-        note = escape((row.get("reason") or "")[:160])
-        if ok and row.get("noisy"):
-            note = escape(f"noisy ({row.get('noisy_reason') or 'CI > target_rel'})")
-            note = f"[yellow]{note}[/]"
-        cells = [escape(str(row.get("op"))),
-                 *(escape(text) for text in spec_texts[index]),
-                 f"[{styles.get(status, 'red')}]{status}[/]"]
-        times = [_time_cell(device) if has_device else None,
-                 _time_cell(_number(row, "time_median_us"))]
-        cells += [t if ok else "" for t in times if t is not None]
-        cells += [ci_text if ok else "", _fmt(row.get("tflops")) if ok else "",
-                  _fmt(row.get("gbps")) if ok else ""]
-        cells += [escape(str(row.get("bound") or "–")) if ok else ""] if has_bound else []
-        cells += [_fmt(row.get("n_samples")) if ok else "", acc if ok else ""]
-        cells += [note] if has_note else []
-        table.add_row(*cells)
-    captions = [text for text in (
-        _blank_reason(shown, "tflops", "FLOP count"),
-        _blank_reason(shown, "gbps", "byte count")) if text]
+        table.add_row(escape(str(row.get("op"))), *(escape(t) for t in spec_texts[index]),
+                      *_measured_cells(row, has))
+    table.caption = "\n".join(_captions(rows, shown, has["device"])) or None
+    return table
+
+
+def _measures(has: dict[str, bool]) -> list[tuple[str, str]]:
+    """The measured columns (name, justify): those no shown row fills are left out."""
+    times = [("device µs", "right"), ("loop µs", "right")] if has["device"] \
+        else [("median µs", "right")]
+    return [("status", "left"), *times, ("±CI", "right"), ("TFLOP/s", "right"),
+            ("GB/s", "right"), *([("bound", "left")] if has["bound"] else []),
+            ("n", "right"), ("acc", "center"), *([("note", "left")] if has["note"] else [])]
+
+
+def _measured_cells(row: dict[str, Any], has: dict[str, bool]) -> list[str]:
+    """One row's cells under :func:`_measures`: a trial not ok shows its status and note."""
+    status = row.get("status") or "?"
+    ok = status == "ok"
+    device = _number(row, "gpu_time_median_us")
+    ci = _number(row, "gpu_time_ci_rel_halfwidth" if device is not None else "ci_rel_halfwidth")
+    note = escape((row.get("reason") or "")[:160])
+    if ok and row.get("noisy"):
+        note = escape(f"noisy ({row.get('noisy_reason') or 'CI > target_rel'})")
+        note = f"[yellow]{note}[/]"
+    acc = row.get("accuracy_ok")
+    accurate = "–" if acc is None else ("[green]✓[/]" if acc else "[red]✗[/]")
+    times = ([_fmt(device)] if has["device"] else []) + [_fmt(_number(row, "time_median_us"))]
+    bound = [escape(str(row.get("bound") or "–"))] if has["bound"] else []
+    measured = [*times, "–" if ci is None else f"{100 * ci:.1f}%", _fmt(row.get("tflops")),
+                _fmt(row.get("gbps")), *bound, _fmt(row.get("n_samples")), accurate]
+    style = {"ok": "green", "skipped": "yellow"}.get(status, "red")
+    return [f"[{style}]{status}[/]", *(m if ok else "" for m in measured),
+            *([note] if has["note"] else [])]
+
+
+def _captions(rows: Sequence[dict[str, Any]], shown: list, has_device: bool) -> list[str]:
+    """The lines under the table: why cells are blank, what was cut, where traces are."""
+    captions = [text for text in (_blank_reason(shown, "tflops", "FLOP count"),
+                                  _blank_reason(shown, "gbps", "byte count")) if text]
     if len(rows) > MAX_SUMMARY_ROWS:
         captions.append(f"{len(rows) - MAX_SUMMARY_ROWS} more rows in the Parquet file")
     traces = sorted({str(Path(r["trace_path"]).parent) for r in rows if r.get("trace_path")})
@@ -295,6 +296,4 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None 
     if has_device:
         captions.append("device µs: the GPU's own time per call (docs/timing.md); loop µs: "
                         "a back-to-back eager loop on this host")
-    table.caption = "\n".join(captions) or None
-    table.caption_justify = "left"
-    return table
+    return captions

@@ -38,9 +38,13 @@ CLI_TIMEOUT_S = 240
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
-    config.addinivalue_line("markers", "slow: end-to-end runs that take several seconds")
-    config.addinivalue_line("markers", "cli: runs opsweep in a subprocess (set from the "
-                                       "fixtures it uses; `make test-fast` leaves these out)")
+    config.addinivalue_line("markers", "slow: a second or more (a process, torch.compile, a "
+                                       "large frame); `make test-fast` leaves these out")
+    config.addinivalue_line("markers", "cli: runs opsweep in a subprocess (set by hand or from "
+                                       "the fixtures it uses; `make test-fast` leaves it out)")
+    config.addinivalue_line("markers", "fast_sample(every): a catalog of cases; `make "
+                                       "test-fast` runs every Nth (the first of each N), "
+                                       "the full suite all of them")
 
 
 #: Fixtures that run ``python -m runner`` (or a sweep) in a subprocess: a test using one is
@@ -50,9 +54,16 @@ CLI_FIXTURES = frozenset({"cli_runs", "start_cli", "tiny_cpu_sweep", "installed"
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seen: dict[tuple[str, str], int] = {}  # cases of each fast_sample test so far
     for item in items:
         if CLI_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cli)
+        sample = item.get_closest_marker("fast_sample")
+        if sample is not None and hasattr(item, "callspec"):
+            key = (item.parent.nodeid if item.parent else "", item.originalname)
+            seen[key] = seen.get(key, -1) + 1
+            if seen[key] % sample.kwargs["every"]:
+                item.add_marker(pytest.mark.slow)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
@@ -157,7 +168,8 @@ def cli_env() -> dict[str, str]:
 class Cli:
     """A running ``python -m <module> ARGS`` in ``cwd``; :meth:`wait` gives its result."""
 
-    def __init__(self, args: list[str], cwd: Path, module: str = "runner") -> None:
+    def __init__(self, args: list[str], cwd: Path, module: str = "runner",
+                 env: dict[str, str] | None = None, new_session: bool = False) -> None:
         self.args = list(args)
         self.module = module
         self.cwd = Path(cwd)
@@ -166,8 +178,10 @@ class Cli:
         self._stdout = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._proc = subprocess.Popen([sys.executable, "-m", module, *self.args],
-                                      cwd=self.cwd, env=cli_env(), stdout=self._stdout,
-                                      stderr=self._stderr, text=True)
+                                      cwd=self.cwd, env={**cli_env(), **(env or {})},
+                                      stdout=self._stdout, stderr=self._stderr, text=True,
+                                      # its own process group, as a terminal gives a command
+                                      start_new_session=new_session)
         self._done = False
 
     def wait(self) -> Cli:
@@ -210,6 +224,14 @@ class Cli:
             self._proc.kill()
             self._proc.wait()
 
+    @property
+    def running(self) -> bool:
+        return self._proc.poll() is None
+
+    def group_signal(self, sig: int) -> None:
+        """Signal the run's process group (``new_session``), as a terminal does on Ctrl-C."""
+        os.killpg(self._proc.pid, sig)
+
     def __repr__(self) -> str:
         return f"python -m {self.module} {' '.join(self.args)} (in {self.cwd})"
 
@@ -221,7 +243,8 @@ class Cli:
 
 @pytest.fixture(scope="session")
 def start_cli() -> Any:
-    """``start_cli(args, cwd, module="runner") -> Cli``, already running."""
+    """``start_cli(args, cwd, module="runner", env=None, new_session=False) -> Cli``,
+    already running."""
     return Cli
 
 
@@ -248,6 +271,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     for item in session.items:
+        # only where a selected test reads them: `-m "not cli"` deselects every reader, and
+        # runs nobody reads would take the cores from the tests that remain
+        if "cli_runs" not in getattr(item, "fixturenames", ()):
+            continue
         module = item.getparent(pytest.Module)
         obj = getattr(module, "obj", None)
         if obj is not None and hasattr(obj, "CLI_RUNS") and obj.__name__ not in _MODULE_RUNS:

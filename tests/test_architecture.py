@@ -67,13 +67,7 @@ LARGE: dict[str, str] = {
 MAX_FUNCTION_LINES = 60
 #: Functions allowed over MAX_FUNCTION_LINES (``module path:qualified name``), each with its
 #: reason.
-LONG_FUNCTIONS: dict[str, str] = {
-    "analysis/compare_engine.py:compare": "being split (analysis functions' rework)",
-    "analysis/history.py:history": "being split (analysis functions' rework)",
-    "analysis/roofline.py:_classify": "being split (analysis functions' rework)",
-    "claims/report.py:render": "being split (claims functions' rework)",
-    "console.py:summary_table": "being split (console functions' rework)",
-}
+LONG_FUNCTIONS: dict[str, str] = {}
 
 
 def functions(path: Path) -> list[tuple[str, int]]:
@@ -241,6 +235,7 @@ def test_every_long_function_exists_and_is_long() -> None:
             f"{key} is back under {MAX_FUNCTION_LINES} lines: drop it from LONG_FUNCTIONS"
 
 
+@pytest.mark.slow
 def test_read_side_loads_without_torch() -> None:
     modules = [f"runner.{p}.{m.stem}" for p in ("analysis", "claims", "storage")
                for m in sorted((RUNNER / p).glob("*.py")) if m.stem != "__init__"]
@@ -251,6 +246,7 @@ def test_read_side_loads_without_torch() -> None:
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_the_trial_code_loads_without_hydra_or_omegaconf() -> None:
     """A worker imports the trial code before its first trial: Hydra and OmegaConf there cost
     ~0.3 s of every sweep's start-up (runner.config.trial_settings)."""
@@ -295,22 +291,26 @@ def plant(copy: Path, rel: str, line: str, *, at_top: bool = False) -> None:
     path.write_text(line + "\n" + text if at_top else text + "\n" + line + "\n")
 
 
+@pytest.mark.slow
 def test_planted_upward_import_is_caught(copy: Path) -> None:
     plant(copy, "timing/stats.py", "import runner.console")
     assert any("runner/timing/stats.py imports runner.console" in v for v in violations(copy))
 
 
+@pytest.mark.slow
 def test_planted_read_side_import_of_the_run_side_is_caught(copy: Path) -> None:
     plant(copy, "storage/columns.py", "from runner.execution import trial")
     assert any("runner/storage/columns.py imports runner.execution" in v
                for v in violations(copy))
 
 
+@pytest.mark.slow
 def test_planted_torch_on_the_read_side_is_caught(copy: Path) -> None:
     plant(copy, "analysis/values.py", "def later():\n    import torch")
     assert any("runner/analysis/values.py imports torch" in v for v in violations(copy))
 
 
+@pytest.mark.slow
 def test_planted_top_level_torch_in_core_and_config_is_caught(copy: Path) -> None:
     plant(copy, "core/errors.py", "import torch", at_top=True)
     plant(copy, "config/trials.py", "import torch.nn")
@@ -319,22 +319,26 @@ def test_planted_top_level_torch_in_core_and_config_is_caught(copy: Path) -> Non
     assert any("runner/config/trials.py imports torch" in v for v in found)
 
 
+@pytest.mark.slow
 def test_torch_inside_a_function_of_config_is_allowed(copy: Path) -> None:
     plant(copy, "config/trials.py", "def later():\n    import torch")
     assert violations(copy) == []
 
 
+@pytest.mark.slow
 def test_planted_circle_is_caught(copy: Path) -> None:
     plant(copy, "analysis/figure.py", "def later():\n    from runner.analysis import plots")
     assert any("import circle" in v and "runner.analysis.plots" in v
                for v in violations(copy))
 
 
+@pytest.mark.slow
 def test_planted_long_module_is_caught(copy: Path) -> None:
     plant(copy, "storage/columns.py", "\n".join(["pass"] * MAX_LINES))
     assert any("runner/storage/columns.py has" in v for v in violations(copy))
 
 
+@pytest.mark.slow
 def test_planted_long_function_is_caught(copy: Path) -> None:
     """A method of MAX_FUNCTION_LINES + 1 lines is caught; a function of exactly
     MAX_FUNCTION_LINES is not."""
@@ -347,6 +351,7 @@ def test_planted_long_function_is_caught(copy: Path) -> None:
     assert not any("fits" in v for v in found)
 
 
+@pytest.mark.slow
 def test_planted_unknown_part_is_caught(copy: Path) -> None:
     (copy / "helpers.py").write_text("import runner.execution.job\n")
     assert any("part 'helpers'" in v for v in violations(copy))

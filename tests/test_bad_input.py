@@ -213,6 +213,7 @@ def _files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
+@pytest.mark.fast_sample(every=5)
 @pytest.mark.parametrize(("args", "words"), [(a, w) for _, a, w in CATALOG],
                          ids=[name for name, _, _ in CATALOG])
 def test_bad_input_exits_2_with_a_precise_message_and_leaves_nothing(
@@ -235,6 +236,7 @@ def test_bad_input_exits_2_with_a_precise_message_and_leaves_nothing(
     assert _files(tmp_path) == before, "a rejected run left files behind"
 
 
+@pytest.mark.slow
 def test_an_override_after_m_simply_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture) -> None:
     """argparse alone stops at the first override after a flag; opsweep reorders them."""

@@ -38,6 +38,7 @@ NOT_HELD_ON_H200 = {"dtype_cliff": 2, "tensor_core_alignment": 1, "copy_compute_
 # The lessons on the H200: each verdict names its time
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_lessons_on_the_h200_name_their_time_and_streams_read_the_device() -> None:
     from runner.claims.check import check
 
@@ -59,6 +60,7 @@ def test_lessons_on_the_h200_name_their_time_and_streams_read_the_device() -> No
     assert {v.time for v in graphs} == {"loop time per op"}
 
 
+@pytest.mark.slow
 def test_check_command_on_saved_results(capsys: pytest.CaptureFixture[str]) -> None:
     from runner.claims.check import EXIT_FAILED, EXIT_NOTHING_MEASURED, main
 
@@ -264,6 +266,7 @@ def test_claims_from_yaml_alone_gate_a_sweep(start_cli: Any, conf_dir: Path,
     assert "- **did not hold**: a 64-element add is 100x the work." in text
 
 
+@pytest.mark.slow
 def test_claims_import_no_torch_and_nothing_of_the_run_side() -> None:
     """runner/claims reads results: it takes from the run side only the storage schema (which
     derives its axis columns from the axis registry, a standard-library declaration)."""

@@ -182,6 +182,7 @@ def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, capsys, args, message)
     assert err.count("\n") == 1 and message in err, err
 
 
+@pytest.mark.slow
 def test_cli_process_prints_no_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "runner.compare", "nowhere", "nowhere"],
                           cwd=tmp_path, capture_output=True, text=True,

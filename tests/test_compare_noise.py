@@ -79,6 +79,7 @@ def _sweep(df: pd.DataFrame, index: int) -> pd.DataFrame:
     return df
 
 
+@pytest.mark.slow
 def test_history_of_one_commit_with_a_loaded_sweep_shows_no_step(tmp_path: Path) -> None:
     quiet = make_trials(SPECS, env=CPU, sweep_id="q", n_samples=200)
     sweeps = [_sweep(quiet, 0), _sweep(loaded(quiet, sweep_id="x"), 1),

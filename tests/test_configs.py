@@ -183,6 +183,7 @@ def test_default_timer_is_the_default(compose: Any) -> None:
 # conf/experiment (running them end to end is in test_e2e.py)
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.fast_sample(every=6)
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_composes_and_plans(compose: Any, plan_trials: Any, name: str) -> None:
     trials = plan_trials(compose(f"experiment={name}"))
@@ -190,6 +191,7 @@ def test_experiment_composes_and_plans(compose: Any, plan_trials: Any, name: str
     assert len({spec.trial_id for _, spec in trials}) == len(trials), "duplicate trials"
 
 
+@pytest.mark.fast_sample(every=6)
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_has_a_smoke_size(compose: Any, plan_trials: Any, name: str) -> None:
     if not SMOKE_SUPPORTED:

@@ -45,6 +45,7 @@ GROUPS = {
 }
 
 
+@pytest.mark.slow
 def test_every_lesson_has_a_config() -> None:
     assert set(report.LESSON_ORDER) <= set(EXPERIMENTS), (
         set(report.LESSON_ORDER) - set(EXPERIMENTS))
@@ -243,6 +244,7 @@ def _planned_rows(name: str, compose: Any, plan_trials: Any) -> pd.DataFrame:
     return df
 
 
+@pytest.mark.fast_sample(every=8)
 @pytest.mark.parametrize("name", LESSONS)
 def test_every_claim_is_measurable_at_full_size(name: str, compose: Any, plan_trials: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
@@ -299,6 +301,7 @@ def test_recompilation_verdict_uses_exact_counts() -> None:
     assert claims[1].status == NOT_HELD
 
 
+@pytest.mark.slow
 def test_verdicts_on_empty_or_odd_data_do_not_raise() -> None:
     empty = pd.DataFrame({"status": [], "device": [], "op": []})
     for name in LESSONS:

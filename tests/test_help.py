@@ -97,6 +97,7 @@ def test_the_product_speaks_to_users_not_to_its_history() -> None:
     assert not found, found
 
 
+@pytest.mark.cli
 def test_the_installed_opsweep_script_finds_its_config_from_any_folder(tmp_path) -> None:
     import subprocess
     import sys

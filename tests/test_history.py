@@ -50,6 +50,7 @@ def test_a_trial_that_got_20_percent_slower_is_flagged_and_fails(three_sweeps, t
     assert list(commits) == ["0000000", "1111111", "2222222"]
 
 
+@pytest.mark.slow
 def test_steady_sweeps_pass_and_never_only_reports(three_sweeps, tmp_path) -> None:
     assert main([*map(str, three_sweeps[1:]), "--out", str(tmp_path / "a")]) == 0
     assert main([*map(str, three_sweeps), "--out", str(tmp_path / "b"), "--fail-on",

@@ -127,6 +127,7 @@ def test_metadata_is_readable(tmp_path):
     assert list(meta.values())[0]["sweep_id"] == "s1"
 
 
+@pytest.mark.slow
 def test_fast_on_100k_rows(tmp_path):
     base = make_trials(grid(op="matmul", dtype=["fp32", "bf16", "fp16", "tf32"],
                             shape=[(n, n, n) for n in (64, 128, 256, 512, 1024)]),
@@ -145,6 +146,7 @@ def test_fast_on_100k_rows(tmp_path):
     assert time.perf_counter() - start < SLOW_GUARD_S
 
 
+@pytest.mark.slow
 def test_import_is_torch_free():
     code = "import sys, runner.storage.load; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
@@ -152,6 +154,7 @@ def test_import_is_torch_free():
     assert out.stdout.strip() == "False", "import runner.storage.load must not import torch"
 
 
+@pytest.mark.slow
 def test_runner_load_is_callable_however_it_is_reached(tmp_path):
     sweep = write_sweep(tmp_path, _matmuls("s1"))
     code = ("import runner, runner.storage.load, sys; "
@@ -163,6 +166,7 @@ def test_runner_load_is_callable_however_it_is_reached(tmp_path):
     assert out.stdout.split() == ["4", "4"]
 
 
+@pytest.mark.slow
 def test_import_runner_exports_load(tmp_path):
     sweep = write_sweep(tmp_path, _matmuls("s1"))
     code = f"import runner; print(len(runner.load({str(sweep)!r})))"

@@ -111,6 +111,7 @@ def test_backward_resets_grads_before_every_sample() -> None:
 # torch.compile
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_compiler
 def test_compile_default_on_cpu(run: Any) -> None:
     row = run("op=pointwise_chain", "shape=[4]", "op.iterations=3", "compile=default")
@@ -123,6 +124,7 @@ def test_compile_default_on_cpu(run: Any) -> None:
     assert row["compile"] == "default"
 
 
+@pytest.mark.slow
 @needs_compiler
 def test_graph_break_is_counted(run: Any) -> None:
     row = run("op=custom", "op.target=fakes:explicit_graph_break", "shape=[4]",

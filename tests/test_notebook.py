@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "explore.ipynb"
 
 
+@pytest.mark.slow
 def test_explore_notebook_runs(tmp_path_factory, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="pip install nbformat nbclient ipykernel")
     nbclient = pytest.importorskip("nbclient", reason="pip install nbclient ipykernel")

@@ -108,6 +108,7 @@ HOLD = ("import sys, time; from runner.storage import lock; lock.hold(sys.argv[1
         "print('held', flush=True); time.sleep(120)")
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_told_who_holds_the_sweep_and_a_dead_holder_is_taken_over(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from conftest import cli_env
@@ -140,6 +141,7 @@ def test_a_lock_taken_for_a_failed_start_leaves_no_folder(tmp_path: Path) -> Non
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.cli
 def test_two_resumes_of_one_sweep_at_once_run_no_trial_twice(tmp_path: Path) -> None:
     sweep = killed_sweep(tmp_path)
     refusing = Proc([str(sweep)], tmp_path, module="runner.resume")
@@ -154,6 +156,7 @@ def test_two_resumes_of_one_sweep_at_once_run_no_trial_twice(tmp_path: Path) -> 
     assert len(pd.read_parquet(sweep / SWEEP_FILE)) == 40
 
 
+@pytest.mark.cli
 def test_two_runs_with_one_fixed_sweep_id_started_together_run_each_trial_once(
         tmp_path: Path) -> None:
     args = ["op=vector_add", "timer=smoke", "isolation=none", "sweep_id=fixed",
@@ -169,6 +172,7 @@ def test_two_runs_with_one_fixed_sweep_id_started_together_run_each_trial_once(
 # Kills: the top process, and a terminal's process group
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.cli
 @pytest.mark.parametrize("kill", ["top process", "process group"])
 def test_kills_then_resume_give_every_trial_once(tmp_path: Path, kill: str) -> None:
     args = FORTY if kill == "top process" else FORTY_WORKER
@@ -229,6 +233,7 @@ def damage(sweep: Path, index: int = 0) -> None:
         write_new(table, path)
 
 
+@pytest.mark.cli
 def test_a_sweep_damaged_by_two_writers_is_repaired_by_resume_and_loaded_once(
         tmp_path: Path) -> None:
     import runner
@@ -264,6 +269,7 @@ def test_load_counts_each_trial_once_when_a_job_has_only_its_journal(tmp_path: P
 # Ctrl-C, full disks, newer formats: a clear exit, never a traceback
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.cli
 @pytest.mark.parametrize("gap_s", [0.0, 0.3])
 def test_three_ctrl_c_in_a_row_exit_130_with_a_merged_file_or_a_resume_line(
         tmp_path: Path, gap_s: float) -> None:
@@ -279,6 +285,7 @@ def test_three_ctrl_c_in_a_row_exit_130_with_a_merged_file_or_a_resume_line(
     assert "python -m runner.resume" in run.text
 
 
+@pytest.mark.cli
 def test_a_full_disk_at_the_job_file_write_names_the_path_and_the_resume(
         tmp_path: Path) -> None:
     """RLIMIT_FSIZE in the child: the journal's log segments (at most 32 kB each) fit, the
@@ -291,6 +298,7 @@ def test_a_full_disk_at_the_job_file_write_names_the_path_and_the_resume(
     assert "python -m runner.resume" in run.text
 
 
+@pytest.mark.cli
 def test_a_folder_in_the_merged_file_s_place_is_exit_1_naming_it(tmp_path: Path) -> None:
     run = Proc(["op=vector_add", "timer=smoke", "isolation=none", "sweep_id=s",
                 "shape=[8]"], tmp_path)
@@ -303,6 +311,7 @@ def test_a_folder_in_the_merged_file_s_place_is_exit_1_naming_it(tmp_path: Path)
     assert "Traceback" not in collect.text and SWEEP_FILE in collect.text
 
 
+@pytest.mark.cli
 def test_a_newer_format_journal_entry_during_resume_is_a_clear_exit(tmp_path: Path) -> None:
     sweep = killed_sweep(tmp_path)
     job = sweep / "jobs" / "0"

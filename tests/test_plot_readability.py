@@ -5,6 +5,7 @@ series over many sweeps, one sweep, a sweep over threads)."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from matplotlib.figure import Figure
 
 try:
@@ -58,6 +59,7 @@ def _sweeps(n_sweeps: int, n_series: int) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@pytest.mark.slow
 def test_history_reads_with_twelve_series_over_many_sweeps_and_with_one_sweep() -> None:
     for n_sweeps in (20, 1):
         (figure,) = plot_history(history(_sweeps(n_sweeps, 12))).values()

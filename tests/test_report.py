@@ -69,6 +69,7 @@ def overlapping_labels(figure) -> list[tuple[str, str]]:
     return clashes
 
 
+@pytest.mark.slow
 def test_report_from_synthetic_gpu_sweep(tmp_path):
     sweep = write_sweep(tmp_path, make_trials(gpu_sweep(), sweep_id="gpu"))
     index = build_report(sweep, results_root=tmp_path)
@@ -85,6 +86,7 @@ def test_report_from_synthetic_gpu_sweep(tmp_path):
     assert (out / "trials.csv").read_text().count("\n") == 24
 
 
+@pytest.mark.slow
 def test_plots_are_labelled_logged_and_uncluttered(tmp_path):
     df = annotate(make_trials(gpu_sweep()), results_root=tmp_path)
     plots = {p.name: p for p in all_plots(df, ceilings_for(df, tmp_path))}
@@ -120,6 +122,7 @@ def test_single_mode_sweep_notes_the_missing_comparison():
     assert plot_scaling(df)[0].figure is not None
 
 
+@pytest.mark.slow
 def test_markdown_report_links_existing_pngs(tmp_path):
     sweep = write_sweep(tmp_path, make_trials(gpu_sweep()[:8], sweep_id="gpu"))
     report = build_report(sweep, tmp_path / "md", fmt="markdown", results_root=tmp_path)
@@ -132,6 +135,7 @@ def test_markdown_report_links_existing_pngs(tmp_path):
     assert "- **same in every trial**: device=cuda:0  mode=eager" in text
 
 
+@pytest.mark.slow
 def test_cli(tmp_path, capsys):
     sweep = write_sweep(tmp_path, make_trials(gpu_sweep()[:4]))
     assert main([str(sweep), "--out", str(tmp_path / "r"), "--filter", "dtype=bf16"]) == 0
@@ -144,6 +148,7 @@ def test_cli(tmp_path, capsys):
     assert err.count("\n") == 1 and "no results at" in err
 
 
+@pytest.mark.slow
 def test_report_from_a_real_tiny_cpu_sweep(tmp_path_factory, tmp_path):
     sweep = tiny_cpu_sweep(tmp_path_factory)
     df = load(sweep)

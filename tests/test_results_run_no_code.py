@@ -43,6 +43,7 @@ def run(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.fast_sample(every=3)
 @pytest.mark.parametrize("command", [
     ("runner.check",), ("runner.check", "--claims-from", "results"),
     ("runner.claims.report",)])

@@ -204,6 +204,7 @@ def test_store_calibration_never_raises(tmp_path):
     assert any(m.startswith("launch_us") for m in missing)
 
 
+@pytest.mark.slow
 def test_annotate_is_fast_on_100k_rows(calibrated):
     root, _ = calibrated
     few = trials()

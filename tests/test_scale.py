@@ -136,6 +136,7 @@ def _never(*args: Any, **kwargs: Any) -> Any:
 # Sweep size
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_ten_million_trial_job_is_refused_before_it_is_expanded(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from runner.config import planner

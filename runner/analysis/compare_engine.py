@@ -30,10 +30,9 @@ import pandas as pd
 
 from runner.analysis.compare_join import (
     USER_NAMES,
-    axis_names,
     axis_notes,
     collapse,
-    key_columns,
+    joined,
     median_of,
     no_gpu_reason,
     one_side,
@@ -41,13 +40,7 @@ from runner.analysis.compare_join import (
     spec_dict,
     timer_note,
 )
-from runner.analysis.selection import (
-    apply_filters,
-    canonical,
-    spec_keys,
-    spec_label,
-    varying_columns,
-)
+from runner.analysis.selection import canonical, spec_label
 from runner.analysis.significance import N_BOOT, compare_samples, geomean_ci
 from runner.analysis.values import fmt_time_us
 
@@ -182,31 +175,8 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
         ``time`` (default, by the ``time`` rule) or a per-trial scalar of :data:`METRICS`,
         e.g. ``energy_per_call_mJ``; it ignores ``time`` (see the module docstring).
     """
-    if metric not in METRICS:
-        raise ValueError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
-    if time not in TIME_CHOICES:
-        raise ValueError(f"time={time!r} is not one of {', '.join(TIME_CHOICES)}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha={alpha} must be between 0 and 1 (e.g. 0.05)")
-    if threshold < 0:
-        raise ValueError(f"threshold={threshold} must be >= 0 (a fraction, e.g. 0.03 for 3%)")
-    filters = list(filters)
-    if filters:
-        base = apply_filters(base, filters)
-        new = apply_filters(new, filters)
-    ignored = {c for a in ignore for c in axis_names(a, base, new)}
-    keys = key_columns(base, new, ignored)
-    # the ignored axes that still tell a pair's sides apart: shown in its label (a → b)
-    shown = [c for c in ignored if c in base.columns and c in new.columns
-             and c not in ("shape", "device")]
-    base = base.assign(_key=spec_keys(base, keys)) if len(base) else base.assign(_key=[])
-    new = new.assign(_key=spec_keys(new, keys)) if len(new) else new.assign(_key=[])
-    both = pd.concat([base[[c for c in keys if c in base.columns]],
-                      new[[c for c in keys if c in new.columns]]], ignore_index=True)
-    # target is implied by op; it stays in the join but would only clutter the labels
-    label_cols = ["op", *[c for c in varying_columns(both, keys) if c not in ("op", "target")]]
-    label_cols = [c for c in dict.fromkeys(label_cols) if c in both.columns]
-
+    _check_options(metric, time, alpha, threshold)
+    base, new, keys, shown, label_cols = joined(base, new, list(filters), ignore)
     base_specs = collapse(base, [*keys, *shown], METRICS[metric])
     new_specs = collapse(new, [*keys, *shown], METRICS[metric])
     rows, not_compared, reps = [], [], []
@@ -224,18 +194,35 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
                          n_boot=n_boot, seed=zlib.crc32(key.encode()))
         rows.append({"trial": label, **row, **spec})
         reps.append(st.log_replicates)
-    pairs = pd.DataFrame(rows, columns=_PAIR_COLUMNS + keys if not rows else None)
-    finite = [i for i, r in enumerate(rows) if r["speedup"] > 0 and math.isfinite(r["speedup"])]
-    g, lo, hi = geomean_ci(np.log([rows[i]["speedup"] for i in finite]),
-                           np.vstack([reps[i] for i in finite]) if finite else None)
+    g, lo, hi = _geomean(rows, reps)
     only_base = one_side(base_specs, new_specs, keys, label_cols)
     only_new = one_side(new_specs, base_specs, keys, label_cols)
-    notes = axis_notes(base, new, keys) if len(only_base) or len(only_new) else []
-    return Comparison(pairs=pairs, not_compared=pd.DataFrame(not_compared),
-                      only_base=only_base, only_new=only_new, key_columns=keys,
-                      label_columns=label_cols, geomean=g, geomean_low=lo, geomean_high=hi,
-                      axis_notes=notes, alpha=alpha, threshold=threshold, time=time,
-                      metric=metric)
+    return Comparison(
+        pairs=pd.DataFrame(rows, columns=_PAIR_COLUMNS + keys if not rows else None),
+        not_compared=pd.DataFrame(not_compared), only_base=only_base, only_new=only_new,
+        key_columns=keys, label_columns=label_cols, geomean=g, geomean_low=lo, geomean_high=hi,
+        axis_notes=axis_notes(base, new, keys) if len(only_base) or len(only_new) else [],
+        alpha=alpha, threshold=threshold, time=time, metric=metric)
+
+
+def _check_options(metric: str, time: str, alpha: float, threshold: float) -> None:
+    """A ValueError naming the bad option and what it accepts."""
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
+    if time not in TIME_CHOICES:
+        raise ValueError(f"time={time!r} is not one of {', '.join(TIME_CHOICES)}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha} must be between 0 and 1 (e.g. 0.05)")
+    if threshold < 0:
+        raise ValueError(f"threshold={threshold} must be >= 0 (a fraction, e.g. 0.03 for 3%)")
+
+
+def _geomean(rows: list[dict], reps: list[np.ndarray]) -> tuple[float, float, float]:
+    """The geometric-mean speedup of the judged pairs and its 95% CI (pairs with a finite,
+    positive speedup only)."""
+    finite = [i for i, r in enumerate(rows) if r["speedup"] > 0 and math.isfinite(r["speedup"])]
+    return geomean_ci(np.log([rows[i]["speedup"] for i in finite]),
+                      np.vstack([reps[i] for i in finite]) if finite else None)
 
 
 def _ignored_label(base_row: dict, new_row: dict, columns: list[str]) -> str:

@@ -12,17 +12,20 @@ that may make it incomparable (:func:`timer_note`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from runner.analysis.selection import (
     JOINED_AS,
+    apply_filters,
     canonical,
     param_columns,
     spec_columns,
+    spec_keys,
     spec_label,
+    varying_columns,
 )
 from runner.analysis.significance import flag_or_reason
 from runner.analysis.values import is_missing
@@ -78,6 +81,31 @@ def key_columns(base: pd.DataFrame, new: pd.DataFrame, ignored: set[str]) -> lis
         keys = [c for c in keys if c != "params_json"]
         keys += [c for c in params if c not in ignored]
     return keys
+
+
+def joined(base: pd.DataFrame, new: pd.DataFrame, filters: list[str],
+            ignore: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame, list[str], list[str],
+                                            list[str]]:
+    """Both sides filtered and keyed on their spec: ``(base, new, keys, shown, labels)``.
+
+    ``keys`` are the join's columns; ``shown`` the ignored axes that still tell a pair's
+    sides apart (shown in its label, ``a → b``); ``labels`` the columns a pair's label names:
+    the op, then whatever varies."""
+    if filters:
+        base = apply_filters(base, filters)
+        new = apply_filters(new, filters)
+    ignored = {c for a in ignore for c in axis_names(a, base, new)}
+    keys = key_columns(base, new, ignored)
+    shown = [c for c in ignored if c in base.columns and c in new.columns
+             and c not in ("shape", "device")]
+    base = base.assign(_key=spec_keys(base, keys)) if len(base) else base.assign(_key=[])
+    new = new.assign(_key=spec_keys(new, keys)) if len(new) else new.assign(_key=[])
+    both = pd.concat([base[[c for c in keys if c in base.columns]],
+                      new[[c for c in keys if c in new.columns]]], ignore_index=True)
+    # target is implied by op; it stays in the join but would only clutter the labels
+    labels = ["op", *[c for c in varying_columns(both, keys) if c not in ("op", "target")]]
+    labels = [c for c in dict.fromkeys(labels) if c in both.columns]
+    return base, new, keys, shown, labels
 
 
 def collapse(df: pd.DataFrame, keys: Sequence[str],

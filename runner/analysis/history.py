@@ -100,6 +100,26 @@ def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -
     ``threshold`` is a fraction (0.03: a change under 3% is ``same``), as in compare.
     Raises ``ValueError`` when ``df`` has no timed trial.
     """
+    ok, order = _timed_points(df)
+    labels_of = label_columns(ok.drop(columns=["sweep_id"]))
+    points, trials = [], []
+    for trial_id, group in ok.groupby("trial_id", sort=False):
+        time = "device" if _has(group, "gpu_time_median_us") else "loop"
+        label = spec_label(group.iloc[0], labels_of)
+        mine, before = [], None
+        for _, row in group.iterrows():
+            mine.append({"trial_id": trial_id, "op": row["op"], "trial": label, "time": time,
+                         **_point(row, order, time),
+                         **_step(before, row, time, alpha=alpha, threshold=threshold)})
+            before = row
+        points += mine
+        trials.append(_summary(trial_id, label, time, group, pd.DataFrame(mine)))
+    return History(pd.DataFrame(points), pd.DataFrame(trials))
+
+
+def _timed_points(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The timed ``ok`` rows, one per trial and sweep, with their sweep's place (``_sweep``)
+    in the order of :func:`sweep_order`; and that order."""
     if df.empty or "trial_id" not in df.columns:
         raise ValueError("no trials in these results")
     ok = df[(df["status"].astype(str) == "ok")
@@ -112,50 +132,48 @@ def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -
     ok = ok.assign(_sweep=ok["sweep_id"].astype(str).map(position))
     # one point per trial and sweep (a resumed sweep may hold a trial twice: the last counts)
     ok = ok.sort_values(["_sweep", "timestamp"] if "timestamp" in ok else ["_sweep"])
-    ok = ok.drop_duplicates(["trial_id", "_sweep"], keep="last")
-    labels_of = label_columns(ok.drop(columns=["sweep_id"]))
-    points, trials = [], []
-    for trial_id, group in ok.groupby("trial_id", sort=False):
-        time = "device" if _has(group, "gpu_time_median_us") else "loop"
-        median_col, samples_col, low_col, high_col = TIMES[time]
-        label = spec_label(group.iloc[0], labels_of)
-        before = None
-        for _, row in group.iterrows():
-            point = {"trial_id": trial_id, "op": row["op"], "trial": label, "time": time,
-                     "sweep_id": row["sweep_id"], "sweep_index": row["_sweep"],
-                     "commit": order["commit"].iloc[row["_sweep"]],
-                     "started": order["started"].iloc[row["_sweep"]],
-                     "median_us": float(row[median_col]),
-                     "ci_low_us": _float(row.get(low_col)),
-                     "ci_high_us": _float(row.get(high_col)),
-                     "step": "", "change_pct": math.nan, "p_value": math.nan,
-                     "noisy": None}
-            if before is not None:
-                stats = compare_samples(
-                    _samples(before.get(samples_col)), _samples(row.get(samples_col)),
-                    float(before[median_col]), float(row[median_col]),
-                    base_ci=(_float(before.get(low_col)), _float(before.get(high_col))),
-                    new_ci=(_float(row.get(low_col)), _float(row.get(high_col))),
-                    alpha=alpha, threshold=threshold,
-                    base_noisy=flag_or_reason(*(before.get(c) for c in NOISY[time])),
-                    new_noisy=flag_or_reason(*(row.get(c) for c in NOISY[time])))
-                # a noisy pair is no step: the load of one run, not the code
-                point.update(step=stats.verdict if stats.verdict in ("faster", "slower") else "",
-                             change_pct=(1.0 / stats.speedup - 1.0) * 100.0,
-                             p_value=stats.p_value if stats.p_value is not None else math.nan,
-                             noisy=stats.noisy_reason)
-            points.append(point)
-            before = row
-        mine = pd.DataFrame(points[-len(group):])
-        flagged = mine[mine["step"] != ""]
-        trials.append({
-            "trial": label, "op": group["op"].iloc[0], "time": time, "sweeps": len(group),
+    return ok.drop_duplicates(["trial_id", "_sweep"], keep="last"), order
+
+
+def _point(row: pd.Series, order: pd.DataFrame, time: str) -> dict:
+    """Where and when a point ran, and its time (median and CI)."""
+    median_col, _, low_col, high_col = TIMES[time]
+    return {"sweep_id": row["sweep_id"], "sweep_index": row["_sweep"],
+            "commit": order["commit"].iloc[row["_sweep"]],
+            "started": order["started"].iloc[row["_sweep"]],
+            "median_us": float(row[median_col]), "ci_low_us": _float(row.get(low_col)),
+            "ci_high_us": _float(row.get(high_col))}
+
+
+def _step(before: pd.Series | None, row: pd.Series, time: str, **stats_kw: float) -> dict:
+    """The step from the point ``before`` (None: the first point, no step) to ``row``."""
+    if before is None:
+        return {"step": "", "change_pct": math.nan, "p_value": math.nan, "noisy": None}
+    median_col, samples_col, low_col, high_col = TIMES[time]
+    stats = compare_samples(
+        _samples(before.get(samples_col)), _samples(row.get(samples_col)),
+        float(before[median_col]), float(row[median_col]),
+        base_ci=(_float(before.get(low_col)), _float(before.get(high_col))),
+        new_ci=(_float(row.get(low_col)), _float(row.get(high_col))),
+        base_noisy=flag_or_reason(*(before.get(c) for c in NOISY[time])),
+        new_noisy=flag_or_reason(*(row.get(c) for c in NOISY[time])), **stats_kw)
+    # a noisy pair is no step: the load of one run, not the code
+    return {"step": stats.verdict if stats.verdict in ("faster", "slower") else "",
+            "change_pct": (1.0 / stats.speedup - 1.0) * 100.0,
+            "p_value": stats.p_value if stats.p_value is not None else math.nan,
+            "noisy": stats.noisy_reason}
+
+
+def _summary(trial_id: str, label: str, time: str, group: pd.DataFrame,
+             mine: pd.DataFrame) -> dict:
+    """A trial's row of ``History.trials``: first and last time, and its steps."""
+    flagged = mine[mine["step"] != ""]
+    return {"trial": label, "op": group["op"].iloc[0], "time": time, "sweeps": len(group),
             "first_us": mine["median_us"].iloc[0], "last_us": mine["median_us"].iloc[-1],
             "change_pct": (mine["median_us"].iloc[-1] / mine["median_us"].iloc[0] - 1) * 100,
             "steps": "; ".join(f"{r.step} {r.change_pct:+.1f}% at {r.commit} ({r.sweep_id})"
                                for r in flagged.itertuples()),
-            "trial_id": trial_id})
-    return History(pd.DataFrame(points), pd.DataFrame(trials))
+            "trial_id": trial_id}
 
 
 def _has(group: pd.DataFrame, column: str) -> bool:

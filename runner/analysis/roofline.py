@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -145,6 +146,25 @@ _REGIMES = ("compute", "memory", "overhead")
 OVERHEAD_RATIO = 1.2
 
 
+@dataclass(frozen=True)
+class _Held:
+    """One device's rows (``rows``, indices into the frame) and the ceilings each is held
+    against; every array runs over ``rows``."""
+
+    rows: np.ndarray
+    flops: np.ndarray
+    nbytes: np.ndarray
+    peak: np.ndarray  # matmul TFLOP/s of the row's dtype (nan: none calibrated)
+    bw: np.ndarray  # GB/s of the row's copy direction, else of memory
+    launch: np.ndarray  # the launch floor, µs: the graph floor for a graphed trial
+    eager_floor_for_graph: np.ndarray  # graphed, but no graph floor: the eager one stands in
+    #: share of each ceiling reached, rows compute, memory, launch; -inf: does not apply
+    frac: np.ndarray
+    ratio: np.ndarray  # host_overhead_ratio (nan: no device time)
+    measured: np.ndarray
+    host_paced: np.ndarray
+
+
 def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, gbps,
               dtypes, directions, graphed, host_ratio, pct, bound, reason) -> None:
     """Fill the roofline fields of ``rows`` (all on one device) in place, vectorised.
@@ -154,64 +174,83 @@ def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, 
     trial is ``overhead`` (pct_of_peak: the launch floor over its loop time); below it the
     launch floor is out of the contest and the trial is compute- or memory-bound."""
     suffix = ("; " + "; ".join(ceil.notes)) if ceil.notes else ""
-    t, f, q = time_us[rows], flops[rows], nbytes[rows]
-    dt, direction = dtypes[rows], directions[rows]
-    peak = np.array([_pos_or_nan(ceil.matmul_tflops.get(d)) if d else np.nan for d in dt])
+    held = _held(rows, ceil, time_us, flops, nbytes, tflops, gbps, dtypes, directions,
+                 graphed, host_ratio)
+    problems = _problems(held, ceil, dtypes[rows], directions[rows], time_us[rows], suffix)
+    best = np.where(held.host_paced, 2, np.argmax(held.frac, axis=0))
+    top = held.frac[best, np.arange(len(rows))]
+    none_apply = ~np.isfinite(top) & (problems == None) & ~held.host_paced  # noqa: E711
+    problems[none_apply] = f"no ceiling applies (no flops, bytes or launch floor){suffix}"
+    good = problems == None  # noqa: E711
+    reason[rows[~good]] = problems[~good]
+    for j in np.flatnonzero(good):
+        i = rows[j]
+        bound[i] = _REGIMES[best[j]]
+        pct[i] = 100.0 * top[j] if np.isfinite(top[j]) else np.nan
+        reason[i] = _reason(held, j, bound[i], top[j]) + suffix
+
+
+def _held(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, gbps, dtypes,
+          directions, graphed, host_ratio) -> _Held:
+    """Each row's ceilings and the share of each it reached."""
+    t, f, q, direction = time_us[rows], flops[rows], nbytes[rows], directions[rows]
+    peak = np.array([_pos_or_nan(ceil.matmul_tflops.get(d)) if d else np.nan
+                     for d in dtypes[rows]])
     bw_by_dir = {d: _pos_or_nan(ceil.memory_gbps(d)) for d in set(direction)}
     bw = np.array([bw_by_dir[d] for d in direction])
     eager_floor, graph_floor = _pos_or_nan(ceil.launch_us), _pos_or_nan(ceil.graph_launch_us)
     in_graph = graphed[rows]
     launch = np.where(in_graph & np.isfinite(graph_floor), graph_floor, eager_floor)
-    eager_floor_for_graph = in_graph & ~np.isfinite(graph_floor)
-    has_f = np.isfinite(f) & (f > 0)
-    has_q = np.isfinite(q) & (q > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.stack([
-            np.where(has_f, tflops[rows] / peak, -np.inf),
-            np.where(has_q, gbps[rows] / bw, -np.inf),
+            np.where(np.isfinite(f) & (f > 0), tflops[rows] / peak, -np.inf),
+            np.where(np.isfinite(q) & (q > 0), gbps[rows] / bw, -np.inf),
             np.where(np.isfinite(launch), launch / t, -np.inf),
         ])
     frac = np.where(np.isnan(frac), -np.inf, frac)
     ratio = host_ratio[rows]
     measured = np.isfinite(ratio)
     host_paced = measured & (ratio >= OVERHEAD_RATIO)
+    # a measured GPU-paced trial: the launch floor is out of the contest
     frac[2] = np.where(measured & ~host_paced, -np.inf, frac[2])
-    problems = np.full(len(rows), None, dtype=object)
+    return _Held(rows=rows, flops=f, nbytes=q, peak=peak, bw=bw, launch=launch,
+                 eager_floor_for_graph=in_graph & ~np.isfinite(graph_floor), frac=frac,
+                 ratio=ratio, measured=measured, host_paced=host_paced)
+
+
+def _problems(held: _Held, ceil: Ceilings, dt: np.ndarray, direction: np.ndarray,
+              t: np.ndarray, suffix: str) -> np.ndarray:
+    """Why each row cannot be placed on the roofline (None: it can), later reasons winning."""
+    f, q = held.flops, held.nbytes
+    problems = np.full(len(held.rows), None, dtype=object)
     no_time = ~(np.isfinite(t) & (t > 0))
-    unknown = ~np.isfinite(f) & ~np.isfinite(q)
-    no_peak = has_f & ~np.isfinite(peak)
-    no_bw = has_q & ~np.isfinite(bw)
-    for j in np.flatnonzero(no_bw):
+    for j in np.flatnonzero(np.isfinite(q) & (q > 0) & ~np.isfinite(held.bw)):
         which = direction[j] if direction[j] in LINK_DIRECTIONS else "d2d copy"
         problems[j] = f"no {which} bandwidth in {ceil.source}{suffix}"
-    for j in np.flatnonzero(no_peak):
+    for j in np.flatnonzero(np.isfinite(f) & (f > 0) & ~np.isfinite(held.peak)):
         problems[j] = (f"no matmul peak for dtype {dt[j]} in {ceil.source}: calibrate "
                        f"{dt[j]} to classify this trial{suffix}")
-    problems[unknown] = "flops and bytes_moved unknown: cannot place on the roofline"
+    problems[~np.isfinite(f) & ~np.isfinite(q)] = \
+        "flops and bytes_moved unknown: cannot place on the roofline"
     problems[no_time] = "no time_per_op_us / time_median_us: cannot place on the roofline"
-    problems[host_paced & ~no_time] = None  # measured: no ceiling needed to say overhead
-    best = np.where(host_paced, 2, np.argmax(frac, axis=0))
-    top = frac[best, np.arange(len(rows))]
-    none_apply = ~np.isfinite(top) & (problems == None) & ~host_paced  # noqa: E711
-    problems[none_apply] = f"no ceiling applies (no flops, bytes or launch floor){suffix}"
-    good = problems == None  # noqa: E711
-    reason[rows[~good]] = problems[~good]
-    for j in np.flatnonzero(good):
-        regime = _REGIMES[best[j]]
-        i = rows[j]
-        bound[i] = regime
-        pct[i] = 100.0 * top[j] if np.isfinite(top[j]) else np.nan
-        extra = "; no CUDA-graph launch floor calibrated: eager floor used" \
-            if eager_floor_for_graph[j] and regime == "overhead" else ""
-        why = _why(regime, frac[:, j], peak[j], bw[j], launch[j], f[j], q[j])
-        if host_paced[j]:
-            why = (f"host-paced: loop time {ratio[j]:.3g}x the device time (>= "
-                   f"{OVERHEAD_RATIO:g})" + (f"; at {top[j] * 100:.3g}% of the "
-                                              f"{launch[j]:.3g} us launch floor"
-                                              if np.isfinite(top[j]) else ""))
-        elif measured[j]:
-            why += f"; GPU-paced: loop time {ratio[j]:.3g}x the device time"
-        reason[i] = why + extra + suffix
+    problems[held.host_paced & ~no_time] = None  # measured: no ceiling needed to say overhead
+    return problems
+
+
+def _reason(held: _Held, j: int, regime: str, top: float) -> str:
+    """Row ``j``'s ``roofline_reason``: why ``regime`` won, with the numbers that decided."""
+    extra = "; no CUDA-graph launch floor calibrated: eager floor used" \
+        if held.eager_floor_for_graph[j] and regime == "overhead" else ""
+    launch, ratio = held.launch[j], held.ratio[j]
+    if held.host_paced[j]:
+        return (f"host-paced: loop time {ratio:.3g}x the device time (>= {OVERHEAD_RATIO:g})"
+                + (f"; at {top * 100:.3g}% of the {launch:.3g} us launch floor"
+                   if np.isfinite(top) else "") + extra)
+    why = _why(regime, held.frac[:, j], held.peak[j], held.bw[j], launch, held.flops[j],
+               held.nbytes[j])
+    if held.measured[j]:
+        why += f"; GPU-paced: loop time {ratio:.3g}x the device time"
+    return why + extra
 
 
 def _pos_or_nan(value: object) -> float:

@@ -122,16 +122,40 @@ def render(results: Results, *, banner: str = "", sources: Sequence[str] = (),
            ""]
     if banner:
         out += [f"> **{banner}**", ""]
+    out += _how_to_read(_command(sources, prefer, since))
     names = experiment_order(results.experiments())
+    sections, counts = [], {}
+    for name in names:
+        rows, expectations = results.of(name), results.expectations(name, conf_dir, prefer)
+        counts[name] = [*tally(judge(expectations.claims, rows)).values(), len(rows)]
+        sections.append(experiment_section(name, rows, expectations, conf_dir))
+    out += [_overview(counts) if names else "_No results were given._", "", *sections]
+    if since is not None:
+        label, before = since[:2]
+        out += [f"## What changed since the {label} data", "",
+                "Each claim above judged on the older results too (by the same claims); "
+                "the verdicts that differ:", "",
+                changes_since(results, before, label, conf_dir, prefer), ""]
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return "\n".join([*out, f"<sub>Generated {generated} by `runner/claims/report.py`.</sub>",
+                      ""])
+
+
+def _command(sources: Sequence[str], prefer: str, since: tuple | None) -> str:
+    """The arguments that regenerate this report, as the report shows them."""
     shown = " ".join(_display_path(s) for s in sources) or "RESULT.parquet ..."
     shown += " --claims-from conf" if prefer == "conf" else ""
-    shown += f" --since {_display_path(since[2])}" if since is not None and len(since) > 2 \
-        else ""
-    out += [
+    return shown + (f" --since {_display_path(since[2])}"
+                    if since is not None and len(since) > 2 else "")
+
+
+def _how_to_read(command: str) -> list[str]:
+    """The report's opening: how to regenerate it, how a verdict is decided, which time."""
+    return [
         "Each section below is one `conf/experiment/*.yaml`: the question it asks, what the "
         "source tutorial claimed, the verdict computed from the data by the claims in its "
         "`expect:`, its tables (`pivots:`), and every trial. Regenerate with:", "",
-        "```", f"python -m runner.claims.report {shown} --out docs/experiments.md", "```", "",
+        "```", f"python -m runner.claims.report {command} --out docs/experiments.md", "```", "",
         "**How a verdict is decided.** A claimed speedup of X× *held* if the measured speedup "
         "is at least 1 + (X − 1)/2, i.e. at least half of the claimed gain "
         "(`half_of_claimed_gain`); a claim that something buys nothing held if the measured "
@@ -150,30 +174,16 @@ def render(results: Results, *, banner: str = "", sources: Sequence[str] = (),
         "not hold on a newer GPU is a finding, not an error: each experiment's *Why* says what "
         "the H200 does differently. How to write claims: `docs/claims.md`.", "",
     ]
-    sections, counts = [], {}
-    for name in names:
-        rows, expectations = results.of(name), results.expectations(name, conf_dir, prefer)
-        counts[name] = [*tally(judge(expectations.claims, rows)).values(), len(rows)]
-        sections.append(experiment_section(name, rows, expectations, conf_dir))
-    if names:
-        # held, did not hold, not measured, [error: only when a claim errored], trials
-        keep = [i for i in range(5) if i != 3 or any(c[3] for c in counts.values())]
-        headers = ["held", "did not hold", "not measured", "error", "trials"]
-        out += [markdown_table(["experiment"] + [headers[i] for i in keep],
-                               [[f"[{name}](#{name})"] + [c[i] for i in keep]
-                                for name, c in counts.items()]), ""]
-    else:
-        out += ["_No results were given._", ""]
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out += sections
-    if since is not None:
-        label, before = since[:2]
-        out += [f"## What changed since the {label} data", "",
-                "Each claim above judged on the older results too (by the same claims); "
-                "the verdicts that differ:", "",
-                changes_since(results, before, label, conf_dir, prefer), ""]
-    out += [f"<sub>Generated {generated} by `runner/claims/report.py`.</sub>", ""]
-    return "\n".join(out)
+
+
+def _overview(counts: dict[str, list[int]]) -> str:
+    """One line per experiment: its verdicts tallied (held, did not hold, not measured,
+    error: only when a claim errored) and its trials."""
+    keep = [i for i in range(5) if i != 3 or any(c[3] for c in counts.values())]
+    headers = ["held", "did not hold", "not measured", "error", "trials"]
+    return markdown_table(["experiment"] + [headers[i] for i in keep],
+                          [[f"[{name}](#{name})"] + [c[i] for i in keep]
+                           for name, c in counts.items()])
 
 
 def changes_since(results: Results, before: Results, label: str, conf_dir: Path = CONF_DIR,

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from runner import console
 from runner.analysis.selection import spec_cells
 from runner.cli import fail
-from runner.execution import interrupt, timeline
+from runner.execution import interrupt, launched, timeline
 from runner.storage import lock
 from runner.storage.files import FormatError
 from runner.storage.journal import check_formats, merge_sweep
@@ -38,11 +38,21 @@ class MergeResults(Callback):
         console.start_log(Path(config.hydra.run.dir).parent.parent, config.hydra.verbose)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        interrupt.install()
+        try:  # before anything is written: a request Ray could never meet waits forever
+            launched.check_ray_request(config.hydra.launcher.get("_target_"),
+                                       config.hydra.launcher.get("ray"))
+        except ValueError as exc:
+            fail(exc)
+        if launched.starts_child_jobs(config.hydra.launcher.get("_target_")):
+            interrupt.shield_launched_jobs()
+        else:
+            interrupt.install()
         take_lock(config, Path(config.hydra.sweep.dir))
         console.start_log(Path(config.hydra.sweep.dir), config.hydra.verbose)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if launched.starts_child_jobs(config.hydra.launcher.get("_target_")):
+            interrupt.unshield_job()  # a process of its own: Ctrl-C stops it, as in a basic job
         # a job a launcher runs in another process logs into the same file
         console.start_log(Path(config.hydra.runtime.output_dir).parent.parent,
                           config.hydra.verbose)
@@ -67,6 +77,7 @@ class MergeResults(Callback):
 
     @staticmethod
     def _finish(config: DictConfig, sweep_dir: Path) -> None:
+        interrupt.end_shield()  # every job has ended (a no-op where none was shielded)
         try:
             lock.hold(sweep_dir, float(config.get("lock_wait_s") or 0.0))  # held: a no-op
             merged = finish_sweep(sweep_dir)
@@ -105,7 +116,14 @@ class MergeResults(Callback):
 
 def stopped(sweep_dir: Path, job_dir: Path | None, *, merged: Path | None = None) -> None:
     """After Ctrl-C: merge what finished (unless ``merged`` already is), say where it is and
-    how to go on, exit 130. A merge that fails still leaves every trial in the journal."""
+    how to go on, exit 130. A merge that fails still leaves every trial in the journal.
+
+    A job a launcher started in a process of its own only says that it stopped and ends
+    normally (its job file is written): the sweep's driver merges and exits 130."""
+    if job_dir is not None and interrupt.in_launched_job():
+        console.stderr.print(f"stopped by Ctrl-C in {job_dir}; finished trials are kept",
+                             highlight=False)
+        return
     if merged is None:
         try:
             finish_sweep(sweep_dir)

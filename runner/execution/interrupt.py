@@ -9,6 +9,9 @@
   then stops at the next job boundary or at its end (``runner.execution.callbacks``): it
   merges what finished, prints the resume command and exits 130, however many times Ctrl-C
   was pressed.
+* A launcher that runs each job as a child process (:func:`shield_launched_jobs`): the jobs
+  stop as above and end normally; the driver then merges, prints the resume command and exits
+  130.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ class _Sweep:
     """Ctrl-C presses of this process's sweep (inside and outside trial loops)."""
 
     count = 0
+    #: this process runs one job of a sweep whose driver is another process (a launcher's)
+    launched_job = False
 
 
 def requested() -> bool:
@@ -42,6 +47,55 @@ def install() -> None:
         signal.signal(signal.SIGINT, _outside_trials)
         atexit.unregister(ignore)  # once, however many sweeps this process runs
         atexit.register(ignore)
+
+
+def shield_launched_jobs() -> None:
+    """The driver of a sweep whose launcher starts each job as a child process (submitit's
+    local executor): from now on Ctrl-C is counted by a thread here, and the processes started
+    from now on inherit SIGINT blocked.
+
+    Why: the terminal signals its whole process group. submitit's controller process, between
+    this driver and the job, answers Ctrl-C with a traceback and kills its job one second
+    later (SIGINT, then SIGKILL), so the job file was cut short and the driver's wait ended in
+    an exception instead of exit 130. Blocked, the controller never sees it; the job unblocks
+    it (:func:`unshield_job`) and stops after its trial in flight, as a basic sweep's job
+    does; the driver merges what finished and exits 130 with the resume command."""
+    install()
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if not any(t.name == _COUNTER for t in threading.enumerate()):
+        threading.Thread(target=_count_blocked, name=_COUNTER, daemon=True).start()
+
+
+_COUNTER = "opsweep-ctrl-c"
+
+
+def _count_blocked() -> None:
+    """Counts each Ctrl-C while the main thread blocks SIGINT (sigwait takes it)."""
+    while True:
+        signal.sigwait({signal.SIGINT})
+        _outside_trials(signal.SIGINT, None)
+
+
+def end_shield() -> None:
+    """The launched jobs have ended: Ctrl-C reaches the main thread's handler again."""
+    if threading.current_thread() is threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def unshield_job() -> None:
+    """In a job a launcher started (:func:`shield_launched_jobs`): Ctrl-C is handled here as
+    in a basic sweep's job, and a stop ends the job normally; the driver exits 130."""
+    install()
+    _Sweep.launched_job = True
+    if threading.current_thread() is threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending one: counted
+
+
+def in_launched_job() -> bool:
+    """Whether this process runs one job of a sweep driven from another process."""
+    return _Sweep.launched_job
 
 
 def ignore() -> None:
@@ -64,6 +118,7 @@ class GracefulStop:
     def __init__(self) -> None:
         self.count = 0
         self._previous: Any = None
+        self._armed = False  # a second Ctrl-C raises only while the trial loop runs
 
     @property
     def requested(self) -> bool:
@@ -76,7 +131,7 @@ class GracefulStop:
             print("\nopsweep: Ctrl-C: stopping after the trial in flight (Ctrl-C again to stop "
                   "now; finished trials are kept)", file=sys.stderr, flush=True)
             return
-        if self.count == 2:
+        if self.count == 2 and self._armed:
             raise KeyboardInterrupt
         # a third: the stop is under way (the worker being stopped); raising again would
         # interrupt that with a traceback
@@ -85,11 +140,18 @@ class GracefulStop:
         if requested():  # Ctrl-C while the job was being planned: run no trial
             self.count = 1
         if threading.current_thread() is threading.main_thread():
+            self._armed = True
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type | None, *exc: object) -> bool:
+        # Disarmed first: a second Ctrl-C that lands while the handler is swapped back (the
+        # signal call itself runs Python code, where a handler can fire) is counted, not
+        # raised; one that landed after the loop's own except clause is swallowed here. Both
+        # were a traceback and a death by SIGINT instead of exit 130.
+        self._armed = False
         if self._previous is not None:
             # in a sweep that is install()'s handler: the job's file write that follows is
             # not interrupted by a Ctrl-C
             signal.signal(signal.SIGINT, self._previous)
+        return exc_type is KeyboardInterrupt and self.count >= 2

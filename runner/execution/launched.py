@@ -19,6 +19,9 @@ LAUNCHER_NAMES = {
     "RayLauncher": "ray",
     "RayAWSLauncher": "ray_aws",
 }
+#: Launchers that run each job as a child process of the driver, in the terminal's process
+#: group (Ctrl-C: ``runner.execution.interrupt.shield_launched_jobs``).
+CHILD_JOB_LAUNCHERS = ("submitit_local",)
 #: Where each scheduler puts the id of the job that runs this process, first found first.
 JOB_ID_ENV = ("SLURM_ARRAY_JOB_ID", "SLURM_JOB_ID", "SUBMITIT_JOB_ID")
 
@@ -30,6 +33,11 @@ def launcher_name(target: str | None) -> str:
         return "basic"
     name = str(target).rpartition(".")[2]
     return LAUNCHER_NAMES.get(name, name)
+
+
+def starts_child_jobs(target: str | None) -> bool:
+    """Whether the launcher ``target`` runs each job as a child process of the driver."""
+    return launcher_name(target) in CHILD_JOB_LAUNCHERS
 
 
 def where(target: str | None) -> dict[str, Any]:
@@ -78,3 +86,34 @@ def _ray_context() -> Any | None:
         return ray.get_runtime_context()
     except Exception:
         return None
+
+
+def check_ray_request(target: str | None, ray_cfg: Any) -> None:
+    """A Ray task that asks a local cluster for more CPUs or GPUs than it has is never
+    scheduled: Ray logs "No available node types can fulfill resource request" every 35 s
+    and the driver waits in ``ray.get`` forever. Refused (a ``ValueError`` naming the key,
+    what the cluster has and the fix) before Ray starts. A cluster joined by address decides
+    for itself (it may add nodes); a GPU count only torch could tell is left to Ray."""
+    if launcher_name(target) != "ray" or ray_cfg is None:
+        return
+    init, remote = ray_cfg.get("init") or {}, ray_cfg.get("remote") or {}
+    if init.get("address"):
+        return
+    from runner.core.gpus import visible_gpus
+
+    gpus = visible_gpus()
+    has = {"num_cpus": init.get("num_cpus") or os.cpu_count(),
+           "num_gpus": init.get("num_gpus") if init.get("num_gpus") is not None
+           else None if gpus is None else len(gpus)}
+    for key, what in (("num_cpus", "CPUs"), ("num_gpus", "GPUs")):
+        try:
+            wanted = float(remote.get(key) or 0)
+        except (TypeError, ValueError):
+            continue  # Ray's own check names a value that is not a number
+        if has[key] is not None and wanted > float(has[key]):
+            raise ValueError(
+                f"invalid value for 'hydra.launcher.ray.remote.{key}': {remote.get(key)}. "
+                f"Each Ray task asks for {wanted:g} {what}, but the local Ray cluster has "
+                f"{has[key]}, so no task could ever start. Ask for at most {has[key]}, or "
+                "set hydra.launcher.ray.init.address=HOST:PORT to use a cluster that has "
+                "them.")
