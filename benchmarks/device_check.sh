@@ -56,4 +56,6 @@ for step in "$@"; do
   esac
 done
 tar -czf "$OUT/results.tgz" -C "$RESULTS" --exclude='*/jobs/*/.hydra' . 2>/dev/null
-python3 benchmarks/summarize.py "$RESULTS"/*/results.parquet
+# the short table of every sweep, last (none where only the tests ran)
+sweeps=$(ls "$RESULTS"/*/results.parquet 2>/dev/null)
+[ -n "$sweeps" ] && python3 benchmarks/summarize.py $sweeps
