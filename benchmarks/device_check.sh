@@ -58,4 +58,4 @@ done
 tar -czf "$OUT/results.tgz" -C "$RESULTS" --exclude='*/jobs/*/.hydra' . 2>/dev/null
 # the short table of every sweep, last (none where only the tests ran)
 sweeps=$(ls "$RESULTS"/*/results.parquet 2>/dev/null)
-[ -n "$sweeps" ] && python3 benchmarks/summarize.py $sweeps
+if [ -n "$sweeps" ]; then python3 benchmarks/summarize.py $sweeps; fi
