@@ -80,3 +80,37 @@ def test_a_sweep_over_threads_gets_a_line_against_threads_and_every_plot_reads(
     for name, plot in plots.items():
         if plot.figure is not None:
             assert unreadable(plot.figure) == [], name
+
+
+def test_modes_across_decades_are_points_not_bars() -> None:
+    """On a log axis a bar's length says nothing: 8 ms looked like 80% of 24 ms."""
+    specs = [{"op": "add", "shape": (n,), "graph": graph, "median_us": us}
+             for n, base in ((64, 5.0), (1 << 24, 5000.0))
+             for graph, us in (("none", base), ("cuda_graph", base / 2))]
+    plots = {p.name: p for p in all_plots(make_trials(specs), [])}
+    (ax,) = plots["modes"].figure.axes
+    assert ax.get_xscale() == "log"
+    assert not ax.patches and ax.lines  # no bars; markers with whiskers
+    narrow = [{"op": "add", "shape": (64,), "graph": graph, "median_us": us}
+              for graph, us in (("none", 5.0), ("cuda_graph", 4.0))]
+    (ax,) = {p.name: p for p in all_plots(make_trials(narrow), [])}["modes"].figure.axes
+    assert ax.get_xscale() == "linear" and ax.patches  # bars where lengths compare
+
+
+def test_sweeps_started_in_one_minute_get_tick_labels_that_differ() -> None:
+    df = _sweeps(2, 1)
+    df["timestamp"] = pd.Timestamp("2026-01-01 10:00:05", tz="UTC") + pd.to_timedelta(
+        df["sweep_id"].str[9:10].astype(int) * 20, unit="s")
+    df["git_commit"] = "abc1234"
+    (figure,) = plot_history(history(df)).values()
+    labels = [t.get_text() for t in figure.axes[0].get_xticklabels()]
+    assert len(labels) == 2 and len(set(labels)) == 2, labels
+
+
+def test_a_slow_trials_median_is_written_in_plain_digits() -> None:
+    specs = [{"op": "add", "shape": (1 << 24,), "median_us": 15_900.0},
+             {"op": "add", "shape": (64,), "median_us": 2.5}]
+    (ax,) = {p.name: p for p in all_plots(make_trials(specs), [])}["samples"].figure.axes
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert any("(15,900 µs)" in label for label in labels), labels
+    assert not any("e+" in label for label in labels)

@@ -28,8 +28,10 @@ class Plot:
     note: str = ""
 
 
-#: Markers cycled beside the ten colours, so that series past the tenth still look distinct.
-MARKERS = "osD^v<>"  # 7 against 10 colours: no look repeats before the 70th
+#: Markers cycled beside the ten colours, so that series past the tenth still look distinct,
+#: and series with equal values do not hide each other. No triangles: history marks its steps
+#: with them.
+MARKERS = "osDPXhp"  # 7 against 10 colours: no look repeats before the 70th
 
 
 def timed_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -21,6 +21,9 @@ def plot_history(result: Any) -> dict[str, Figure]:
     figures = {}
     sweeps = result.points.drop_duplicates("sweep_index").sort_values("sweep_index")
     ticks = [f"{r.commit}\n{_day(r.started, r.sweep_id)}" for r in sweeps.itertuples()]
+    if len(set(ticks)) < len(ticks):  # sweeps started in one minute: the seconds tell them
+        ticks = [f"{r.commit}\n{_day(r.started, r.sweep_id, '%Y-%m-%d %H:%M:%S')}"
+                 for r in sweeps.itertuples()]
     # past a few sweeps the labels slant; past MAX_TICKS only every k-th is written
     every = max(1, -(-len(ticks) // MAX_TICKS))
     for op, group in result.points.groupby("op", sort=True):
@@ -60,7 +63,7 @@ def plot_history(result: Any) -> dict[str, Figure]:
     return figures
 
 
-def _day(started: object, sweep_id: str) -> str:
+def _day(started: object, sweep_id: str, form: str = "%Y-%m-%d %H:%M") -> str:
     if isinstance(started, pd.Timestamp) and not pd.isna(started):
-        return started.strftime("%Y-%m-%d %H:%M")
-    return sweep_id[:16]
+        return started.strftime(form)
+    return sweep_id[:16] if form.endswith("%M") else sweep_id[:19]

@@ -22,6 +22,7 @@ from matplotlib.ticker import (
 from runner.analysis import insight
 from runner.analysis.axis_plots import plot_against_axes
 from runner.analysis.figure import (
+    MARKERS,
     Plot,
     log_axis,
     spans_decade,
@@ -96,13 +97,15 @@ def _scaling_figure(op: str, group: pd.DataFrame, tcol: str) -> Plot:
     if len(names) > MAX_SERIES:
         note = f"{op}: {len(names) - MAX_SERIES} of {len(names)} series left out"
         names = names[:MAX_SERIES]
-    for name in names:
+    for i, name in enumerate(names):
         part = group[(keys == name).to_numpy()].sort_values("numel")
         part = part.groupby("numel", as_index=False).median(numeric_only=True)
         label = _series_label(group[(keys == name).to_numpy()].iloc[0], series_cols)
-        ax_t.plot(part["numel"], part[tcol], marker="o", label=label)
+        look = {"marker": MARKERS[i % len(MARKERS)], "color": f"C{i % 10}",
+                "markerfacecolor": "none", "label": label}  # equal series stay visible
+        ax_t.plot(part["numel"], part[tcol], **look)
         if rate_col in part.columns:
-            ax_r.plot(part["numel"], part[rate_col], marker="o", label=label)
+            ax_r.plot(part["numel"], part[rate_col], **look)
     for ax, ylabel in ((ax_t, "time per op (µs)"), (ax_r, rate_label)):
         ax.set_xlabel("problem size (numel = product of shape)")
         ax.set_ylabel(ylabel)
@@ -245,6 +248,7 @@ def plot_modes(df: pd.DataFrame) -> Plot:
     fig = Figure(figsize=(10, min(height, 30)), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / len(modes)
+    log = spans_decade(rows[tcol])
     for j, mode in enumerate(modes):
         ys, xs, errs = [], [], []
         for i, (_, g) in enumerate(groups):
@@ -259,15 +263,14 @@ def plot_modes(df: pd.DataFrame) -> Plot:
             hi = pd.to_numeric(sel.get("time_ci_high_us"), errors="coerce").median() * scale
             errs.append((max(value - lo, 0) if np.isfinite(lo) else 0,
                          max(hi - value, 0) if np.isfinite(hi) else 0))
-        ax.barh(ys, xs, height=width, label=mode, color=f"C{j}",
-                xerr=np.array(errs).T if errs else None, capsize=2)
+        _mode_marks(ax, mode, j, ys, xs, errs, width if not log else None)
     ax.set_yticks(range(len(groups)))
     ax.set_yticklabels([spec_label(g.iloc[0], label_cols) for _, g in groups],
                        fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel(f"{'time per op' if tcol == 'time_per_op_us' else 'median time'} (µs), "
-                  "bars: 95% CI of the median")
-    if spans_decade(rows[tcol]):
+                  "whiskers: 95% CI of the median")
+    if log:
         ax.set_xscale("log")
         log_axis(ax.xaxis, rows[tcol])
     ax.grid(True, axis="x", alpha=0.3)
@@ -275,6 +278,18 @@ def plot_modes(df: pd.DataFrame) -> Plot:
     ax.set_ylabel("trial")
     _legend(ax, len(modes))
     return Plot(name, title, fig, note)
+
+
+def _mode_marks(ax, mode: str, j: int, ys: list, xs: list, errs: list,
+                width: float | None) -> None:
+    """One mode's times: bars ``width`` high with CI whiskers, or on a log axis (``width``
+    None), where a bar's length says nothing, a point and its CI."""
+    whiskers = np.array(errs).T if errs else None
+    if width is None:
+        ax.errorbar(xs, ys, xerr=whiskers, fmt=MARKERS[j % len(MARKERS)], color=f"C{j}",
+                    label=mode, capsize=2, linestyle="none")
+    else:
+        ax.barh(ys, xs, height=width, label=mode, color=f"C{j}", xerr=whiskers, capsize=2)
 
 
 # ----------------------------------------------------------------------------- samples
@@ -299,7 +314,8 @@ def plot_samples(df: pd.DataFrame) -> Plot:
         med = np.median(samples)
         if med > 0:
             data.append(samples / med)
-            labels.append(f"{spec_label(row, label_cols)} ({med:.3g} µs)")
+            labels.append(f"{spec_label(row, label_cols)} ({med:,.0f} µs)" if med >= 1000
+                          else f"{spec_label(row, label_cols)} ({med:.3g} µs)")
     if not data:
         return Plot(name, title, None, "no trial has two or more raw samples")
     note = ""
