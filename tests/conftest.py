@@ -62,7 +62,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if sample is not None and hasattr(item, "callspec"):
             key = (item.parent.nodeid if item.parent else "", item.originalname)
             seen[key] = seen.get(key, -1) + 1
-            if seen[key] % sample.kwargs["every"]:
+            if seen[key] % sample.kwargs.get("every", sample.args[0] if sample.args else 1):
                 item.add_marker(pytest.mark.slow)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:

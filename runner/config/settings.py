@@ -1,8 +1,8 @@
 """The rule of each job setting, declared on the setting's own field.
 
-A setting that is not an axis is one field of :class:`runner.config.schema.RunConfig` (or of
-:class:`~runner.config.schema.TimerSettings`, under ``timer.``). Its rule is declared in that
-field, with its doc::
+A setting that is not an axis is one field of :class:`runner.config.schema.RunConfig` (or
+of :class:`~runner.config.trial_settings.TimerSettings`, under ``timer.``). Its rule is
+declared in that field, with its doc::
 
     gpu_warmup_s: float = setting(0.0, "seconds of sustained matmul ...", minimum=0)
 

@@ -19,9 +19,9 @@ from runner.timing.timer import TimerPlan
 class TimerSettings:
     """How the shared timer measures (see ``runner/timing/timer.py`` for the why of each knob).
 
-    The defaults are :class:`runner.timing.timer.TimerPlan`'s, the frozen copy the timer runs with.
-    Presets live in ``conf/timer/*.yaml``: smoke, quick, default, precise. Each field declares
-    its rule (:func:`runner.config.settings.setting`); rules between fields are
+    The defaults are :class:`runner.timing.timer.TimerPlan`'s, the frozen copy the timer runs
+    with. Presets live in ``conf/timer/*.yaml``: smoke, quick, default, precise, sustained.
+    Each field declares its rule (:func:`runner.config.settings.setting`); rules between fields are
     ``CONSTRAINTS``.
     """
 
@@ -64,7 +64,7 @@ class TimerSettings:
     clock: str = setting("event", "cuda: event (CUDA events) or host (perf_counter + sync)",
                          choices=("event", "host"))
     # cuda only: also take the device time (gpu_time_* columns; runner/timing/device_time.py).
-    # false: loop time only, as before device time existed.
+    # false: the loop time only.
     device_time: bool = setting(True, "cuda: also take the device time (gpu_time_* columns)")
     # cuda only: also take the burst time (gpu_burst_time_* columns): gapped samples at the
     # boost clock, before the loop time heats the GPU; not what a sustained job sees.

@@ -51,13 +51,14 @@ def install() -> None:
 
 def shield_launched_jobs() -> None:
     """The driver of a sweep whose launcher starts each job as a child process (submitit's
-    local executor): from now on Ctrl-C is counted by a thread here, and the processes started
-    from now on inherit SIGINT blocked.
+    local executor): from now on Ctrl-C is counted here (by a thread, or by the main thread's
+    handler where it still receives it), and the processes started from now on inherit SIGINT
+    blocked.
 
-    Why: the terminal signals its whole process group. submitit's controller process, between
-    this driver and the job, answers Ctrl-C with a traceback and kills its job one second
-    later (SIGINT, then SIGKILL), so the job file was cut short and the driver's wait ended in
-    an exception instead of exit 130. Blocked, the controller never sees it; the job unblocks
+    Hazard: the terminal signals its whole process group. submitit's controller process,
+    between this driver and the job, answers Ctrl-C with a traceback and kills its job one
+    second later (SIGINT, then SIGKILL): the job file would be cut short and the driver's wait
+    end in an exception instead of exit 130. Blocked, the controller never sees it; the job unblocks
     it (:func:`unshield_job`) and stops after its trial in flight, as a basic sweep's job
     does; the driver merges what finished and exits 130 with the resume command."""
     install()
@@ -147,8 +148,8 @@ class GracefulStop:
     def __exit__(self, exc_type: type | None, *exc: object) -> bool:
         # Disarmed first: a second Ctrl-C that lands while the handler is swapped back (the
         # signal call itself runs Python code, where a handler can fire) is counted, not
-        # raised; one that landed after the loop's own except clause is swallowed here. Both
-        # were a traceback and a death by SIGINT instead of exit 130.
+        # raised; one that landed after the loop's own except clause is swallowed here. Either
+        # would otherwise be a traceback and a death by SIGINT instead of exit 130.
         self._armed = False
         if self._previous is not None:
             # in a sweep that is install()'s handler: the job's file write that follows is

@@ -204,12 +204,14 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
                                 record=lambda row, task: (record(row, task),
                                                           advance(task.spec.label())))
             else:
-                if heat_s > 0 and tasks:
+                # a Ctrl-C before the first trial (during planning, or between two jobs of a
+                # multirun) runs neither the heat nor any trial
+                if heat_s > 0 and tasks and not stop.requested:
                     _heat_devices(runner_, tasks, heat_s)
                 for task in console.track(tasks, job.title, label=lambda t: t.spec.label()):
-                    record(runner_.run(task), task)
                     if stop.requested:
                         break
+                    record(runner_.run(task), task)
         except KeyboardInterrupt:  # the second Ctrl-C: stop now
             if isinstance(runner_, (worker.Supervisor, pool.Pool)):
                 runner_.stop()

@@ -102,7 +102,10 @@ def check_ray_request(target: str | None, ray_cfg: Any) -> None:
     from runner.core.gpus import visible_gpus
 
     gpus = visible_gpus()
-    has = {"num_cpus": init.get("num_cpus") or os.cpu_count(),
+    # the CPUs this process may run on (a container's pinned set), as Ray counts them; a
+    # cgroup CPU quota below it is not seen here, and Ray's own wait then applies
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    has = {"num_cpus": init.get("num_cpus") or cpus,
            "num_gpus": init.get("num_gpus") if init.get("num_gpus") is not None
            else None if gpus is None else len(gpus)}
     for key, what in (("num_cpus", "CPUs"), ("num_gpus", "GPUs")):

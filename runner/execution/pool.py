@@ -198,7 +198,7 @@ class _Feed:
         writing: Future | None = None
         try:
             supervisor.wait_ready()  # imports done, own GPU warmed (prestart's request)
-            if self.heat_s > 0 and slot.gpu is not None:
+            if self.heat_s > 0 and slot.gpu is not None and not self.stop.requested:
                 supervisor.heat("cuda:0", self.heat_s)
             try:  # all start together, so the longest trials go to different workers
                 self.barrier.wait(START_TIMEOUT_S)

@@ -27,6 +27,7 @@ from runner.timing.heat import (
     LOOP_HANDOVER_TARGET_SHARE,
     Heat,
     capped_min_s,
+    heat_device,
     min_warmup_s,
 )
 from runner.timing.measurement import Measurement, TimerPlan
@@ -148,9 +149,12 @@ def _memory(device: torch.device) -> dict[str, Any]:
             "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
 
 
-def device_heated(device: str, ended_s: float) -> None:
-    """``gpu_warmup_s`` heated ``device`` until ``ended_s``: its first trial starts hot."""
-    _HEAT[device] = Heat(True, ended_s)
+def heat(device: str, seconds: float) -> None:
+    """``gpu_warmup_s``: run ``device`` at its sustained load for ``seconds``
+    (``runner.timing.heat.heat_device``), then remember that it is hot, so that its first
+    trial settles as one right after hot work does (``runner.timing.heat.capped_min_s``)."""
+    heat_device(device, seconds)
+    _HEAT[device] = Heat(True, time.perf_counter())
 
 
 def device_time_of(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,

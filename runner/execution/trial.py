@@ -7,8 +7,8 @@ The sweep always goes on.
 :func:`run_trial` takes the job's :class:`~runner.execution.task.TrialTask`, applies the
 trial's global settings (matmul precision, threads) and isolates compile state around
 :func:`_measure_trial`, whose docstring gives the order of the measurement and why; then it
-checks that the derived columns agree (``consistency_flag``), reads the GPU state again,
-frees everything (:func:`_release`) and returns the row. The op's own steps (build, FLOP
+checks that the derived columns agree (``consistency_flag``), frees everything
+(:func:`_release`), reads the GPU state again and returns the row. The op's own steps (build, FLOP
 count, accuracy) are ``runner.execution.workload``.
 """
 

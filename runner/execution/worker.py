@@ -59,7 +59,7 @@ _CTX = multiprocessing.get_context("spawn")
 
 class InProcess:
     """``isolation=none``: trials run in the driver process (for debuggers, pdb, profilers).
-    A crash or hang here ends the sweep, as it did before workers existed."""
+    A crash or hang here ends the sweep."""
 
     def run(self, task: TrialTask) -> dict[str, Any]:
         start = time.perf_counter()
@@ -69,9 +69,9 @@ class InProcess:
         return row
 
     def heat(self, device: str, seconds: float) -> None:
-        from runner.timing.heat import heat_device
+        from runner.execution.timed import heat
 
-        heat_device(device, seconds)
+        heat(device, seconds)
 
 
 class WorkerLost(Exception):

@@ -55,7 +55,8 @@ _TIME_STATS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("ci_high_us", _F, "95% CI of the {what}'s median, high end, µs"),
     ("ci_rel_halfwidth", _F, "half the CI's width over the median, {what}"),
     ("noisy", _B, "true when the {what} is not to be trusted: too few samples, a CI wider "
-                  "than timer.target_rel, or samples one median cannot describe (noisy_reason)"),
+                  "than timer.target_rel (twice it for a CUDA loop time taken after the "
+                  "device time), or samples one median cannot describe (noisy_reason)"),
     ("noisy_reason", _S, "why the {what} is noisy (null when it is not)"),
     ("per_op_us", _F, "{what} median / op instances per call (streams=N)"),
 )
@@ -269,7 +270,8 @@ COST_COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                           "sizes it, the graph's capture, its samples"),
     "cost_accuracy_s": (_F, "seconds of the accuracy check (the float64 reference, one call)"),
     "cost_other_s": (_F, "the rest of the trial's seconds: building inputs, counting FLOPs, "
-                         "compiling, the GPU state, freeing memory"),
+                         "compiling, the burst time, the profile and energy passes, the GPU "
+                         "state, freeing memory"),
 }
 COLUMNS.update(COST_COLUMNS)
 

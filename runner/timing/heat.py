@@ -4,10 +4,12 @@ A power-capped op needs seconds of load before its time per call stops moving
 (``runner.timing.settle.CAPPED_MIN_S``). A trial that follows power-capped work, or work that
 drew most of the power limit, starts *hot*: the controller has already pulled the clock down,
 and the gap between two trials (tens of ms of set-up) gives only part of the headroom back. So
-its warm-up is shorter (:func:`capped_min_s`): settling is paid once per heat, not once per
-trial. Within a trial, the loop time follows the device time's back-to-back samples at once
-(``runner.execution.timed.time_trial``) and only checks that the op is still there. Before a
-job, :func:`heat_device` puts the device in its sustained-load state (``gpu_warmup_s``).
+its capped warm-up is shorter (:func:`capped_min_s`): settling is paid once per heat, not once
+per trial. Any op that starts hot, capped or not, warms up long enough to see the clock come
+back up (:func:`min_warmup_s`). Within a trial, the loop time follows the device time's
+back-to-back samples at once (``runner.execution.timed.time_trial``) and only checks that the
+op is still there. Before a job, :func:`heat_device` puts the device in its sustained-load
+state (``gpu_warmup_s``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from runner.timing.settle import CAPPED_MIN_S
 #: controller has already pulled the clock down; the gap between two trials (tens of ms of
 #: set-up) gives some headroom back, which a second of the new op's load takes again.
 HOT_CAPPED_MIN_S = 1.0
-#: Longest gap (s) after power-capped work for a warm-up to count as starting hot.
+#: Longest gap (s) after hot work (:class:`Heat`) for a warm-up to count as starting hot.
 HOT_GAP_S = 1.0
 #: Shortest device-time warm-up (s) of *any* op that starts hot, capped or not: the clock the
 #: work before pulled down takes ~0.1 s to come back. On an H200, fp32 2048³ right after fp16
