@@ -49,7 +49,7 @@ from typing import Any
 from runner.timing.clocks import Clock
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample, sample_min_s, warm_up
-from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S, Point, Reading, Settled, last_clock
+from runner.timing.settle import CAPPED_MIN_S, Point, Reading, Settled, last_clock
 from runner.timing.spread import busy_host, far_fewer_calls, involuntary_switches, mixed_reason
 
 
@@ -73,7 +73,6 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             read_clock: Callable[[], Reading | None] | None = None,
             handover: bool = False, min_s: float | None = None,
             min_capped_s: float = CAPPED_MIN_S,
-            capped_span_s: float = CAPPED_SAMPLE_S,
             span_s: float | None = None) -> Measurement:
     """Warm ``fn`` up until settled, then sample it until the median is stable or a cap is
     reached; a block of samples a burst of other work spoilt is set aside once and re-taken.
@@ -86,8 +85,8 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     device time's samples, which tell its clock), so the warm-up only checks that its time
     per call holds, without probing the clock (``runner.timing.settle.settle``); ``min_s``:
     the shortest warm-up (default ``warmup_s``); ``min_capped_s``: the shortest warm-up of a
-    power-capped op; ``capped_span_s``: the shortest span of its samples; ``span_s``: the
-    shortest span of the samples, whatever the warm-up found (a handover's).
+    power-capped op; ``span_s``: the shortest span of the samples, whatever the warm-up found
+    (a handover's; default: ``runner.timing.sampler.sample_min_s``).
     """
     warmup, verdict = _warm_up_loop(fn, plan, clock, wall, before_sample, read_clock,
                                     handover=handover, min_s=min_s, min_capped_s=min_capped_s)
@@ -96,7 +95,7 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     loop = _LoopSampler(fn, plan, clock, wall, before_sample, flush,
                         calls=1 if flush else choose_calls_per_sample(recent[len(recent) // 2],
                                                                       plan),
-                        span_s=sample_min_s(verdict, capped_span_s) if span_s is None
+                        span_s=sample_min_s(verdict) if span_s is None
                         else span_s)
     begun = wall()
     samples, stop_reason, preempted = loop.block()
