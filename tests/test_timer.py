@@ -662,17 +662,3 @@ def test_measure_probes_the_warm_up_only_and_samples_a_capped_op_for_longer() ->
                read_clock=lambda: LAGGING_NVML)
     assert free.power_capped is False and free.warmup_s < 0.1 and len(free.samples_s) < 10
 
-
-def test_gpu_warmup_leaves_the_device_hot_for_its_first_trial(monkeypatch: Any) -> None:
-    import time
-
-    import runner.execution.timed as timed
-
-    heated: list[tuple[str, float]] = []
-    monkeypatch.setattr(timed, "heat_device", lambda device, s: heated.append((device, s)))
-    monkeypatch.setattr(timed, "_HEAT", {})
-    timed.heat("cuda:0", 10.0)
-    assert heated == [("cuda:0", 10.0)]
-    # the first capped trial after gpu_warmup_s settles as one right after hot work
-    assert capped_min_s(timed._HEAT.get("cuda:0"), time.perf_counter()) == HOT_CAPPED_MIN_S
-    assert capped_min_s(timed._HEAT.get("cuda:1"), time.perf_counter()) == CAPPED_MIN_S

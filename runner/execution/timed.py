@@ -27,7 +27,6 @@ from runner.timing.heat import (
     LOOP_HANDOVER_TARGET_SHARE,
     Heat,
     capped_min_s,
-    heat_device,
     min_warmup_s,
 )
 from runner.timing.measurement import Measurement, TimerPlan
@@ -147,14 +146,6 @@ def _memory(device: torch.device) -> dict[str, Any]:
         return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
     return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
             "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
-
-
-def heat(device: str, seconds: float) -> None:
-    """``gpu_warmup_s``: run ``device`` at its sustained load for ``seconds``
-    (``runner.timing.heat.heat_device``), then remember that it is hot, so that its first
-    trial settles as one right after hot work does (``runner.timing.heat.capped_min_s``)."""
-    heat_device(device, seconds)
-    _HEAT[device] = Heat(True, time.perf_counter())
 
 
 def device_time_of(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,

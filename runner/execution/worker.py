@@ -69,9 +69,9 @@ class InProcess:
         return row
 
     def heat(self, device: str, seconds: float) -> None:
-        from runner.execution.timed import heat
+        from runner.timing.heat import heat_device
 
-        heat(device, seconds)
+        heat_device(device, seconds)
 
 
 class WorkerLost(Exception):

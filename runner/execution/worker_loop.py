@@ -90,9 +90,9 @@ def handle(kind: str, payload: Any) -> tuple[str, Any, bool]:
 
         return "warmed", warm(payload), False
     if kind == "heat":
-        from runner.execution.timed import heat
+        from runner.timing.heat import heat_device
 
-        heat(*payload)
+        heat_device(*payload)
         return "done", None, False
     raise ValueError(f"unknown request {kind!r}: expected trial, warm or heat")
 
