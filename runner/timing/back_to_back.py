@@ -247,12 +247,12 @@ class ChunkStream:
 
 
 def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
-            device: Any, before_sample: Callable[[], None] | None,
-            wall: Callable[[], float], notes: list[str],
-            read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
-            launches_per_sample: int, loop_capped: bool | None = None,
-            watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S,
-            min_s: float = DEVICE_WARMUP_S) -> Measurement:
+                   device: Any, before_sample: Callable[[], None] | None,
+                   wall: Callable[[], float], notes: list[str],
+                   read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
+                   launches_per_sample: int, loop_capped: bool | None = None,
+                   watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S,
+                   min_s: float = DEVICE_WARMUP_S) -> Measurement:
     """Back-to-back samples (module docstring): warm up until settled, then sample with
     ``runner.timing.sampler.sample``, all in one :class:`ChunkStream`.
     ``launches_per_sample``: 0 for a replay, else the blocked method's kernels per sample.

@@ -65,7 +65,6 @@ def choose_calls_per_sample(per_call_s: float, plan: TimerPlan) -> int:
     return max(1, min(calls, plan.max_calls_per_sample))
 
 
-
 def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             wall: Callable[[], float] = time.perf_counter,
             before_sample: Callable[[], None] | None = None,
