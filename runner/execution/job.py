@@ -5,8 +5,7 @@ job chose, accuracy and insight options), built once; whoever runs it gets it un
 supervised worker process (``runner.execution.worker``), N of them (``workers=N``,
 ``runner.execution.pool``) or, with ``isolation=none``, this process. Each row is journaled
 (``runner.storage.journal``) as its trial ends; ``trials.parquet`` is built from the journal
-when the job ends (or is stopped by Ctrl-C).
-"""
+when the job ends (or is stopped by Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -204,8 +203,7 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
                                 record=lambda row, task: (record(row, task),
                                                           advance(task.spec.label())))
             else:
-                # a Ctrl-C before the first trial (during planning, or between two jobs of a
-                # multirun) runs neither the heat nor any trial
+                # a Ctrl-C before the first trial runs neither the heat nor any trial
                 if heat_s > 0 and tasks and not stop.requested:
                     _heat_devices(runner_, tasks, heat_s)
                 for task in console.track(tasks, job.title, label=lambda t: t.spec.label()):

@@ -260,8 +260,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
 }
 
 
-#: Where a trial's wall time went (docs/timing.md#what-a-trial-costs); they add up to the
-#: trial's own wall, and the sweep's summary adds them up with the start-up.
+#: Where a trial's wall time went (docs/timing.md#what-a-trial-costs): they add up to its wall.
 COST_COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "cost_settle_s": (_F, "seconds of the trial spent warming up until settled (the device "
                           "time's and the loop time's warm-ups)"),
@@ -269,9 +268,8 @@ COST_COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "cost_device_s": (_F, "seconds of the device time besides its warm-up: the probe that "
                           "sizes it, the graph's capture, its samples"),
     "cost_accuracy_s": (_F, "seconds of the accuracy check (the float64 reference, one call)"),
-    "cost_other_s": (_F, "the rest of the trial's seconds: building inputs, counting FLOPs, "
-                         "compiling, the burst time, the profile and energy passes, the GPU "
-                         "state, freeing memory"),
+    "cost_other_s": (_F, "the rest of the trial's seconds: inputs, FLOP count, compiling, "
+                         "burst time, profile and energy passes, GPU state, freeing memory"),
 }
 COLUMNS.update(COST_COLUMNS)
 
