@@ -4,8 +4,9 @@
 
 In one process, interleaved so the host's speed (which moves between processes by tens of
 percent) cancels: ``run_trial`` of a 1-element in-place add with the device time off, a bare
-loop of the same timed calls (the warm-up calls and samples × K the trial's own row reports,
-each sample between two clock reads, as the timer takes them), and ``run_trial`` with the
+loop of the same timed calls (the warm-up calls, then every block of samples × K the trial
+took, a block the noise rules set aside and re-took included, each sample between two clock
+reads, as the timer takes them), and ``run_trial`` with the
 device time on (CUDA only). While they run, every step of ``run_trial`` is timed on its own
 (its time less the steps it calls), so the table says where the time beyond the timed calls
 goes. Then a cProfile of a shorter interleaved loop (written to DIR/harness_profile.prof, its
@@ -17,6 +18,7 @@ pipe, and a cold ``import torch``. Prints its table last.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import json
@@ -25,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +64,35 @@ def trial_task(planned: Any, cfg: Any, device_time: bool = True) -> Any:
     return TrialTask(planned.index, planned.spec, timer, cfg.check_accuracy)
 
 
-def bare_loop(device: str) -> Callable[[int, int, int], float]:
+@contextlib.contextmanager
+def loop_blocks(record: list[tuple[int, int, float]]) -> Iterator[None]:
+    """Record each block of loop-time samples taken meanwhile: (samples, calls per sample,
+    wall seconds).
+    The noise rules may set a block aside and take a fresh one (``runner.timing.timer.measure``,
+    its samples then count in the row's ``warmup_calls``); the bare loop takes the same blocks."""
+    from runner.timing import timer
+
+    original = timer._LoopSampler.block
+
+    def block(sampler: Any) -> Any:
+        start = time.perf_counter()
+        taken = original(sampler)
+        # the K this block ran at (a re-measure changes it after the block)
+        record.append((len(taken[0]), sampler.calls, time.perf_counter() - start))
+        return taken
+
+    timer._LoopSampler.block = block  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        timer._LoopSampler.block = original  # type: ignore[method-assign]
+
+
+def bare_loop(device: str) -> Callable[[int, list[tuple[int, int, float]]], float]:
     """The trial's timed calls with nothing around them: ``warmup`` calls, one per clock pair,
-    then ``samples`` samples of ``k`` calls each; CUDA events and a wait on the end event on
-    CUDA (the timer's event clock), ``perf_counter_ns`` on the CPU (its host clock). The call
-    is a lambda, as the op's is (ops.elementwise)."""
+    then each block of ``samples`` samples of ``k`` calls each; CUDA events and a wait on the
+    end event on CUDA (the timer's event clock), ``perf_counter_ns`` on the CPU (its host
+    clock). The call is a lambda, as the op's is (ops.elementwise)."""
     import torch
 
     x, y = torch.zeros(1, device=device), torch.ones(1, device=device)
@@ -89,14 +115,15 @@ def bare_loop(device: str) -> Callable[[int, int, int], float]:
                 fn()
             _ = time.perf_counter_ns() - start
 
-    def run(warmup: int, samples: int, k: int) -> float:
+    def run(warmup: int, blocks: list[tuple[int, int, float]]) -> float:
         """The calls; returns the seconds the warm-up calls took."""
         start = time.perf_counter()
         for _ in range(warmup):
             timed(1)
         warmup_s = time.perf_counter() - start
-        for _ in range(samples):
-            timed(k)
+        for samples, k, _ in blocks:
+            for _ in range(samples):
+                timed(k)
         return warmup_s
     return run
 
@@ -124,24 +151,28 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
     gc.collect()
     gc.freeze()
     walls = {"bare": 0.0, "off": 0.0, "on": 0.0 if cuda else float("nan"),
-             "warmup_calls": 0.0, "warmup_s": 0.0, "bare_warmup_s": 0.0}
+             "warmup_calls": 0.0, "warmup_s": 0.0, "bare_warmup_s": 0.0,
+             "set_aside_blocks": 0.0}
     steps: dict[str, float] = {}
     rows = {}
     for index in range(-2, trials):
         timed = index >= 0
-        with timed_steps(steps if timed else {}):  # device time off: where its time goes
+        blocks: list[tuple[int, int, float]] = []
+        with timed_steps(steps if timed else {}), loop_blocks(blocks):  # where its time goes
             start = time.perf_counter()
             row = trial.run_trial(task_off)
             walls["off"] += (time.perf_counter() - start) * timed
         if row["status"] != "ok":
             sys.exit(f"the trial failed: {row['reason']}\n{row.get('error_traceback') or ''}")
+        set_aside = sum(samples for samples, _, _ in blocks[:-1])  # in the row's warmup_calls
+        warmup_calls = int(row["warmup_calls"]) - set_aside
         start = time.perf_counter()
-        warmup_s = bare(int(row["warmup_calls"]), int(row["n_samples"]),
-                        int(row["calls_per_sample"]))
+        warmup_s = bare(warmup_calls, blocks)
         walls["bare"] += (time.perf_counter() - start) * timed
         # the loop time's warm-up: how many calls, and how long, in the trial and bare
-        walls["warmup_calls"] += row["warmup_calls"] * timed
-        walls["warmup_s"] += row["warmup_time_s"] * timed
+        walls["warmup_calls"] += warmup_calls * timed
+        walls["set_aside_blocks"] += (len(blocks) - 1) * timed
+        walls["warmup_s"] += (row["warmup_time_s"] - sum(b[2] for b in blocks[:-1])) * timed
         walls["bare_warmup_s"] += warmup_s * timed
         rows["off"] = row
         if cuda:
@@ -168,7 +199,7 @@ def profile(out: Path, trials: int, device: str = "cuda", top: int = 25) -> str:
         profiler.enable()
         row = trial.run_trial(task_off)
         profiler.disable()
-        bare(int(row["warmup_calls"]), int(row["n_samples"]), int(row["calls_per_sample"]))
+        bare(int(row["warmup_calls"]), [(int(row["n_samples"]), int(row["calls_per_sample"]), 0.0)])
     profiler.dump_stats(str(out / "harness_profile.prof"))
     text = listing(out / "harness_profile.prof", trials, top, bare_file=__file__)
     (out / "harness_profile.txt").write_text(text)
@@ -266,6 +297,8 @@ def table(walls: dict[str, float], costs: dict[str, float], trials: int) -> str:
              f"| overhead beyond the timed calls, ms per trial | "
              f"{(off - bare) / trials * 1e3:.3f} |",
              f"| loop time's warm-up: calls per trial | {walls['warmup_calls'] / trials:.0f} |",
+             f"| blocks the noise rules set aside and re-took (the bare loop takes them too) | "
+             f"{walls['set_aside_blocks']:.0f} of {trials} trials |",
              f"| loop time's warm-up: ms per trial, in run_trial / bare | "
              f"{walls['warmup_s'] / trials * 1e3:.3f} / "
              f"{walls['bare_warmup_s'] / trials * 1e3:.3f} |",

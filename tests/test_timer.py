@@ -20,6 +20,7 @@ from runner.timing.heat import (
     HOT_MIN_S,
     Heat,
     capped_min_s,
+    heat_left,
     min_warmup_s,
 )
 from runner.timing.settle import (
@@ -542,6 +543,29 @@ def test_a_capped_op_after_a_capped_one_settles_sooner_than_after_an_idle_gap() 
         _, verdict = settle(held.step, min_s=0.02, cap_s=5.0, wall=held.wall,
                             read_clock=held.read, min_capped_s=min_capped)
         assert verdict.capped and expected <= verdict.elapsed_s < expected + 0.1
+
+
+def test_work_at_full_clock_leaves_the_next_capped_op_a_cold_start() -> None:
+    """An H200's tf32 4096³ right after fp32 4096³ (full clock, ~680 W of 700), warmed up as
+    if hot, read 4.3% fast: only capped work leaves the clock held down."""
+    from runner.execution import timed
+
+    ended = 10.0
+    assert capped_min_s(heat_left(True, ended), ended + 0.05) == HOT_CAPPED_MIN_S
+    for uncapped in (False, None):
+        assert capped_min_s(heat_left(uncapped, ended), ended + 0.05) == CAPPED_MIN_S
+        assert min_warmup_s(heat_left(uncapped, ended), ended + 0.05, 0.02) == 0.02
+
+    # Every trial records its heat: an uncapped trial after a capped one clears it.
+    def done(capped: bool | None) -> Measurement:
+        return Measurement(samples_s=(1e-3,), calls_per_sample=1, warmup_calls=1,
+                           warmup_s=0.0, stop_reason="converged", target_rel=0.01,
+                           power_capped=capped)
+
+    timed.record_heat("cuda:7", done(True), None)
+    assert timed._HEAT["cuda:7"].hot
+    timed.record_heat("cuda:7", done(False), done(None))
+    assert not timed._HEAT.pop("cuda:7").hot
 
 
 def test_any_op_after_hot_work_warms_up_long_enough_to_see_the_clock_come_back() -> None:

@@ -21,12 +21,12 @@ from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
 from runner.timing.heat import (
     HANDOVER_CAPPED_MIN_S,
-    HOT_POWER_SHARE,
     LOOP_CAPPED_SAMPLE_S,
     LOOP_HANDOVER_MAX_S,
     LOOP_HANDOVER_TARGET_SHARE,
     Heat,
     capped_min_s,
+    heat_left,
     min_warmup_s,
 )
 from runner.timing.measurement import Measurement, TimerPlan
@@ -95,10 +95,7 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
                    flush=flusher(timer, device), **{"read_clock": read_clock, **handover})
     if not steady:
         memory = _memory(device)
-    if _left_hot(device_time, loop, read_clock):
-        # Only hot work is remembered: a short, cooler trial between two hot ones (a large
-        # fp32 matmul between bf16 ones) leaves the board hot; the gap rule lets it cool.
-        _HEAT[str(device)] = Heat(True, time.perf_counter())
+    record_heat(str(device), device_time.measurement, loop)
     return TrialTimes(loop, device_time, memory, time.perf_counter() - start - device_s,
                       device_s)
 
@@ -131,14 +128,12 @@ def handover_plan(plan: TimerPlan, sustained: Measurement | None
     return loop_plan, handover
 
 
-def _left_hot(device_time: DeviceTime, loop: Measurement, read_clock: Any) -> bool:
-    """Whether the trial left the device hot (``runner.timing.heat.Heat``): power-capped, or
-    drawing ``HOT_POWER_SHARE`` of the limit as its last samples ended."""
-    if any(m.power_capped for m in (device_time.measurement, loop) if m is not None):
-        return True
-    reading = read_clock() if read_clock is not None else None
-    share = reading.power_share if reading is not None else None
-    return share is not None and share >= HOT_POWER_SHARE
+def record_heat(device_key: str, *measurements: Measurement | None) -> None:
+    """Record what the trial whose ``measurements`` just ended left ``device_key`` in
+    (``runner.timing.heat.heat_left``). Every trial records it, capped or not: one at full
+    clock between two capped ones lets the clock back up, so the next starts cold."""
+    capped = any(m.power_capped for m in measurements if m is not None)
+    _HEAT[device_key] = heat_left(capped, time.perf_counter())
 
 
 def _memory(device: torch.device) -> dict[str, Any]:

@@ -1,14 +1,15 @@
 """What earlier work left the device in, and how the warm-ups that follow use it.
 
 A power-capped op needs seconds of load before its time per call stops moving
-(``runner.timing.settle.CAPPED_MIN_S``). A trial that follows power-capped work, or work that
-drew most of the power limit, starts *hot*: the controller has already pulled the clock down,
-and the gap between two trials (tens of ms of set-up) gives only part of the headroom back. So
-its capped warm-up is shorter (:func:`capped_min_s`): settling is paid once per heat, not once
-per trial. Any op that starts hot, capped or not, warms up long enough to see the clock come
-back up (:func:`min_warmup_s`). Within a trial, the loop time follows the device time's
-back-to-back samples at once (``runner.execution.timed.time_trial``) and only checks that the
-op is still there. Before a job, :func:`heat_device` puts the device in its sustained-load
+(``runner.timing.settle.CAPPED_MIN_S``). A trial that follows power-capped work starts *hot*:
+the controller has already pulled the clock down, and the gap between two trials (tens of ms
+of set-up) gives only part of the headroom back. So its capped warm-up is shorter
+(:func:`capped_min_s`): settling is paid once per heat, not once per trial. Work that ran at
+full clock leaves the clock up, however much power it drew (:func:`heat_left`). Any op that
+starts hot, capped or not, warms up long enough to see the clock come back up
+(:func:`min_warmup_s`). Within a trial, the loop time follows the device time's back-to-back
+samples at once (``runner.execution.timed.time_trial``) and only checks that the op is still
+there. Before a job, :func:`heat_device` puts the device in its sustained-load
 state (``gpu_warmup_s``).
 """
 
@@ -33,8 +34,6 @@ HOT_GAP_S = 1.0
 #: 2048³ ran 381 µs a call in its first 10 ms, 364 at 80-100 ms and 358 from 0.4 s on; a
 #: 20 ms warm-up read it 2-5% slow. The settle rule then judges the series as usual.
 HOT_MIN_S = 0.09
-#: Work that drew this share of the power limit leaves the device hot, capped or not.
-HOT_POWER_SHARE = 0.8
 #: Shortest warm-up (s) of a power-capped loop time taken right after the device time's
 #: back-to-back samples (``runner.execution.timed.time_trial``): the op is at its sustained
 #: state already, so the warm-up only checks that the loop's own regime (a sync per sample)
@@ -55,13 +54,22 @@ LOOP_HANDOVER_MAX_S = 0.5
 
 @dataclass(frozen=True)
 class Heat:
-    """What the device last ran: whether that work left it hot (power-capped, or drawing
-    :data:`HOT_POWER_SHARE` of the limit: a large fp32 matmul runs at full clock and 600-680 W
-    of 700), and when it ended (s, on the same wall clock as the warm-up's). How a warm-up
-    knows that it starts hot."""
+    """What the device last ran: whether that work left it hot (its clock held down by the
+    power cap: :func:`heat_left`), and when it ended (s, on the same wall clock as the
+    warm-up's). How a warm-up knows that it starts hot."""
 
     hot: bool
     ended_s: float
+
+
+def heat_left(capped: bool | None, ended_s: float) -> Heat:
+    """What a trial that ended at ``ended_s`` leaves the device in: hot only where its op was
+    power-capped (None: could not be told, not hot). Every trial records it, so a trial at
+    full clock between two capped ones lets the next one start cold. Power drawn is not
+    heat here: a large fp32 matmul runs at full clock at 600-680 W of 700, and an H200's
+    tf32 4096³ right after fp32 4096³, warmed up as if hot (1 s), read 4.3% fast: the
+    controller pulls the clock down from the top, as from a cold board."""
+    return Heat(bool(capped), ended_s)
 
 
 def starts_hot(heat: Heat | None, now_s: float) -> bool:
