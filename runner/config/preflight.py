@@ -111,8 +111,9 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
 
 def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
                expand: bool = True) -> tuple[int | None, Any, Any, list[str]]:
-    """Compose and plan one job: (its trial count or None where it is not planned here, its
-    ``max_trials``, its timer settings, ``["shard i of n"]`` when its shard has no trial).
+    """Compose and plan one job: (its trial count or None where its launcher runs it on
+    another machine, its ``max_trials``, its timer settings, ``["shard i of n"]`` when its
+    shard has no trial).
     ``expand``: an experiment's ``hydra.sweeper.params`` jobs are composed and planned too."""
     from hydra.types import RunMode
 

@@ -9,7 +9,8 @@ trial's global settings (matmul precision, threads) and isolates compile state a
 :func:`_measure_trial`, whose docstring gives the order of the measurement and why; then it
 checks that the derived columns agree (``consistency_flag``), frees everything
 (:func:`_release`), reads the GPU state again and returns the row. The op's own steps (build, FLOP
-count, accuracy) are ``runner.execution.workload``.
+count, accuracy) are ``runner.execution.workload``. :func:`failed_row` is the row of a trial
+that gave none (its worker died or hung): its identity and status, no measurement.
 """
 
 from __future__ import annotations
