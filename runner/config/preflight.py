@@ -187,7 +187,7 @@ def check_ray_request(launcher: Any, ray_cfg: Any) -> None:
     has = {"num_cpus": init.get("num_cpus") or cpus,
            "num_gpus": init.get("num_gpus") if init.get("num_gpus") is not None
            else None if gpus is None else len(gpus)}
-    for key, what in (("num_cpus", "CPUs"), ("num_gpus", "GPUs")):
+    for key, what in (("num_cpus", "CPU"), ("num_gpus", "GPU")):
         try:
             wanted = float(remote.get(key) or 0)
         except (TypeError, ValueError):
@@ -196,8 +196,8 @@ def check_ray_request(launcher: Any, ray_cfg: Any) -> None:
             fix = f"Ask for at most {has[key]}" if has[key] else "Use device=cpu with num_gpus=0"
             raise ConfigError(
                 f"invalid value for 'hydra.launcher.ray.remote.{key}': {remote.get(key)}. "
-                f"Each Ray task asks for {wanted:g} {what}, but the local Ray cluster has "
-                f"{has[key]}, so no task could ever start. {fix}, or set "
+                f"Each Ray task asks for {wanted:g} {what}{'' if wanted == 1 else 's'}, but "
+                f"the local Ray cluster has {has[key]}, so no task could ever start. {fix}, or set "
                 "hydra.launcher.ray.init.address=HOST:PORT to use a cluster that has them.")
 
 
