@@ -125,6 +125,7 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
                                with_log_configuration=False)
     launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
     check_ray_request(launcher, OmegaConf.select(cfg, "hydra.launcher.ray"))
+    devices_here = _runs_here(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
     params = OmegaConf.select(cfg, "hydra.sweeper.params") if cmd.multirun and expand else None
     if params:  # an experiment's sweep: its jobs are composed and planned here too
         _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
@@ -134,15 +135,22 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     _check_experiment_package(cfg)
     check_results_dir(str(cfg.results_dir))
     limit, timer = cfg.get("max_trials"), OmegaConf.to_container(cfg.timer, resolve=True)
-    here = launcher in (None, *LOCAL_LAUNCHERS)
-    # jobs run on other machines (SLURM, Ray): every value is checked here, their devices there
-    planned = plan_job(cfg, conf_dir, devices_here=here)
+    planned = plan_job(cfg, conf_dir, devices_here=devices_here)
     check_job(cfg, planned, None)
-    if not here:
+    if launcher not in (None, *LOCAL_LAUNCHERS):  # the job plans again in its own process
         return None, limit, timer, []
     remember(job, planned)
     sharded = cfg.get("num_shards", 1) > 1 and not planned
     return len(planned), limit, timer, [f"shard {cfg.shard} of {cfg.num_shards}"] if sharded else []
+
+
+def _runs_here(launcher: Any, ray_address: Any) -> bool:
+    """Whether the launcher runs the job on this machine (basic, submitit_local, a local Ray
+    cluster), whose GPUs its devices resolve against; SLURM and a Ray cluster joined by
+    address resolve them on their own nodes."""
+    name = str(launcher or "").rpartition(".")[2]
+    return name in ("", "BasicLauncher", "LocalLauncher") or (name == "RayLauncher"
+                                                              and not ray_address)
 
 
 def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
