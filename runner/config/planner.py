@@ -166,6 +166,7 @@ def check_shard(shard: Any, num_shards: Any) -> tuple[int, int]:
     return shard, num_shards
 
 
+#: One case's op, the checked choices of each axis, and those of each op parameter.
 Grid = tuple[OpPlan, dict[str, list[Any]], dict[str, list[Any]]]
 
 
