@@ -209,3 +209,7 @@ def test_a_launched_sweep_checks_its_axis_values_here_and_its_devices_where_it_r
     with pytest.raises(ConfigError, match="invalid value for 'graph': 'bogus'. Valid choices"):
         check_command_line([*slurm, "graph=bogus"])
     check_command_line([*slurm, f"device=cuda:{N_GPUS + 7}"])
+    with pytest.raises(ConfigError, match=f"invalid value for 'device': 'cuda:{N_GPUS + 7}'"):
+        # submitit_local runs its jobs on this machine: its devices are this machine's
+        check_command_line(["-m", "hydra/launcher=submitit_local", *slurm[2:],
+                            f"device=cuda:{N_GPUS + 7}"])
