@@ -41,7 +41,8 @@ from ops.base import OpContext
 from runner.timing.clocks import CudaEventClock, L2Flusher
 from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import measure_device_time
-from runner.timing.timer import TimerPlan, measure
+from runner.timing.measurement import TimerPlan
+from runner.timing.timer import measure
 
 CASES = [
     ("add 1 elem in-place fp32", elementwise.build_add, (1,), torch.float32, {"inplace": True}),

@@ -2,8 +2,9 @@
 
 The command line is parsed once and checked before Hydra runs anything
 (``runner.config.overrides``): each override by its key's declared rule, then every job of a
-multirun composed and planned. So a typo in any job fails with exit status 2 before the first
-trial runs and before any result directory is created.
+multirun composed and planned, which checks each axis value (``runner.config.planner``). So a
+typo in any job fails with exit status 2 before the first trial runs and before any result
+directory is created.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ def _help_for_op(cmd: CommandLine) -> None:
 
 
 def _prestart(cmd: CommandLine) -> None:
-    """Start the trial workers first, before the overrides are checked (a device check
-    imports torch), every job is composed and planned, and Hydra runs: their torch import and
+    """Start the trial workers first, before the overrides are checked, every job is composed
+    and planned (a device check imports torch), and Hydra runs: their torch import and
     CUDA context run on other cores meanwhile (runner.execution.pool). ``workers=N`` starts
     a pool. A bad command line stops them again (exit 2)."""
     if "none" in (cmd.values_of("isolation") or []):

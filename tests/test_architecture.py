@@ -46,7 +46,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "analysis": ("runner.storage", "runner.core", "runner.cli", "runner.timing.spread"),
     "claims": ("runner.analysis", "runner.storage", "runner.core", "runner.cli",
                "runner.console"),
-    "config": ("runner.core", "runner.timing.timer", "runner.claims.spec", "runner.storage"),
+    "config": ("runner.core", "runner.timing.measurement", "runner.claims.spec",
+               "runner.storage"),
     "execution": ("runner.config", "runner.claims", "runner.analysis", "runner.storage",
                   "runner.timing", "runner.core", "runner.console", "runner.cli"),
     **{command: ("runner",) for command in COMMANDS},
@@ -202,6 +203,47 @@ def violations(runner: Path) -> list[str]:
     return out
 
 
+#: The run side, where a trial axis travels from the command line to its column.
+RUN_SIDE = ("__main__.py", "config", "core", "execution", "storage")
+#: The only run-side modules that name the ``graph`` axis's value (``GraphMode``,
+#: ``spec.graph``): its declaration, the spec's typed field, and the one place the modes act
+#: on it. Every other station of its walk (docs/architecture.md) handles every axis alike,
+#: through the registry.
+GRAPH_AXIS_NAMED_IN = frozenset({"core/axes.py", "config/trials.py", "execution/modes.py"})
+#: The one module that checks an axis value (``Axis.check``, through ``AXES_BY_NAME``).
+AXIS_CHECKED_IN = frozenset({"config/planner.py"})
+#: Modules that carry a trial's task without opening its spec's axes.
+CARRIERS = frozenset({"execution/task.py", "execution/worker.py", "execution/worker_loop.py"})
+
+
+def axis_readers(runner: Path) -> dict[str, set[str]]:
+    """``{"graph": modules naming the graph axis, "check": modules checking an axis value,
+    "spec": modules reading an axis of a spec}`` over the run side of ``runner``."""
+    from runner.core.axes import AXIS_NAMES
+
+    found: dict[str, set[str]] = {"graph": set(), "check": set(), "spec": set()}
+    for path in sorted(runner.rglob("*.py")):
+        rel = path.relative_to(runner).as_posix()
+        if not rel.startswith(RUN_SIDE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Name) and node.id == "GraphMode":
+                found["graph"].add(rel)
+            if not isinstance(node, ast.Attribute):
+                continue
+            owner = node.value
+            of_spec = (isinstance(owner, ast.Name) and owner.id == "spec"
+                       or isinstance(owner, ast.Attribute) and owner.attr == "spec")
+            if of_spec and node.attr == "graph":
+                found["graph"].add(rel)
+            if of_spec and node.attr in AXIS_NAMES:
+                found["spec"].add(rel)
+            if (node.attr == "check" and isinstance(owner, ast.Subscript)
+                    and isinstance(owner.value, ast.Name) and owner.value.id == "AXES_BY_NAME"):
+                found["check"].add(rel)
+    return found
+
+
 # ---------------------------------------------------------------------------------------
 # The contract holds on the tree
 # ---------------------------------------------------------------------------------------
@@ -272,6 +314,16 @@ def test_commands_are_thin() -> None:
             continue
         packages = {n.split(".")[1] for n, _ in imports(path, RUNNER) if n.startswith("runner.")}
         assert len(packages) == 1 and len(path.read_text().splitlines()) <= 10, path
+
+
+def test_an_axis_walks_through_few_hands() -> None:
+    """The walk of an axis (docs/architecture.md, "The walk of one axis"): its value is checked
+    in one module, named in its declaration, the spec and the modes only, and never read by
+    the modules that carry a trial to its worker."""
+    found = axis_readers(RUNNER)
+    assert found["check"] == AXIS_CHECKED_IN
+    assert found["graph"] == GRAPH_AXIS_NAMED_IN
+    assert not found["spec"] & CARRIERS
 
 
 # ---------------------------------------------------------------------------------------
@@ -355,3 +407,14 @@ def test_planted_long_function_is_caught(copy: Path) -> None:
 def test_planted_unknown_part_is_caught(copy: Path) -> None:
     (copy / "helpers.py").write_text("import runner.execution.job\n")
     assert any("part 'helpers'" in v for v in violations(copy))
+
+
+@pytest.mark.slow
+def test_planted_axis_readers_are_caught(copy: Path) -> None:
+    plant(copy, "config/overrides.py", "def again(value):\n"
+          "    from runner.core.axes import AXES_BY_NAME\n"
+          "    return AXES_BY_NAME['graph'].check(value)")
+    plant(copy, "execution/worker.py", "def peek(task):\n    return task.spec.graph")
+    found = axis_readers(copy)
+    assert found["check"] == AXIS_CHECKED_IN | {"config/overrides.py"}
+    assert "execution/worker.py" in found["graph"] & found["spec"]

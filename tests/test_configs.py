@@ -18,7 +18,7 @@ from runner.config.ops import builder_params, resolve_target, target_params
 from runner.config.schema import RunConfig
 from runner.storage.columns import COLUMNS
 from runner.storage.files import rows_to_table
-from runner.timing.timer import TimerPlan
+from runner.timing.measurement import TimerPlan
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 OPS = sorted(p.stem for p in (CONF / "op").glob("*.yaml"))

@@ -18,8 +18,9 @@ from runner.timing import device_time as dt
 from runner.timing.back_to_back import CHUNK_S
 from runner.timing.device_time import bound_calls_by_memory, measure_device_time
 from runner.timing.gapped import Timed
+from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S, Reading
-from runner.timing.timer import Measurement, TimerPlan, choose_calls_per_sample, measure
+from runner.timing.timer import choose_calls_per_sample, measure
 
 US = 1e-6
 MIB = 2**20

@@ -19,8 +19,9 @@ from runner.execution import modes
 from runner.execution.context import TORCH_DTYPES, trial_settings
 from runner.execution.workload import builder
 from runner.timing.clocks import CudaEventClock, HostClock, L2Flusher
+from runner.timing.measurement import TimerPlan
 from runner.timing.settle import CAPPED_MIN_S
-from runner.timing.timer import TimerPlan, measure
+from runner.timing.timer import measure
 
 pytestmark = pytest.mark.gpu
 

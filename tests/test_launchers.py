@@ -207,7 +207,7 @@ def test_launcher_names_are_short() -> None:
 
 
 def test_a_ray_request_beyond_the_local_cluster_is_refused() -> None:
-    from runner.execution.launched import check_ray_request
+    from runner.config.preflight import check_ray_request
 
     ray = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
     local = {"init": {"address": None, "num_cpus": 2, "num_gpus": 1}}
@@ -229,9 +229,11 @@ def test_a_ray_gpu_request_without_gpus_is_refused_at_once(
 
     ray = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
     monkeypatch.setattr(gpus, "visible_gpus", lambda: [])
-    with pytest.raises(ConfigError, match="num_gpus.*no task could ever start"):
-        preflight.check_ray_gpus(ray, 1, None)
-    preflight.check_ray_gpus(ray, 1, "head:6379")  # a cluster decides for itself
-    preflight.check_ray_gpus(ray, 0, None)
+    with pytest.raises(ConfigError, match="num_gpus.*no task could ever start.*device=cpu"):
+        preflight.check_ray_request(ray, {"remote": {"num_gpus": 1}})
+    # a cluster decides for itself
+    preflight.check_ray_request(ray, {"init": {"address": "head:6379"},
+                                      "remote": {"num_gpus": 1}})
+    preflight.check_ray_request(ray, {"remote": {"num_gpus": 0}})
     monkeypatch.setattr(gpus, "visible_gpus", lambda: None)  # unknown: Ray decides
-    preflight.check_ray_gpus(ray, 1, None)
+    preflight.check_ray_request(ray, {"remote": {"num_gpus": 1}})

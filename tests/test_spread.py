@@ -13,8 +13,10 @@ from test_timer import plan as timer_plan
 from runner.execution.measured import cost_columns
 from runner.execution.timed import TrialTimes
 from runner.timing.device_time import UNAVAILABLE, DeviceTime
+from runner.timing.measurement import Measurement, TimerPlan
+from runner.timing.sampler import sample
 from runner.timing.spread import far_fewer_calls, mixed_reason
-from runner.timing.timer import Measurement, TimerPlan, measure, sample
+from runner.timing.timer import measure
 
 US = 1e-6
 MS = 1e-3

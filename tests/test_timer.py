@@ -23,6 +23,8 @@ from runner.timing.heat import (
     heat_left,
     min_warmup_s,
 )
+from runner.timing.measurement import Measurement, TimerPlan
+from runner.timing.sampler import sample
 from runner.timing.settle import (
     BAND_WATCH_S,
     CAPPED_MIN_S,
@@ -31,13 +33,7 @@ from runner.timing.settle import (
     settle,
 )
 from runner.timing.stats import median_ci_ranks
-from runner.timing.timer import (
-    Measurement,
-    TimerPlan,
-    choose_calls_per_sample,
-    measure,
-    sample,
-)
+from runner.timing.timer import choose_calls_per_sample, measure
 
 MS = 1e-3
 US = 1e-6

@@ -17,7 +17,7 @@ from runner.execution import worker, worker_loop
 from runner.execution.insight import InsightOptions
 from runner.execution.task import TrialTask, TrialTimer
 from runner.storage.files import read_metadata
-from runner.timing.timer import TimerPlan
+from runner.timing.measurement import TimerPlan
 
 SMOKE_YAML = Path(__file__).resolve().parent.parent / "conf" / "timer" / "smoke.yaml"
 

@@ -3,7 +3,7 @@ configs.
 
 The rule: a flat shape is one shape, a list of shapes is one trial each; every other axis
 and every op parameter expands a list into one trial per element; the trials are the
-cartesian product in ``runner.config.schema.AXES`` order, then op parameters, last varying fastest.
+cartesian product in ``runner.core.axes.AXES`` order, then op parameters, last varying fastest.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from runner.config.trials import TrialSpec, as_choices, expand, shape_choices
+from runner.config.planner import expand
+from runner.config.trials import TrialSpec, as_choices, shape_choices
 from runner.core.axes import AXIS_NAMES as AXES
 from runner.core.axes import CompileMode, DType, GraphMode
 from runner.core.errors import ConfigError

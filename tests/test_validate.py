@@ -2,7 +2,7 @@
 valid choices, and no results directory, for every kind of mistake.
 
 Each case is checked twice: in-process through ``runner.config.overrides.check_command_line`` (the
-check ``python -m runner`` runs before Hydra composes anything), and end to end through
+checks ``python -m runner`` runs before Hydra runs anything), and end to end through
 ``python -m runner`` in a fresh working directory. The subprocesses all start together in a
 module fixture, so the whole file costs about as much as its slowest run.
 """
@@ -198,3 +198,18 @@ def test_a_timer_rule_is_the_same_on_the_command_line_and_in_a_composed_job(
             check()
         for needle in needles:
             assert needle in str(info.value), str(info.value)
+
+
+def test_a_launched_sweep_checks_its_axis_values_here_and_its_devices_where_it_runs() -> None:
+    """A SLURM sweep's values are checked before it is submitted, by the planner's one check
+    of each axis value; its devices are resolved on the nodes that run it (this machine may
+    have no GPU at all)."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    slurm = ["-m", "hydra/launcher=slurm", "op=add", "shape=[4]", "timer=smoke"]
+    with pytest.raises(ConfigError, match="invalid value for 'graph': 'bogus'. Valid choices"):
+        check_command_line([*slurm, "graph=bogus"])
+    check_command_line([*slurm, f"device=cuda:{N_GPUS + 7}"])
+    with pytest.raises(ConfigError, match=f"invalid value for 'device': 'cuda:{N_GPUS + 7}'"):
+        # submitit_local runs its jobs on this machine: its devices are this machine's
+        check_command_line(["-m", "hydra/launcher=submitit_local", *slurm[2:],
+                            f"device=cuda:{N_GPUS + 7}"])

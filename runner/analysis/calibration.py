@@ -22,14 +22,16 @@ import numpy as np
 import pandas as pd
 
 from runner.analysis.values import finite_positive, is_missing
+from runner.core.axes import GraphMode
 
 log = logging.getLogger(__name__)
 
 CALIBRATION_DIR = "calibration"
 #: Environment variable naming the results root when none is given.
 RESULTS_ROOT_ENV = "OPSWEEP_RESULTS_ROOT"
-#: Execution modes that replay a captured graph: their launch floor is the graph one.
-GRAPH_MODES = ("cuda_graph", "graphed_callable")
+#: Execution modes that replay a captured graph (every ``graph`` axis value but ``none``):
+#: their launch floor is the graph one.
+GRAPH_MODES = tuple(mode.value for mode in GraphMode if mode is not GraphMode.none)
 
 
 # ----------------------------------------------------------------------------- device keys

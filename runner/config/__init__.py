@@ -10,7 +10,7 @@ Turns a composed Hydra config into frozen :class:`~runner.config.trials.TrialSpe
 into a :class:`~runner.core.errors.ConfigError` (exit status 2) before anything runs.
 
 May import: the standard library, omegaconf/hydra, ``runner.core`` (axes, errors, the target
-resolver), ``runner.timing.timer`` (timer defaults), ``runner.claims.spec`` (the typed
+resolver), ``runner.timing.measurement`` (the timer plan), ``runner.claims.spec`` (the typed
 `expect:` of an experiment; `expect.py` checks it), and ``runner.storage`` (column names, and
 the result files a fixed ``sweep_id`` would clash with).
 Never torch at import time (``--help`` and the override checks must stay fast).

@@ -1,13 +1,16 @@
 """The front door: everything the user typed, checked before Hydra makes anything.
 
 ``python -m runner`` (``runner.__main__``) parses the command line once
-(:mod:`runner.config.commandline`), then runs :func:`check_overrides`: each ``key=value`` by
-the rule declared with its key (an axis: :mod:`runner.core.axes`; a setting: its field in
-:mod:`runner.config.schema`; an op parameter: its builder's signature); then it composes and
-plans every job of the sweep (:func:`runner.config.preflight.preflight`). So a typo in any
-job of a multirun fails with exit status 2 before the first job runs and before any folder is
-made. Every message names the key, the bad value and the valid choices or the fix.
-:func:`check_command_line` is the two steps in one call, for tools and tests.
+(:mod:`runner.config.commandline`), then runs :func:`check_overrides`: each key must exist,
+and each value passes the rule declared with its key (a setting: its field in
+:mod:`runner.config.schema`; an op parameter: its builder's signature; a config group: its
+files). Then it composes and plans every job of the sweep
+(:func:`runner.config.preflight.preflight`), and the planner checks each trial axis value by
+its rule in :mod:`runner.core.axes`, once, wherever it was set (command line, experiment,
+``cases``). So a typo in any job of a multirun fails with exit status 2 before the first job
+runs and before any folder is made. Every message names the key, the bad value and the valid
+choices or the fix. :func:`check_command_line` is the two steps in one call, for tools and
+tests.
 """
 
 from __future__ import annotations
@@ -29,11 +32,10 @@ from runner.config.ops import (
     no_trials,
     target_params,
 )
-from runner.config.planner import check_shape, check_shard
+from runner.config.planner import check_shard
 from runner.config.schema import RunConfig, TimerSettings
 from runner.config.settings import rules
-from runner.config.trials import as_choices, shape_choices
-from runner.core.axes import AXES_BY_NAME, AXIS_NAMES
+from runner.config.trials import as_choices
 from runner.core.errors import ConfigError, bad_value, choices_text
 
 CONFIG_GROUPS = ("op", "timer", "experiment")
@@ -110,9 +112,7 @@ def check_overrides(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
                 TIMER_RULES[name].enforce(key, value)
         elif key.startswith("op."):
             _check_op_override(key, values, op_names, dirs)
-        elif key in AXIS_NAMES:
-            _check_axis_values(key, values, op_names, dirs)
-        else:
+        else:  # a setting, or an axis: its values are the planner's to check, once
             _check_key(key, key, TOP_LEVEL_KEYS, "")
             for value in values:
                 if key in RULES:
@@ -208,31 +208,6 @@ def _check_op_override(full_key: str, values: list[Any], op_names: list[str],
         listing = (f"Parameters of op '{name}': {choices_text('op.' + p for p in params)}."
                    if params else f"Op '{name}' has no parameters.")
         raise ConfigError(f"unknown config key '{full_key}'.{hint} {listing}")
-
-
-def _check_axis_values(key: str, values: list[Any], op_names: list[str],
-                       dirs: list[Path]) -> None:
-    for value in values:
-        if key != "shape":
-            if value == []:
-                raise no_trials(key)
-            for item in as_choices(value):
-                AXES_BY_NAME[key].check(item)
-                if key == "num_threads":
-                    guards.check_threads(item)
-            continue
-        if value is None:
-            continue
-        if not isinstance(value, list):
-            raise ConfigError(f"invalid value for 'shape': {value!r}. Expected a list of "
-                              "integers such as shape=[512,512,512].")
-        for name in op_names:
-            node = _op_yaml(name, dirs) or {}
-            names = node.get("shape_names")  # not a list: the op's own error, in the pre-flight
-            for shape in shape_choices(value):
-                check_shape(shape, node.get("name", name), names if isinstance(names, list)
-                            else None)
-                guards.check_shape_size(shape)
 
 
 def _check_custom_targets(cmd: CommandLine, op_names: list[str]) -> None:

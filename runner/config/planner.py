@@ -1,14 +1,30 @@
 """The trial planner: a composed job config → the op plans and frozen trial specs to run.
 
-Every value is checked here (through the axis registry and the op's signature) before any
-trial runs; a bad one raises :class:`~runner.core.axes.ConfigError` naming the key, the
-value and the choices.
+The one place where trial axis values are checked (each by its rule in the axis registry,
+:func:`runner.core.axes.Axis.check`; the op parameters by the op's signature) and expanded
+into :class:`~runner.config.trials.TrialSpec` s: the pre-flight (``runner.config.preflight``)
+plans every job before the first trial runs, so a bad value raises :class:`ConfigError` naming
+the key, the value and the choices, with exit status 2, before anything is on disk.
+
+The expansion rule (documented in the README):
+
+* ``shape``: a flat list of ints is ONE shape; a list of lists is one trial per shape.
+* every other axis (``runner.core.axes.AXES``) and every op parameter: a scalar is one
+  value, a list is one trial per element.
+* the trials of a job are the cartesian product of all axes, in registry order, then the op
+  parameters in YAML order; the last varies fastest. With ``cases``, each case is one such
+  product, the cases concatenated.
+
+Hydra multirun (``-m``, ``hydra.sweeper.params``) makes *jobs* on top of this; each job
+expands its own trials.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +35,7 @@ from runner.config.ops import CONF_DIR, OpPlan, group_options, no_trials, plan_o
 from runner.config.schema import RunConfig
 from runner.config.settings import check_settings
 from runner.config.sweep_size import check_trials
-from runner.config.trials import TrialSpec, as_choices, expand, shape_choices
+from runner.config.trials import TrialSpec, as_choices, shape_choices
 from runner.core.axes import AXES_BY_NAME, AXIS_NAMES
 from runner.core.errors import ConfigError, bad_value
 
@@ -44,7 +60,6 @@ def check_shape(value: Any, op: str, shape_names: list[str] | None) -> tuple[int
 
 def _show(value: Any) -> str:
     return str(list(value)) if isinstance(value, tuple) else repr(value)
-
 
 
 SMOKE_MAX_DIM = 16
@@ -104,27 +119,30 @@ def _task_key(overrides: list[str]) -> tuple[str, ...]:
                  if not text.lstrip("+~").startswith(("hydra.", "hydra/")))
 
 
-def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> list[PlannedTrial]:
+def plan_job(cfg: DictConfig, conf_dir: Path = CONF_DIR, *,
+             devices_here: bool = True) -> list[PlannedTrial]:
     """Validate a composed job config and expand it into trials.
 
     Without ``cases`` the job is one cartesian product. With ``cases`` (a list of partial
     configs) each case is expanded on its own, on top of the job's values, and the trials are
     concatenated in case order: ``cases`` zips heterogeneous settings (different ops, shapes,
-    params), where lists multiply.
+    params), where lists multiply. ``devices_here=False``: the job runs on another machine (a
+    SLURM or Ray launcher), which resolves ``device`` against its own GPUs; every other value
+    is checked here.
     """
     values = OmegaConf.to_container(cfg, resolve=True)
     check_settings(values, RunConfig)  # every setting's declared rule (runner.config.settings)
     shard, num_shards = check_shard(values.get("shard", 0), values.get("num_shards", 1))
     cases = values.get("cases")
     if cases is None:
-        grids = [_case_grid(values, {}, "", conf_dir)]
+        grids = [_case_grid(values, {}, "", conf_dir, devices_here)]
     elif not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise ConfigError(f"invalid value for 'cases': {cases!r}. Expected a list of mappings, "
                           "e.g. cases=[{op: matmul, dtype: bf16}, {op: copy}].")
     elif not cases:
         raise no_trials("cases")
     else:
-        grids = [_case_grid(values, case, f"cases[{index}].", conf_dir)
+        grids = [_case_grid(values, case, f"cases[{index}].", conf_dir, devices_here)
                  for index, case in enumerate(cases)]
     # counted before anything is expanded: a 10^7-trial job is refused in milliseconds
     count = sum(math.prod(len(v) for v in (*axes.values(), *params.values()))
@@ -148,8 +166,12 @@ def check_shard(shard: Any, num_shards: Any) -> tuple[int, int]:
     return shard, num_shards
 
 
-def _case_grid(values: dict[str, Any], case: dict[str, Any], where: str,
-               conf_dir: Path) -> tuple[OpPlan, dict[str, list[Any]], dict[str, list[Any]]]:
+#: One case's op, the checked choices of each axis, and those of each op parameter.
+Grid = tuple[OpPlan, dict[str, list[Any]], dict[str, list[Any]]]
+
+
+def _case_grid(values: dict[str, Any], case: dict[str, Any], where: str, conf_dir: Path,
+               devices_here: bool = True) -> Grid:
     """One case's op and the checked choices of each axis and op parameter (not expanded)."""
     op_node = dict(values.get("op") or {})
     if "op" in case:
@@ -171,6 +193,8 @@ def _case_grid(values: dict[str, Any], case: dict[str, Any], where: str,
         try:
             if key == "shape":
                 axes[key] = _shape_axis(raw, plan, smoke=bool(values.get("smoke")))
+            elif key == "device" and not devices_here:  # resolved where the job runs
+                axes[key] = list(dict.fromkeys(str(v) for v in as_choices(raw)))
             else:
                 axes[key] = list(dict.fromkeys(AXES_BY_NAME[key].check(v) for v in as_choices(raw)))
             if not axes[key]:
@@ -180,3 +204,15 @@ def _case_grid(values: dict[str, Any], case: dict[str, Any], where: str,
     return plan, axes, param_choices
 
 
+def expand(axes: Mapping[str, list[Any]], params: Mapping[str, list[Any]], *,
+           op: str, target: str) -> list[TrialSpec]:
+    """Cartesian product of already-checked axis choices and op-parameter choices."""
+    axis_names = list(AXIS_NAMES)
+    param_names = list(params)
+    grids = [axes[name] for name in axis_names] + [params[name] for name in param_names]
+    specs = []
+    for combo in itertools.product(*grids):
+        axis_values = dict(zip(axis_names, combo[: len(axis_names)]))
+        param_values = tuple(sorted(zip(param_names, combo[len(axis_names):])))
+        specs.append(TrialSpec(op=op, target=target, params=param_values, **axis_values))
+    return specs

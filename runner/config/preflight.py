@@ -10,6 +10,7 @@ Hydra's merge and struct errors become opsweep's message naming the key, the val
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -110,8 +111,9 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
 
 def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
                expand: bool = True) -> tuple[int | None, Any, Any, list[str]]:
-    """Compose and plan one job: (its trial count or None where it is not planned here, its
-    ``max_trials``, its timer settings, ``["shard i of n"]`` when its shard has no trial).
+    """Compose and plan one job: (its trial count or None where its launcher runs it on
+    another machine, its ``max_trials``, its timer settings, ``["shard i of n"]`` when its
+    shard has no trial).
     ``expand``: an experiment's ``hydra.sweeper.params`` jobs are composed and planned too."""
     from hydra.types import RunMode
 
@@ -122,8 +124,8 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
                                with_log_configuration=False)
     launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
-    check_ray_gpus(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.remote.num_gpus"),
-                   OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
+    check_ray_request(launcher, OmegaConf.select(cfg, "hydra.launcher.ray"))
+    devices_here = _runs_here(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
     params = OmegaConf.select(cfg, "hydra.sweeper.params") if cmd.multirun and expand else None
     if params:  # an experiment's sweep: its jobs are composed and planned here too
         _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
@@ -133,14 +135,22 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     _check_experiment_package(cfg)
     check_results_dir(str(cfg.results_dir))
     limit, timer = cfg.get("max_trials"), OmegaConf.to_container(cfg.timer, resolve=True)
-    if launcher not in (None, *LOCAL_LAUNCHERS):
-        # jobs run on other machines (SLURM, Ray): their devices are planned there
-        return None, limit, timer, []
-    planned = plan_job(cfg, conf_dir)
+    planned = plan_job(cfg, conf_dir, devices_here=devices_here)
     check_job(cfg, planned, None)
+    if launcher not in (None, *LOCAL_LAUNCHERS):  # the job plans again in its own process
+        return None, limit, timer, []
     remember(job, planned)
     sharded = cfg.get("num_shards", 1) > 1 and not planned
     return len(planned), limit, timer, [f"shard {cfg.shard} of {cfg.num_shards}"] if sharded else []
+
+
+def _runs_here(launcher: Any, ray_address: Any) -> bool:
+    """Whether the launcher runs the job on this machine (basic, submitit_local, a local Ray
+    cluster), whose GPUs its devices resolve against; SLURM and a Ray cluster joined by
+    address resolve them on their own nodes."""
+    name = str(launcher or "").rpartition(".")[2]
+    return name in ("", "BasicLauncher", "LocalLauncher") or (name == "RayLauncher"
+                                                              and not ray_address)
 
 
 def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
@@ -165,25 +175,38 @@ def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: 
         raise ConfigError(f"{where} (hydra.sweeper.params): {explain(exc)}") from None
 
 
-def check_ray_gpus(launcher: Any, num_gpus: Any, address: Any) -> None:
-    """A local Ray cluster on a machine without GPUs can never give a task a GPU: Ray would
-    wait forever (logging "No available node types can fulfill resource request" every 35 s,
-    and ``ray.get`` swallowing Ctrl-C). Refused before anything starts. With an ``address``
-    the cluster's own nodes decide, and where only torch could count the GPUs, Ray does."""
+def check_ray_request(launcher: Any, ray_cfg: Any) -> None:
+    """A Ray task that asks a local cluster for more CPUs or GPUs than it has is never
+    scheduled: Ray logs "No available node types can fulfill resource request" every 35 s
+    and ``ray.get`` waits forever, swallowing Ctrl-C. Refused before anything starts. A
+    cluster joined by address decides for itself (it may add nodes); a GPU count only torch
+    could tell is left to Ray."""
+    if not str(launcher or "").endswith("RayLauncher") or ray_cfg is None:
+        return
+    init, remote = ray_cfg.get("init") or {}, ray_cfg.get("remote") or {}
+    if init.get("address"):
+        return
     from runner.core.gpus import visible_gpus
 
-    if not str(launcher or "").endswith("RayLauncher") or address:
-        return
-    try:
-        wanted = float(num_gpus or 0)
-    except (TypeError, ValueError):
-        return
-    if wanted > 0 and visible_gpus() == []:
-        raise ConfigError(f"invalid value for 'hydra.launcher.ray.remote.num_gpus': {num_gpus}. "
-                          "Each Ray task asks for a GPU, but this machine has none and no "
-                          "cluster address is set, so no task could ever start. Set "
-                          "hydra.launcher.ray.init.address=HOST:PORT to use a cluster with "
-                          "GPUs, or use hydra/launcher=ray with device=cpu.")
+    gpus = visible_gpus()
+    # the CPUs this process may run on (a container's pinned set), as Ray counts them; a
+    # cgroup CPU quota below it is not seen here, and Ray's own wait then applies
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    has = {"num_cpus": init.get("num_cpus") or cpus,
+           "num_gpus": init.get("num_gpus") if init.get("num_gpus") is not None
+           else None if gpus is None else len(gpus)}
+    for key, what in (("num_cpus", "CPU"), ("num_gpus", "GPU")):
+        try:
+            wanted = float(remote.get(key) or 0)
+        except (TypeError, ValueError):
+            continue  # Ray's own check names a value that is not a number
+        if has[key] is not None and wanted > float(has[key]):
+            fix = f"Ask for at most {has[key]}" if has[key] else "Use device=cpu with num_gpus=0"
+            raise ConfigError(
+                f"invalid value for 'hydra.launcher.ray.remote.{key}': {remote.get(key)}. "
+                f"Each Ray task asks for {wanted:g} {what}{'' if wanted == 1 else 's'}, but "
+                f"the local Ray cluster has {has[key]}, so no task could ever start. {fix}, or set "
+                "hydra.launcher.ray.init.address=HOST:PORT to use a cluster that has them.")
 
 
 def _check_experiment_package(cfg: DictConfig) -> None:

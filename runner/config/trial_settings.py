@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from runner.config.settings import Constraint, setting
-from runner.timing.timer import TimerPlan
+from runner.timing.measurement import TimerPlan
 
 
 @dataclass

@@ -1,27 +1,19 @@
-"""Expanding one Hydra job's config into frozen trial specs.
+"""The frozen trial spec: everything that defines one trial.
 
-The rule (documented in the README):
-
-* ``shape``: a flat list of ints is ONE shape; a list of lists is one trial per shape.
-* every other axis (``runner.core.axes.AXES``) and every op parameter: a scalar is one
-  value, a list is one trial per element.
-* the trials of a job are the cartesian product of all axes, in registry order, then the op
-  parameters in YAML order; the last varies fastest.
-
-Hydra multirun (``-m``, ``hydra.sweeper.params``) makes *jobs* on top of this; each job
-expands its own trials.
+:class:`TrialSpec` is made by the planner (:func:`runner.config.planner.plan_job`, which checks
+every value and expands a job into specs) and read by the trial (``runner.execution.trial``).
+This module imports no Hydra nor OmegaConf: a worker process imports it with the trial code.
+The two helpers below read one config value as its choices, the expansion rule's first step.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runner.core.axes import AXES, AXIS_NAMES, EAGER, CompileMode, DType, GraphMode, mode_label
+from runner.core.axes import AXES, EAGER, CompileMode, DType, GraphMode, mode_label
 
 
 @dataclass(frozen=True)
@@ -94,16 +86,3 @@ def shape_choices(value: Any) -> list[tuple[int, ...]]:
         return [tuple(item) for item in items]
     return [tuple(items)]
 
-
-def expand(axes: Mapping[str, list[Any]], params: Mapping[str, list[Any]], *,
-           op: str, target: str) -> list[TrialSpec]:
-    """Cartesian product of already-validated axis choices and op-parameter choices."""
-    axis_names = list(AXIS_NAMES)
-    param_names = list(params)
-    grids = [axes[name] for name in axis_names] + [params[name] for name in param_names]
-    specs = []
-    for combo in itertools.product(*grids):
-        axis_values = dict(zip(axis_names, combo[: len(axis_names)]))
-        param_values = tuple(sorted(zip(param_names, combo[len(axis_names):])))
-        specs.append(TrialSpec(op=op, target=target, params=param_values, **axis_values))
-    return specs

@@ -6,7 +6,7 @@ product of all axes. Everything else about an axis is derived from its :class:`A
 
 * its field and default in the structured config (:class:`runner.config.schema.RunConfig`);
 * the check of each value, with the key, the bad value and the choices in the message
-  (:func:`Axis.check`, used by the command-line checks and the planner);
+  (:func:`Axis.check`, called once per value, by the planner in the pre-flight);
 * its field in the frozen :class:`runner.config.trials.TrialSpec` and its place in the
   expansion order;
 * its Parquet column, Arrow type and documentation (:mod:`runner.storage.columns`, from which

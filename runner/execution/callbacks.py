@@ -38,11 +38,8 @@ class MergeResults(Callback):
         console.start_log(Path(config.hydra.run.dir).parent.parent, config.hydra.verbose)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        try:  # before anything is written: a request Ray could never meet waits forever
-            launched.check_ray_request(config.hydra.launcher.get("_target_"),
-                                       config.hydra.launcher.get("ray"))
-        except ValueError as exc:
-            fail(exc)
+        # a Ray request the local cluster could never meet was refused by the pre-flight
+        # (runner.config.preflight.check_ray_request), before anything was written
         if launched.starts_child_jobs(config.hydra.launcher.get("_target_")):
             interrupt.shield_launched_jobs()
         else:

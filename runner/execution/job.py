@@ -146,7 +146,7 @@ def _plan(cfg: DictConfig, job: Job) -> tuple[list, InsightOptions, Any]:
     """The job's trials, insight options and worker slots; bad configuration exits 2 here,
     before any trial, leaving no empty sweep folder behind."""
     try:
-        planned = recall(job.overrides) or plan_job(cfg)  # planned once, by the check
+        planned = recall(job.overrides) or plan_job(cfg)  # planned once, by the pre-flight
         check_job(cfg, planned, job.dir, resuming=job.resuming)
         insight = InsightOptions.from_config(cfg, job.dir)
         workers = pool.plan_workers(cfg.workers, cfg.isolation, planned,

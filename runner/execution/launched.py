@@ -87,36 +87,3 @@ def _ray_context() -> Any | None:
     except Exception:
         return None
 
-
-def check_ray_request(target: str | None, ray_cfg: Any) -> None:
-    """A Ray task that asks a local cluster for more CPUs or GPUs than it has is never
-    scheduled: Ray logs "No available node types can fulfill resource request" every 35 s
-    and the driver waits in ``ray.get`` forever. Refused (a ``ValueError`` naming the key,
-    what the cluster has and the fix) before Ray starts. A cluster joined by address decides
-    for itself (it may add nodes); a GPU count only torch could tell is left to Ray."""
-    if launcher_name(target) != "ray" or ray_cfg is None:
-        return
-    init, remote = ray_cfg.get("init") or {}, ray_cfg.get("remote") or {}
-    if init.get("address"):
-        return
-    from runner.core.gpus import visible_gpus
-
-    gpus = visible_gpus()
-    # the CPUs this process may run on (a container's pinned set), as Ray counts them; a
-    # cgroup CPU quota below it is not seen here, and Ray's own wait then applies
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    has = {"num_cpus": init.get("num_cpus") or cpus,
-           "num_gpus": init.get("num_gpus") if init.get("num_gpus") is not None
-           else None if gpus is None else len(gpus)}
-    for key, what in (("num_cpus", "CPUs"), ("num_gpus", "GPUs")):
-        try:
-            wanted = float(remote.get(key) or 0)
-        except (TypeError, ValueError):
-            continue  # Ray's own check names a value that is not a number
-        if has[key] is not None and wanted > float(has[key]):
-            raise ValueError(
-                f"invalid value for 'hydra.launcher.ray.remote.{key}': {remote.get(key)}. "
-                f"Each Ray task asks for {wanted:g} {what}, but the local Ray cluster has "
-                f"{has[key]}, so no task could ever start. Ask for at most {has[key]}, or "
-                "set hydra.launcher.ray.init.address=HOST:PORT to use a cluster that has "
-                "them.")

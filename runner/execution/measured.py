@@ -14,7 +14,7 @@ from typing import Any
 from runner.execution.environment import gpu_state
 from runner.storage import columns as result_columns
 from runner.timing.device_time import DeviceTime
-from runner.timing.timer import Measurement
+from runner.timing.measurement import Measurement
 
 
 def clock_columns(device: str) -> dict[str, Any]:

@@ -54,6 +54,8 @@ class Prepared:
     uncaptured: Callable[[], Any] | None = None
     #: why ``uncaptured`` must not be captured into a graph (it replays graphs of its own)
     capture_blocker: str | None = None
+    #: ``fn`` is the plain eager call: the energy window may capture it in a graph of its own
+    capturable: bool = False
 
     def finish(self) -> None:
         """After timing: graphs dynamo made after the first call (accuracy check, warm-up,
@@ -120,15 +122,13 @@ def prepare(spec: TrialSpec, workloads: Sequence[Workload]) -> Prepared:
                     leaf.grad = None
 
     first = workloads[0]
+    split: Callable[[Any], list[Any]] = lambda result: [result]  # noqa: E731
     if spec.streams > 1 and first.parts:
         fn, ops_per_sample = _spread_parts(first.parts, spec.streams, device), 1
-        split: Callable[[Any], list[Any]] = lambda result: [result]  # noqa: E731
     elif spec.streams > 1:
-        fn, ops_per_sample = _fork_join(calls, device), len(calls)
-        split = list
+        fn, ops_per_sample, split = _fork_join(calls, device), len(calls), list
     else:
         fn, ops_per_sample = calls[0], 1
-        split = lambda result: [result]  # noqa: E731
 
     compile_time_s = None
     if spec.compile is not CompileMode.none:
@@ -136,7 +136,8 @@ def prepare(spec: TrialSpec, workloads: Sequence[Workload]) -> Prepared:
         # samples because the timer's warm-up starts afterwards.
         start = time.perf_counter()
         fn()
-        _sync(device)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         compile_time_s = time.perf_counter() - start
         counters = _dynamo_counters()
         breaks = counters.get("graph_break", {})
@@ -145,14 +146,15 @@ def prepare(spec: TrialSpec, workloads: Sequence[Workload]) -> Prepared:
             "graph_break_count": sum(breaks.values()),
             "graph_break_reasons": "; ".join(reason.splitlines()[0] for reason in breaks),
         }
-
     capture_time_s, uncaptured = None, fn
     if spec.graph is GraphMode.cuda_graph:
         fn, capture_time_s = _capture(fn, device)
     return Prepared(fn=fn, split=split, before_sample=before_sample,
                     ops_per_sample=ops_per_sample, compile_time_s=compile_time_s,
                     capture_time_s=capture_time_s, compile_stats=compile_stats,
-                    uncaptured=uncaptured, capture_blocker=_capture_blocker(spec))
+                    uncaptured=uncaptured, capture_blocker=_capture_blocker(spec),
+                    capturable=spec.graph is GraphMode.none and spec.compile is CompileMode.none
+                    and not spec.backward)
 
 
 def _capture_blocker(spec: TrialSpec) -> str | None:
@@ -196,11 +198,6 @@ def _dynamo_counters() -> Any:
     from torch._dynamo.utils import counters
 
     return counters
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def grad_leaves(workload: Workload) -> list[torch.Tensor]:

@@ -150,7 +150,8 @@ class Pool:
         journaled while that trial runs. Before handing over the next row it waits for the
         previous one to be on disk: per worker, at most one finished row is not yet journaled.
         ``record`` runs in those writer threads, one per worker, concurrently: it must be
-        thread-safe (the journal is: each trial has its own file; the progress bar locks).
+        thread-safe (the journal is: a job's trial log appends a line under its segment's
+        lock, ``runner.storage.trial_log``; the progress bar locks).
 
         Stops handing out trials once ``stop.requested`` (first Ctrl-C): the trials in flight
         finish and are recorded. A ``KeyboardInterrupt`` (second Ctrl-C) kills the workers;

@@ -18,7 +18,7 @@ from typing import Any
 from runner.config.trial_settings import TimerSettings
 from runner.config.trials import TrialSpec
 from runner.execution.insight import InsightOptions
-from runner.timing.timer import TimerPlan
+from runner.timing.measurement import TimerPlan
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,3 @@ class TrialTask:
     insight: InsightOptions | None = None
     #: how long the supervisor waits for the row (``trial_timeout_s``; None: forever)
     timeout_s: float | None = None
-
-    @property
-    def target(self) -> str:
-        return self.spec.target

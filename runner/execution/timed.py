@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from runner.config.trial_settings import TimerSettings
-from runner.config.trials import TrialSpec
 from runner.execution import modes
 from runner.timing.back_to_back import DEVICE_WARMUP_S
 from runner.timing.clock_probe import clock_probe
@@ -53,9 +52,9 @@ class TrialTimes:
     device_s: float
 
 
-def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
-               prepared: modes.Prepared, device: torch.device, clock: Clock, held_bytes: int,
-               *, read_clock: Any = None, watch: Any = None) -> TrialTimes:
+def time_trial(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
+               device: torch.device, clock: Clock, held_bytes: int, *,
+               read_clock: Any = None, watch: Any = None) -> TrialTimes:
     """The loop time and the device time of the trial's callable, in the order that pays the
     power cap's settling once (docs/timing.md#what-a-trial-costs):
 
@@ -82,12 +81,11 @@ def time_trial(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
         probe = dataclasses.replace(probe, power_capped=None)
         heat, now = _HEAT.get(str(device)), time.perf_counter()
         device_time = device_time_of(
-            spec, timer, plan, prepared, probe, device, memory["peak_allocated_bytes"],
+            timer, plan, prepared, probe, device, memory["peak_allocated_bytes"],
             held_bytes, read_clock=read_clock, watch=watch, min_capped_s=capped_min_s(heat, now),
             min_s=min_warmup_s(heat, now, DEVICE_WARMUP_S))
     else:
-        device_time = device_time_of(spec, timer, plan, prepared, None, device, None,
-                                     held_bytes)
+        device_time = device_time_of(timer, plan, prepared, None, device, None, held_bytes)
     device_s = time.perf_counter() - start
     sustained = device_time.measurement
     loop_plan, handover = handover_plan(plan, sustained)
@@ -143,12 +141,11 @@ def _memory(device: torch.device) -> dict[str, Any]:
             "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
 
 
-def device_time_of(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
-                 prepared: modes.Prepared, loop: Measurement | None, device: torch.device,
-                 peak_bytes: int | None, held_bytes: int, *, steady: bool = True,
-                 read_clock: Any = None, watch: Any = None,
-                 min_capped_s: float = CAPPED_MIN_S,
-                 min_s: float = DEVICE_WARMUP_S) -> DeviceTime:
+def device_time_of(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
+                   loop: Measurement | None, device: torch.device, peak_bytes: int | None,
+                   held_bytes: int, *, steady: bool = True, read_clock: Any = None,
+                   watch: Any = None, min_capped_s: float = CAPPED_MIN_S,
+                   min_s: float = DEVICE_WARMUP_S) -> DeviceTime:
     """The device time of the trial's work (``runner.timing.device_time``): for
     ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph. ``loop``
     sizes K and the spin (None only where there is no device time to take)."""
@@ -169,9 +166,8 @@ def device_time_of(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
 _PROBE = {"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5}
 
 
-def burst_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
-                prepared: modes.Prepared, device: torch.device, clock: Clock,
-                held_bytes: int) -> Measurement | None:
+def burst_time(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
+               device: torch.device, clock: Clock, held_bytes: int) -> Measurement | None:
     """``timer.burst``: the gapped device time (spin and sync around every sample) after a
     short warm-up, from the device as the previous work left it: the boost-clock number."""
     if not (timer.burst and timer.device_time and device.type == "cuda"):
@@ -179,8 +175,8 @@ def burst_time(spec: TrialSpec, timer: TimerSettings, plan: TimerPlan,
     probe = measure(prepared.fn, dataclasses.replace(plan, **_PROBE), clock,
                     before_sample=prepared.before_sample)
     peak = torch.cuda.max_memory_allocated(device)
-    burst = device_time_of(spec, timer, plan, prepared, probe, device, peak, held_bytes,
-                         steady=False)
+    burst = device_time_of(timer, plan, prepared, probe, device, peak, held_bytes,
+                           steady=False)
     return burst.measurement
 
 

@@ -9,7 +9,8 @@ trial's global settings (matmul precision, threads) and isolates compile state a
 :func:`_measure_trial`, whose docstring gives the order of the measurement and why; then it
 checks that the derived columns agree (``consistency_flag``), frees everything
 (:func:`_release`), reads the GPU state again and returns the row. The op's own steps (build, FLOP
-count, accuracy) are ``runner.execution.workload``.
+count, accuracy) are ``runner.execution.workload``. :func:`failed_row` is the row of a trial
+that gave none (its worker died or hung): its identity and status, no measurement.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import dataclasses
 import gc
 import json
+import math
 import time
 import traceback
 from datetime import datetime, timezone
@@ -27,7 +29,7 @@ import torch
 
 from ops.base import TrialSkipped, Workload
 from runner.config.trials import TrialSpec
-from runner.core.axes import AXES, CompileMode, DType, GraphMode
+from runner.core.axes import AXES, DType
 from runner.execution import modes
 from runner.execution.context import MATMUL_PRECISION, TORCH_DTYPES, trial_settings
 from runner.execution.energy_samples import sample_window
@@ -54,7 +56,7 @@ from runner.execution.task import TrialTask
 from runner.execution.timed import TrialTimes, burst_time, clock_for, time_trial
 from runner.execution.workload import accuracy, build_workloads, count_flops
 from runner.storage.columns import COST_COLUMNS, Status
-from runner.timing.timer import Measurement
+from runner.timing.measurement import Measurement
 
 
 def run_trial(task: TrialTask) -> dict[str, Any]:
@@ -108,10 +110,19 @@ def spec_columns(spec: TrialSpec) -> dict[str, Any]:
     row.update({
         "torch_dtype": str(TORCH_DTYPES[spec.dtype]).split(".")[-1],
         "tf32": spec.dtype is DType.tf32, "matmul_precision": MATMUL_PRECISION[spec.dtype],
-        "shape_str": spec.shape_str, "numel": _product(spec.shape),
+        "shape_str": spec.shape_str, "numel": math.prod(spec.shape),
         "params_json": json.dumps(params, sort_keys=True), "error_traceback": None,
     })
     row.update({f"param_{k}": v for k, v in params.items()})
+    return row
+
+
+def failed_row(task: TrialTask, status: Status, reason: str) -> dict[str, Any]:
+    """The row of a trial that gave none (its worker died or hung, its handler failed):
+    identity and status, no measurement."""
+    row = spec_columns(task.spec)
+    row.update(timestamp=datetime.now(timezone.utc), timer_preset=task.timer.preset,
+               status=status.value, reason=reason)
     return row
 
 
@@ -150,8 +161,8 @@ def _measure_trial(task: TrialTask) -> dict[str, Any]:
     accuracy_s = time.perf_counter() - checked_at
     watch = _energy_watch(task)  # 6
     read_clock, clock = sm_clock_reader(spec.device), clock_for(timer, device)
-    burst = burst_time(spec, timer, timer.plan, prepared, device, clock, held_bytes)  # 7
-    times = time_trial(spec, timer, timer.plan, prepared, device, clock, held_bytes,
+    burst = burst_time(timer, timer.plan, prepared, device, clock, held_bytes)  # 7
+    times = time_trial(timer, timer.plan, prepared, device, clock, held_bytes,
                        read_clock=read_clock, watch=watch)
     out.update(clock_columns(spec.device))  # 8
     out.update(_timed_columns(task, prepared, times, burst, accuracy_s))
@@ -231,9 +242,7 @@ def _after_timing(task: TrialTask, prepared: modes.Prepared, watch: Any, times: 
             insight, fn=prepared.fn, device=spec.device, label=spec.label(),
             trial_id=spec.trial_id, per_call_s=rate.stats.median, device_time_s=device_s,
             flops=out["flops"], bytes_moved=out["bytes_moved"],
-            before_call=prepared.before_sample,
-            capturable=spec.graph is GraphMode.none and spec.compile is CompileMode.none
-            and not spec.backward))
+            before_call=prepared.before_sample, capturable=prepared.capturable))
     return found
 
 
@@ -284,11 +293,3 @@ def _from_ctrl_c(exc: BaseException) -> bool:
 def _first_line(exc: BaseException) -> str:
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return lines[0][:500] if lines else type(exc).__name__
-
-
-def _product(shape: tuple[int, ...]) -> int:
-    total = 1
-    for size in shape:
-        total *= size
-    return total
-

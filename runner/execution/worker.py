@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any
 from runner.core.status import Status
 from runner.execution import timeline
 from runner.execution.worker_loop import (  # noqa: F401  (is_poisoned: for callers)
-    failed_row,
     is_poisoned,
     run_trial_safely,
     serve,
@@ -220,6 +219,8 @@ class Supervisor:
         try:
             row = self._request(("trial", task), task.timeout_s)
         except WorkerLost as lost:  # the driver's view: sent at, waited for
+            from runner.execution.trial import failed_row  # imports torch: only when needed
+
             row = failed_row(task, lost.status, str(lost))
             row.update(timestamp=sent_at, worker_trial_wall_s=time.perf_counter() - sent)
         timeline.trial_started(row.get("timestamp"))

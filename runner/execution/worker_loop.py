@@ -14,7 +14,6 @@ import signal
 import sys
 import time
 import traceback
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from runner.core.status import Status
@@ -33,7 +32,7 @@ POISONED_CUDA = (
 def run_trial_safely(task: TrialTask) -> dict[str, Any]:
     """``run_trial``, plus the failures it cannot turn into a row itself (its clean-up raising
     after a device-side assert). A poisoned CUDA context makes the row ``crashed``."""
-    from runner.execution.trial import run_trial
+    from runner.execution.trial import failed_row, run_trial
 
     try:
         row = run_trial(task)
@@ -49,17 +48,6 @@ def run_trial_safely(task: TrialTask) -> dict[str, Any]:
 def is_poisoned(row: dict[str, Any]) -> bool:
     text = f"{row.get('reason') or ''}\n{row.get('error_traceback') or ''}"
     return any(marker in text for marker in POISONED_CUDA)
-
-
-def failed_row(task: TrialTask, status: Status, reason: str) -> dict[str, Any]:
-    """The row of a trial that gave none (its worker died or hung, its handler failed):
-    identity and status, no measurement."""
-    from runner.execution.trial import spec_columns
-
-    row = spec_columns(task.spec)
-    row.update(timestamp=datetime.now(timezone.utc), timer_preset=task.timer.preset,
-               status=status.value, reason=reason)
-    return row
 
 
 def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = None) -> None:

@@ -1,11 +1,13 @@
-"""Result files: one Parquet per job, merged into one per sweep. Never overwritten.
+"""Result files: one Parquet per job, merged into one per sweep. Never overwritten blindly.
 
 Where they lie is :mod:`runner.storage.layout`; the merge of a sweep's jobs is
 :func:`runner.storage.journal.merge_sweep`.
 
-Every file is written to a temporary name in the same folder and then *hard-linked* to its
-final name. ``os.link`` fails if the name exists, so a write is atomic (readers never see half
-a file) and can never replace an existing result, even if two processes race.
+Every file is written to a temporary name in the same folder first, so readers never see
+half a file. A new file is then *hard-linked* to its final name (:func:`write_new`):
+``os.link`` fails if the name exists, so it can never replace an existing result, even if two
+processes race. An existing file is replaced (``os.replace``, atomic) only by a table that
+verifiably holds every one of its rows (:func:`replace_with_superset`).
 """
 
 from __future__ import annotations
