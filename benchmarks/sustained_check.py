@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 from graph_replays import placement_text, placement_us
 from harness_cost import harness_cost, per_trial_costs  # benchmarks/: this script's folder
+from sustained_load import back_to_back_for
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -106,11 +107,7 @@ def reference(fn: Callable[[], Any], tf32: bool, rep_ms: int) -> dict[str, float
     from triton.testing import do_bench_cudagraph
 
     torch.backends.cuda.matmul.allow_tf32 = tf32
-    start = time.perf_counter()
-    while time.perf_counter() - start < 2.0:  # ≥ 2 s back to back at the op's own load
-        for _ in range(50):
-            fn()
-        torch.cuda.synchronize()
+    back_to_back_for(fn, 2.0, batch=50)  # ≥ 2 s back to back at the op's own load
     cudagraph_us = do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3
     long_us = (cudagraph_us if rep_ms == 500 else
                do_bench_cudagraph(fn, rep=500, return_mode="median") * 1e3)

@@ -4,8 +4,9 @@ in one call on a CUDA machine:
     python benchmarks/time_to_result.py --out DIR [--copies] [--runs 2]
 
 1. The settled reference, in this process, through triton: per case, 2 s of the op back to
-   back (so a power-capped op is at its sustained clock: 1 s from a cool board left bf16
-   2048³ on an H200 ~4% fast, still sliding), then
+   back with the device never idle (``sustained_load``), so a power-capped op is at its
+   sustained clock (1 s from a cool board left bf16 2048³ on an H200 ~4% fast, still
+   sliding), then
    ``triton.testing.do_bench_cudagraph``; and, beside it, ``triton.testing.do_bench`` alone
    (the burst number a quick loop reports). It runs twice, before and after the opsweep
    processes: a capped op's sustained clock depends on the board's temperature
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from sustained_load import back_to_back_for  # benchmarks/: this script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = (256, 512, 1024, 2048, 4096, 8192)
@@ -78,14 +80,9 @@ def matmul_inputs(size: int, dtype: str) -> tuple[Any, Any, bool]:
 def settled_reference(fn: Any, seconds: float = 2.0) -> dict[str, float]:
     """``fn`` back to back for ``seconds``, then do_bench_cudagraph (the settled number) and
     do_bench (triton's default loop, the burst number)."""
-    import torch
     from triton.testing import do_bench, do_bench_cudagraph
 
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        for _ in range(20):
-            fn()
-        torch.cuda.synchronize()
+    back_to_back_for(fn, seconds)  # the device never idle: idle is clock to a capped GPU
     cudagraph_us = do_bench_cudagraph(fn, rep=100, return_mode="median") * 1e3
     return {"ref_us": cudagraph_us, "do_bench_us": do_bench(fn, return_mode="median") * 1e3}
 
