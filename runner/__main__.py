@@ -17,7 +17,7 @@ import hydra
 from omegaconf import DictConfig
 
 from runner.cli import fail, version_text
-from runner.config import hydra_lists, schema
+from runner.config import hydra_lists, hydra_reuse, schema
 from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.guards import guard_hydra_record
 from runner.config.ops import CONF_DIR
@@ -44,6 +44,7 @@ def main() -> None:
         print(version_text())
         return
     hydra_lists.install()  # before the first override is parsed
+    hydra_reuse.install()  # one parse and one composition, shared with Hydra's run
     try:
         cmd = parse_command_line(args)
         if cmd.runs_trials:
@@ -64,7 +65,10 @@ def main() -> None:
     except ConfigError as exc:
         fail(exc)
     guard_hydra_record()  # a full disk while Hydra writes .hydra: exit 1, no traceback
-    _hydra_main()
+    try:
+        _hydra_main()
+    finally:
+        hydra_reuse.forget()
     from runner.execution.callbacks import MERGE_FAILED
 
     if MERGE_FAILED:

@@ -10,6 +10,7 @@ Hydra's merge and struct errors become opsweep's message naming the key, the val
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from runner.config import sweep_size
+from runner.config import hydra_reuse, sweep_size
 from runner.config.commandline import CommandLine
 from runner.config.ops import CONF_DIR
 from runner.config.schema import RunConfig
@@ -99,10 +100,12 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
     from runner.config import schema
 
     schema.register()  # base_config, as python -m runner registers it
-    search_path = create_config_search_path(f"file://{conf_dir.resolve()}")
-    if cmd.flags.config_dir:  # as hydra.main adds it
+    # the search path exactly as hydra.main makes it: Hydra's run then takes the config
+    # composed here (runner.config.hydra_reuse)
+    search_path = create_config_search_path(str(conf_dir))
+    if cmd.flags.config_dir:
         search_path.prepend(provider="command-line",
-                            path=f"file://{Path(cmd.flags.config_dir).resolve()}",
+                            path=f"file://{os.path.abspath(cmd.flags.config_dir)}",
                             anchor=SearchPathQuery(provider="schema"))
     GlobalHydra.instance().clear()
     return Hydra.create_main_hydra2(task_name="runner", config_search_path=search_path)
@@ -112,13 +115,14 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
                expand: bool = True) -> tuple[int | None, Any, Any, list[str]]:
     """Compose and plan one job: (its trial count or None where it is not planned here, its
     ``max_trials``, its timer settings, ``["shard i of n"]`` when its shard has no trial).
-    ``expand``: an experiment's ``hydra.sweeper.params`` jobs are composed and planned too."""
+    ``expand``: an experiment's ``hydra.sweeper.params`` jobs are composed and planned too.
+
+    Without ``-m`` Hydra then runs the config composed here (``runner.config.hydra_reuse``):
+    a 5000-shape list costs one composition, not three."""
     from hydra.types import RunMode
 
-    from runner.config.guards import check_job, check_results_dir
-    from runner.config.planner import plan_job, remember
-
-    cfg = hydra.compose_config(cmd.flags.config_name or "config", job,
+    config_name = cmd.flags.config_name or "config"
+    cfg = hydra.compose_config(config_name, job,
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
                                with_log_configuration=False)
     launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
@@ -128,8 +132,23 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     if params:  # an experiment's sweep: its jobs are composed and planned here too
         _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
                             OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
+    hydra_node = cfg.hydra
     with open_dict(cfg):
-        del cfg["hydra"]
+        del cfg["hydra"]  # the checks read the job's own config, as Hydra's job gets it
+    checked = _check_task(cfg, job, launcher, conf_dir)
+    if not cmd.multirun:  # Hydra runs this very config: its hydra node back (a small copy)
+        with open_dict(cfg):
+            cfg["hydra"] = hydra_node
+        hydra_reuse.hand_over(config_name, job, hydra.config_loader.config_search_path, cfg)
+    return checked
+
+
+def _check_task(cfg: DictConfig, job: list[str], launcher: Any,
+                conf_dir: Path) -> tuple[int | None, Any, Any, list[str]]:
+    """The checks of one composed job's own config (``hydra`` removed): :func:`_check_job`."""
+    from runner.config.guards import check_job, check_results_dir
+    from runner.config.planner import plan_job, remember
+
     _check_experiment_package(cfg)
     check_results_dir(str(cfg.results_dir))
     limit, timer = cfg.get("max_trials"), OmegaConf.to_container(cfg.timer, resolve=True)
