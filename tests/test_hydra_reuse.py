@@ -124,3 +124,21 @@ def test_a_multirun_and_another_search_path_compose_on_their_own(
         assert len(compositions) == 3
     finally:
         GlobalHydra.instance().clear()
+
+
+@pytest.mark.parametrize("text", [
+    "shape=[[1],[2,3],[4096,4096,4096]]", "shape=[]", "shape=[[]]", "seed=[0,10,200]",
+    "shape=[512,512]", "x=[[1,[2]],[]]"])
+def test_a_plain_list_is_read_as_the_grammar_reads_it(text: str) -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    grammar = OverridesParser.parse_rule.__wrapped__(OverridesParser.create(), text, "override")
+    plain = hydra_reuse.plain_list(text)
+    assert plain == grammar and repr(plain.value()) == repr(grammar.value())
+
+
+@pytest.mark.parametrize("text", [
+    "shape=[01]", "shape=[1,]", "shape=[,]", "shape=[1,,2]", "shape=[-1]", "shape=[1.5]",
+    "shape=[1, 2]", "+shape=[1]", "timer.x=[1]", "shape=[a]", "shape=[[1]", "ｓhape=[1]"])
+def test_anything_else_is_left_to_the_grammar(text: str) -> None:
+    assert hydra_reuse.plain_list(text) is None

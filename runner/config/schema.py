@@ -141,3 +141,18 @@ def register() -> None:
 
     ConfigStore.instance().store(name="base_config", node=RunConfig)
     help.register(CONF_DIR, RunConfig)
+
+
+def recorded_yaml(cfg: Any, node: str, replaced: dict[str, Any]) -> str:
+    """``cfg`` as YAML, resolved, with ``replaced`` merged into its ``node``: the text of
+    ``OmegaConf.to_yaml(OmegaConf.merge(cfg, {node: replaced}), resolve=True)``, without
+    copying the whole config to merge one node (0.5 s for a 5000-shape job)."""
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf._utils import get_omega_conf_dumper
+
+    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    merged = OmegaConf.merge(cfg[node], replaced)
+    container[node] = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
+    return yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False,
+                     Dumper=get_omega_conf_dumper())

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner import console
 from runner.cli import fail
-from runner.config import sweep_size
+from runner.config import schema, sweep_size
 from runner.config.guards import check_job
 from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
@@ -136,8 +136,7 @@ def _metadata(cfg: DictConfig, job: Job, timer: TrialTimer) -> dict[str, Any]:
         "job_num": job.num,
         "overrides": job.overrides,
         "choices": OmegaConf.to_container(HydraConfig.get().runtime.choices),
-        "config": OmegaConf.to_yaml(OmegaConf.merge(cfg, {"timer": timer.settings()}),
-                                    resolve=True),
+        "config": schema.recorded_yaml(cfg, "timer", timer.settings()),
         "argv": sys.argv,
     }
 
