@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,19 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
     check_job_count(cmd)
     jobs = cmd.job_overrides()
     hydra = _hydra(cmd, conf_dir)
+    # a multirun's jobs that differ only in values are composed once, here and in Hydra
+    hydra_reuse.share_bases() if cmd.multirun else hydra_reuse.forget()
     counts: list[int] = []
     timer: Any = None
     empty: list[str] = []  # the shards with no trial (an array job's spare task)
+    shared = _Shared() if cmd.multirun else None
     try:
         for number, job in enumerate(jobs):
             where = f"job {number} ({' '.join(job)}): " if len(jobs) > 1 else ""
             try:
-                count, limit, timer, no_trials = _check_job(hydra, cmd, job, conf_dir)
+                count, limit, timer, no_trials = _check_job(hydra, cmd, job, conf_dir,
+                                                            shared=shared)
+                hydra_reuse.mark_checked(job)
                 empty += no_trials
                 if count is None:
                     continue
@@ -111,16 +117,34 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
     return Hydra.create_main_hydra2(task_name="runner", config_search_path=search_path)
 
 
+@dataclass
+class _Shared:
+    """What the jobs of one multirun share in its check: the composed config of each group
+    of jobs that differ only in plain values (:func:`runner.config.hydra_reuse.plain_part`),
+    with its launcher, and the ``results_dir`` values already checked."""
+
+    configs: dict[Any, tuple[DictConfig, Any]] = field(default_factory=dict)
+    results_dirs: set[str] = field(default_factory=set)
+
+
 def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
-               expand: bool = True) -> tuple[int | None, Any, Any, list[str]]:
+               expand: bool = True,
+               shared: _Shared | None = None) -> tuple[int | None, Any, Any, list[str]]:
     """Compose and plan one job: (its trial count or None where it is not planned here, its
     ``max_trials``, its timer settings, ``["shard i of n"]`` when its shard has no trial).
     ``expand``: an experiment's ``hydra.sweeper.params`` jobs are composed and planned too.
 
     Without ``-m`` Hydra then runs the config composed here (``runner.config.hydra_reuse``):
-    a 5000-shape list costs one composition, not three."""
+    a 5000-shape list costs one composition, not three. With ``shared``, a job that differs
+    from one checked before only in plain values (``seed=57``) is checked on that job's
+    config with its own values set, as Hydra's composition sets them, not composed again."""
     from hydra.types import RunMode
 
+    _, plain, key = hydra_reuse.plain_part(hydra.config_loader, job)
+    if shared is not None and key in shared.configs:
+        cfg, launcher = shared.configs[key]
+        hydra_reuse.apply_values(cfg, plain)
+        return _check_task(cfg, job, launcher, conf_dir, shared)
     config_name = cmd.flags.config_name or "config"
     cfg = hydra.compose_config(config_name, job,
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
@@ -132,10 +156,12 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     if params:  # an experiment's sweep: its jobs are composed and planned here too
         _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
                             OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
+    elif shared is not None and hydra_reuse.shareable(cfg, plain):
+        shared.configs[key] = (cfg, launcher)
     hydra_node = cfg.hydra
     with open_dict(cfg):
         del cfg["hydra"]  # the checks read the job's own config, as Hydra's job gets it
-    checked = _check_task(cfg, job, launcher, conf_dir)
+    checked = _check_task(cfg, job, launcher, conf_dir, shared)
     if not cmd.multirun:  # Hydra runs this very config: its hydra node back (a small copy)
         with open_dict(cfg):
             cfg["hydra"] = hydra_node
@@ -143,14 +169,18 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     return checked
 
 
-def _check_task(cfg: DictConfig, job: list[str], launcher: Any,
-                conf_dir: Path) -> tuple[int | None, Any, Any, list[str]]:
+def _check_task(cfg: DictConfig, job: list[str], launcher: Any, conf_dir: Path,
+                shared: _Shared | None = None) -> tuple[int | None, Any, Any, list[str]]:
     """The checks of one composed job's own config (``hydra`` removed): :func:`_check_job`."""
     from runner.config.guards import check_job, check_results_dir
     from runner.config.planner import plan_job, remember
 
     _check_experiment_package(cfg)
-    check_results_dir(str(cfg.results_dir))
+    results_dir = str(cfg.results_dir)
+    if shared is None or results_dir not in shared.results_dirs:
+        check_results_dir(results_dir)  # makes and removes a folder: once per value
+        if shared is not None:
+            shared.results_dirs.add(results_dir)
     limit, timer = cfg.get("max_trials"), OmegaConf.to_container(cfg.timer, resolve=True)
     if launcher not in (None, *LOCAL_LAUNCHERS):
         # jobs run on other machines (SLURM, Ray): their devices are planned there
