@@ -33,7 +33,15 @@ schema.register()
 # installed `opsweep` script is a package (runner) and not this file's folder.
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> object:
-    from runner.execution.job import run_job  # imports torch: keep `--help` fast
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from runner.execution import launched
+
+    # a job submitit or Ray started in a process of its own: its worker first
+    target = OmegaConf.select(HydraConfig.get(), "launcher._target_", default=None)
+    launched.prestart_worker(cfg, launched.launcher_name(target))
+    from runner.execution.job import run_job  # the job's code: keep `--help` fast
 
     return run_job(cfg)
 
