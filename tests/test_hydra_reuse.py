@@ -48,7 +48,8 @@ def test_an_override_is_parsed_once_and_alike() -> None:
     text = "shape=[[1,2],[3],[4,5,6]]"
     first = OverridesParser.create().parse_overrides([text])[0]
     again = OverridesParser.create().parse_overrides([text])[0]
-    assert again is first
+    assert again == first and again is not first  # each parse its own config_loader
+    assert again._value is first._value  # parsed once
     fresh = OverridesParser.parse_rule.__wrapped__(OverridesParser.create(), text, "override")
     assert fresh is not first and fresh == first
 

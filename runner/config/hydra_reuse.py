@@ -10,9 +10,9 @@ The changes, all to Hydra 1.3 internals and all here, in one place
 (tests/test_hydra_reuse.py fails when Hydra changes under them):
 
 * ``OverridesParser.parse_rule`` remembers what it parsed, by rule and text: the same
-  override text is parsed once per process. Hydra's ``Override`` objects are not changed
-  after the parse, so sharing one is safe (a ``shuffle(...)`` sweep is then the same order
-  each time it is read, which is what the user meant).
+  override text is parsed once per process, and each parse returns a copy of that
+  ``Override`` (``parse_overrides`` sets the copy's ``config_loader``; its value, never
+  changed after the parse, is shared: a ``shuffle(...)`` sweep reads in one order).
   A list of plain integers (``shape=[[1],[2],...]``) is read as JSON (:func:`plain_list`),
   into the ``Override`` the grammar would make.
 * ``ConfigLoaderImpl.load_configuration`` serves the config that the pre-flight check
@@ -72,7 +72,8 @@ def install() -> None:
                     del _PARSED[old]
             plain = plain_list(s) if rule_name == "override" else None
             _PARSED[key] = plain if plain is not None else parse_rule(self, s, rule_name)
-        return _PARSED[key]
+        # a copy: parse_overrides then sets the copy's config_loader (its parser's)
+        return copy.copy(_PARSED[key])
 
     def handed_or_composed(self: Any, config_name: Any, overrides: list[str], run_mode: Any,
                            from_shell: bool = True, validate_sweep_overrides: bool = True) -> Any:
