@@ -118,6 +118,20 @@ def test_submitit_local_runs_a_multirun_and_every_row_names_where_it_ran(
     per_job = df.groupby("job_num")[["launcher_job_id", "job_pid"]].nunique()
     assert (per_job == 1).all().all()  # one submitit job, one process per Hydra job
     assert df["launcher_job_id"].nunique() == 2 and df["job_pid"].nunique() == 2
+    _assert_worker_started_before_the_job_code(tmp_path)
+
+
+def _assert_worker_started_before_the_job_code(tmp_path: Path) -> None:
+    """Each launched job started its worker before Hydra handed it the job (the "job" mark:
+    python_s + hydra_s after the process started), so the worker's torch import overlaps the
+    import of the job's code and its planning."""
+    from runner.storage.files import read_metadata
+
+    (sweep,) = (tmp_path / "results").iterdir()
+    for job_file in sorted(sweep.glob("jobs/*/trials.parquet")):
+        startup = read_metadata(job_file)["startup"]
+        assert startup["workers_started_at_s"] < startup["python_s"] + startup["hydra_s"], \
+            (job_file, startup)
 
 
 #: Set by CI (.ci/run), which installs the ray extra: there a missing Ray fails the Ray tests
