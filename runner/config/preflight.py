@@ -6,6 +6,10 @@ and exit status 1, after the jobs before it ran. Here every job is composed with
 composition (the same config search path, ``--config-dir`` included) and planned, first:
 Hydra's merge and struct errors become opsweep's message naming the key, the value and the fix
 (:class:`ConfigError`, exit status 2), and nothing is on disk yet.
+
+Hydra then reuses this work (``runner.config.hydra_reuse``): a single run's config is composed
+here only, and a multirun's jobs that differ only in plain values (``seed=range(100)``) are
+composed once per group, each job checked on its own values.
 """
 
 from __future__ import annotations
