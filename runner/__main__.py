@@ -18,7 +18,7 @@ import hydra
 from omegaconf import DictConfig
 
 from runner.cli import fail, version_text
-from runner.config import hydra_lists, schema
+from runner.config import hydra_lists, hydra_reuse, schema
 from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.guards import guard_hydra_record
 from runner.config.ops import CONF_DIR
@@ -34,7 +34,15 @@ schema.register()
 # installed `opsweep` script is a package (runner) and not this file's folder.
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> object:
-    from runner.execution.job import run_job  # imports torch: keep `--help` fast
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from runner.execution import launched
+
+    # a job submitit or Ray started in a process of its own: its worker first
+    target = OmegaConf.select(HydraConfig.get(), "launcher._target_", default=None)
+    launched.prestart_worker(cfg, launched.launcher_name(target))
+    from runner.execution.job import run_job  # the job's code: keep `--help` fast
 
     return run_job(cfg)
 
@@ -45,6 +53,7 @@ def main() -> None:
         print(version_text())
         return
     hydra_lists.install()  # before the first override is parsed
+    hydra_reuse.install()  # one parse and one composition, shared with Hydra's run
     try:
         cmd = parse_command_line(args)
         if cmd.runs_trials:
@@ -65,7 +74,10 @@ def main() -> None:
     except ConfigError as exc:
         fail(exc)
     guard_hydra_record()  # a full disk while Hydra writes .hydra: exit 1, no traceback
-    _hydra_main()
+    try:
+        _hydra_main()
+    finally:
+        hydra_reuse.forget()
     from runner.execution.callbacks import MERGE_FAILED
 
     if MERGE_FAILED:

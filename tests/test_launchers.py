@@ -118,6 +118,20 @@ def test_submitit_local_runs_a_multirun_and_every_row_names_where_it_ran(
     per_job = df.groupby("job_num")[["launcher_job_id", "job_pid"]].nunique()
     assert (per_job == 1).all().all()  # one submitit job, one process per Hydra job
     assert df["launcher_job_id"].nunique() == 2 and df["job_pid"].nunique() == 2
+    _assert_worker_started_before_the_job_code(tmp_path)
+
+
+def _assert_worker_started_before_the_job_code(tmp_path: Path) -> None:
+    """Each launched job started its worker before Hydra handed it the job (the "job" mark:
+    python_s + hydra_s after the process started), so the worker's torch import overlaps the
+    import of the job's code and its planning."""
+    from runner.storage.files import read_metadata
+
+    (sweep,) = (tmp_path / "results").iterdir()
+    for job_file in sorted(sweep.glob("jobs/*/trials.parquet")):
+        startup = read_metadata(job_file)["startup"]
+        assert startup["workers_started_at_s"] < startup["python_s"] + startup["hydra_s"], \
+            (job_file, startup)
 
 
 #: Set by CI (.ci/run), which installs the ray extra: there a missing Ray fails the Ray tests
@@ -207,7 +221,7 @@ def test_launcher_names_are_short() -> None:
 
 
 def test_a_ray_request_beyond_the_local_cluster_is_refused() -> None:
-    from runner.config.preflight import check_ray_request
+    from runner.config.launchers import check_ray_request
 
     ray = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
     local = {"init": {"address": None, "num_cpus": 2, "num_gpus": 1}}
@@ -223,17 +237,17 @@ def test_a_ray_request_beyond_the_local_cluster_is_refused() -> None:
 def test_a_ray_gpu_request_without_gpus_is_refused_at_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Ray would wait forever for a GPU a local cluster cannot have."""
-    from runner.config import preflight
+    from runner.config import launchers
     from runner.core import gpus
     from runner.core.errors import ConfigError
 
     ray = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
     monkeypatch.setattr(gpus, "visible_gpus", lambda: [])
     with pytest.raises(ConfigError, match="num_gpus.*no task could ever start.*device=cpu"):
-        preflight.check_ray_request(ray, {"remote": {"num_gpus": 1}})
+        launchers.check_ray_request(ray, {"remote": {"num_gpus": 1}})
     # a cluster decides for itself
-    preflight.check_ray_request(ray, {"init": {"address": "head:6379"},
+    launchers.check_ray_request(ray, {"init": {"address": "head:6379"},
                                       "remote": {"num_gpus": 1}})
-    preflight.check_ray_request(ray, {"remote": {"num_gpus": 0}})
+    launchers.check_ray_request(ray, {"remote": {"num_gpus": 0}})
     monkeypatch.setattr(gpus, "visible_gpus", lambda: None)  # unknown: Ray decides
-    preflight.check_ray_request(ray, {"remote": {"num_gpus": 1}})
+    launchers.check_ray_request(ray, {"remote": {"num_gpus": 1}})

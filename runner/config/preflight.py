@@ -6,6 +6,10 @@ and exit status 1, after the jobs before it ran. Here every job is composed with
 composition (the same config search path, ``--config-dir`` included) and planned, first:
 Hydra's merge and struct errors become opsweep's message naming the key, the value and the fix
 (:class:`ConfigError`, exit status 2), and nothing is on disk yet.
+
+Hydra then reuses this work (``runner.config.hydra_reuse``): a single run's config is composed
+here only, and a multirun's jobs that differ only in plain values (``seed=range(100)``) are
+composed once per group, each job checked on its own values.
 """
 
 from __future__ import annotations
@@ -13,13 +17,15 @@ from __future__ import annotations
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from runner.config import sweep_size
+from runner.config import hydra_reuse, sweep_size
 from runner.config.commandline import CommandLine
+from runner.config.launchers import check_ray_request, runs_here
 from runner.config.ops import CONF_DIR
 from runner.config.schema import RunConfig
 from runner.core.errors import ConfigError
@@ -42,14 +48,19 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
     check_job_count(cmd)
     jobs = cmd.job_overrides()
     hydra = _hydra(cmd, conf_dir)
+    # a multirun's jobs that differ only in values are composed once, here and in Hydra
+    hydra_reuse.share_bases() if cmd.multirun else hydra_reuse.forget()
     counts: list[int] = []
     timer: Any = None
     empty: list[str] = []  # the shards with no trial (an array job's spare task)
+    shared = _Shared() if cmd.multirun else None
     try:
         for number, job in enumerate(jobs):
             where = f"job {number} ({' '.join(job)}): " if len(jobs) > 1 else ""
             try:
-                count, limit, timer, no_trials = _check_job(hydra, cmd, job, conf_dir)
+                count, limit, timer, no_trials = _check_job(hydra, cmd, job, conf_dir,
+                                                            shared=shared)
+                hydra_reuse.mark_checked(job)
                 empty += no_trials
                 if count is None:
                     continue
@@ -100,40 +111,86 @@ def _hydra(cmd: CommandLine, conf_dir: Path) -> Any:
     from runner.config import schema
 
     schema.register()  # base_config, as python -m runner registers it
-    search_path = create_config_search_path(f"file://{conf_dir.resolve()}")
-    if cmd.flags.config_dir:  # as hydra.main adds it
+    # the search path exactly as hydra.main makes it: Hydra's run then takes the config
+    # composed here (runner.config.hydra_reuse)
+    search_path = create_config_search_path(str(conf_dir))
+    if cmd.flags.config_dir:
         search_path.prepend(provider="command-line",
-                            path=f"file://{Path(cmd.flags.config_dir).resolve()}",
+                            path=f"file://{os.path.abspath(cmd.flags.config_dir)}",
                             anchor=SearchPathQuery(provider="schema"))
     GlobalHydra.instance().clear()
     return Hydra.create_main_hydra2(task_name="runner", config_search_path=search_path)
 
 
+@dataclass
+class _Shared:
+    """What the jobs of one multirun share in its check: the composed config of each group
+    of jobs that differ only in plain values (:func:`runner.config.hydra_reuse.plain_part`),
+    with its launcher and whether it runs here, and the ``results_dir`` values already
+    checked."""
+
+    configs: dict[Any, tuple[DictConfig, Any]] = field(default_factory=dict)
+    results_dirs: set[str] = field(default_factory=set)
+
+
 def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
-               expand: bool = True) -> tuple[int | None, Any, Any, list[str]]:
+               expand: bool = True,
+               shared: _Shared | None = None) -> tuple[int | None, Any, Any, list[str]]:
     """Compose and plan one job: (its trial count or None where its launcher runs it on
     another machine, its ``max_trials``, its timer settings, ``["shard i of n"]`` when its
     shard has no trial).
-    ``expand``: an experiment's ``hydra.sweeper.params`` jobs are composed and planned too."""
+    ``expand``: an experiment's ``hydra.sweeper.params`` jobs are composed and planned too.
+
+    Without ``-m`` Hydra then runs the config composed here (``runner.config.hydra_reuse``):
+    a 5000-shape list costs one composition, not three. With ``shared``, a job that differs
+    from one checked before only in plain values (``seed=57``) is checked on that job's
+    config with its own values set, as Hydra's composition sets them, not composed again."""
     from hydra.types import RunMode
 
-    from runner.config.guards import check_job, check_results_dir
-    from runner.config.planner import plan_job, remember
-
-    cfg = hydra.compose_config(cmd.flags.config_name or "config", job,
+    _, plain, key = hydra_reuse.plain_part(hydra.config_loader, job)
+    if shared is not None and key in shared.configs:
+        cfg, launcher, devices_here = shared.configs[key]
+        hydra_reuse.apply_values(cfg, plain)
+        return _check_task(cfg, job, launcher, devices_here, conf_dir, shared)
+    config_name = cmd.flags.config_name or "config"
+    cfg = hydra.compose_config(config_name, job,
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
                                with_log_configuration=False)
     launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
     check_ray_request(launcher, OmegaConf.select(cfg, "hydra.launcher.ray"))
-    devices_here = _runs_here(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
+    devices_here = runs_here(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
     params = OmegaConf.select(cfg, "hydra.sweeper.params") if cmd.multirun and expand else None
     if params:  # an experiment's sweep: its jobs are composed and planned here too
         _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
                             OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
+    elif shared is not None and hydra_reuse.shareable(cfg, plain):
+        shared.configs[key] = (cfg, launcher, devices_here)
+    hydra_node = cfg.hydra
     with open_dict(cfg):
-        del cfg["hydra"]
+        del cfg["hydra"]  # the checks read the job's own config, as Hydra's job gets it
+    checked = _check_task(cfg, job, launcher, devices_here, conf_dir, shared)
+    if not cmd.multirun:  # Hydra runs this very config: its hydra node back (a small copy)
+        with open_dict(cfg):
+            cfg["hydra"] = hydra_node
+        hydra_reuse.hand_over(config_name, job, hydra.config_loader.config_search_path, cfg)
+    return checked
+
+
+def _check_task(cfg: DictConfig, job: list[str], launcher: Any, devices_here: bool,
+                conf_dir: Path, shared: _Shared | None = None
+                ) -> tuple[int | None, Any, Any, list[str]]:
+    """The checks of one composed job's own config (``hydra`` removed): :func:`_check_job`.
+    ``devices_here``: its devices resolve against this machine's GPUs
+    (:func:`runner.config.launchers.runs_here`)."""
+    from runner.config.guards import check_job, check_results_dir
+    from runner.config.planner import plan_job, remember
+
     _check_experiment_package(cfg)
-    check_results_dir(str(cfg.results_dir))
+    results_dir = str(cfg.results_dir)
+    if shared is None or results_dir not in shared.results_dirs:
+        check_results_dir(results_dir)  # makes and removes a folder: once per value
+        if shared is not None:
+            shared.results_dirs.add(results_dir)
     limit, timer = cfg.get("max_trials"), OmegaConf.to_container(cfg.timer, resolve=True)
     planned = plan_job(cfg, conf_dir, devices_here=devices_here)
     check_job(cfg, planned, None)
@@ -142,15 +199,6 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     remember(job, planned)
     sharded = cfg.get("num_shards", 1) > 1 and not planned
     return len(planned), limit, timer, [f"shard {cfg.shard} of {cfg.num_shards}"] if sharded else []
-
-
-def _runs_here(launcher: Any, ray_address: Any) -> bool:
-    """Whether the launcher runs the job on this machine (basic, submitit_local, a local Ray
-    cluster), whose GPUs its devices resolve against; SLURM and a Ray cluster joined by
-    address resolve them on their own nodes."""
-    name = str(launcher or "").rpartition(".")[2]
-    return name in ("", "BasicLauncher", "LocalLauncher") or (name == "RayLauncher"
-                                                              and not ray_address)
 
 
 def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
@@ -173,40 +221,6 @@ def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: 
                           "file, or override it on the command line.") from None
     except Exception as exc:  # the grammar's and Hydra's own errors
         raise ConfigError(f"{where} (hydra.sweeper.params): {explain(exc)}") from None
-
-
-def check_ray_request(launcher: Any, ray_cfg: Any) -> None:
-    """A Ray task that asks a local cluster for more CPUs or GPUs than it has is never
-    scheduled: Ray logs "No available node types can fulfill resource request" every 35 s
-    and ``ray.get`` waits forever, swallowing Ctrl-C. Refused before anything starts. A
-    cluster joined by address decides for itself (it may add nodes); a GPU count only torch
-    could tell is left to Ray."""
-    if not str(launcher or "").endswith("RayLauncher") or ray_cfg is None:
-        return
-    init, remote = ray_cfg.get("init") or {}, ray_cfg.get("remote") or {}
-    if init.get("address"):
-        return
-    from runner.core.gpus import visible_gpus
-
-    gpus = visible_gpus()
-    # the CPUs this process may run on (a container's pinned set), as Ray counts them; a
-    # cgroup CPU quota below it is not seen here, and Ray's own wait then applies
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    has = {"num_cpus": init.get("num_cpus") or cpus,
-           "num_gpus": init.get("num_gpus") if init.get("num_gpus") is not None
-           else None if gpus is None else len(gpus)}
-    for key, what in (("num_cpus", "CPU"), ("num_gpus", "GPU")):
-        try:
-            wanted = float(remote.get(key) or 0)
-        except (TypeError, ValueError):
-            continue  # Ray's own check names a value that is not a number
-        if has[key] is not None and wanted > float(has[key]):
-            fix = f"Ask for at most {has[key]}" if has[key] else "Use device=cpu with num_gpus=0"
-            raise ConfigError(
-                f"invalid value for 'hydra.launcher.ray.remote.{key}': {remote.get(key)}. "
-                f"Each Ray task asks for {wanted:g} {what}{'' if wanted == 1 else 's'}, but "
-                f"the local Ray cluster has {has[key]}, so no task could ever start. {fix}, or set "
-                "hydra.launcher.ray.init.address=HOST:PORT to use a cluster that has them.")
 
 
 def _check_experiment_package(cfg: DictConfig) -> None:

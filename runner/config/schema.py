@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from runner.claims.spec import Claim, Pivot
 from runner.config import help
-from runner.config.guards import MAX_NAME_BYTES
+from runner.config.guards import MAX_NAME_BYTES, config_yaml
 from runner.config.ops import CONF_DIR
 from runner.config.settings import Constraint, setting
 from runner.config.trial_settings import InsightSettings, TimerSettings
@@ -141,3 +141,16 @@ def register() -> None:
 
     ConfigStore.instance().store(name="base_config", node=RunConfig)
     help.register(CONF_DIR, RunConfig)
+
+
+def recorded_yaml(cfg: Any, node: str, replaced: dict[str, Any]) -> str:
+    """``cfg`` as YAML, resolved, with ``replaced`` merged into its ``node``: the config of
+    ``OmegaConf.to_yaml(OmegaConf.merge(cfg, {node: replaced}), resolve=True)``, without
+    copying the whole config to merge one node (0.5 s for a 5000-shape job), and written by
+    libyaml (``runner.config.guards.config_yaml``)."""
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    merged = OmegaConf.merge(cfg[node], replaced)
+    container[node] = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)
+    return config_yaml(container)

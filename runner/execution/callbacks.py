@@ -13,7 +13,6 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from runner import console
-from runner.analysis.selection import spec_cells
 from runner.cli import fail
 from runner.execution import interrupt, launched, timeline
 from runner.storage import lock
@@ -39,7 +38,7 @@ class MergeResults(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # a Ray request the local cluster could never meet was refused by the pre-flight
-        # (runner.config.preflight.check_ray_request), before anything was written
+        # (runner.config.launchers.check_ray_request), before anything was written
         if launched.starts_child_jobs(config.hydra.launcher.get("_target_")):
             interrupt.shield_launched_jobs()
         else:
@@ -186,6 +185,8 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
         console.stderr.print(f"no trial results under {sweep_dir}")
         return None
     rows = pq.read_table(merged).to_pylist()
+    from runner.analysis.selection import spec_cells  # pandas: not before the first trial
+
     spec = spec_cells(rows[:console.MAX_SUMMARY_ROWS])
     console.stdout.print(console.summary_table(rows, f"sweep {sweep_dir.name}", spec))
     counts: dict[str, int] = {}

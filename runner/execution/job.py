@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner import console
 from runner.cli import fail
-from runner.config import sweep_size
+from runner.config import schema, sweep_size
 from runner.config.guards import check_job
 from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
@@ -50,7 +50,7 @@ def run_job(cfg: DictConfig) -> Path | None:
     gc.freeze()
     timeline.job_started()  # start-up accounting: Hydra has composed this job
     job = Job.from_hydra()
-    _prestart_launched(cfg, job)
+    launched.prestart_worker(cfg, job.where["launcher"])  # usually done: runner.__main__
     planned, insight, workers = _plan(cfg, job)
     timeline.mark("planned")
     timer = trial_timer(cfg)  # the one the trials run with, and the one the file records
@@ -82,18 +82,6 @@ def run_job(cfg: DictConfig) -> Path | None:
     if stop.requested:
         _stopped(job.sweep_dir, job.dir)
     return path
-
-
-def _prestart_launched(cfg: DictConfig, job: Job) -> None:
-    """A job that a launcher (submitit, Ray) started in a process of its own has no worker
-    yet (``python -m runner`` starts one before Hydra runs): start it now, so its torch import
-    overlaps the planning here, as it does for the basic launcher's jobs."""
-    if cfg.isolation != "process" or job.where["launcher"] == "basic":
-        return
-    if worker.supervisor().worker is not None or pool._POOL is not None:
-        return
-    pool.prestart(cfg.workers, [OmegaConf.to_container(cfg.device)
-                                if OmegaConf.is_list(cfg.device) else cfg.device])
 
 
 @dataclass
@@ -136,8 +124,7 @@ def _metadata(cfg: DictConfig, job: Job, timer: TrialTimer) -> dict[str, Any]:
         "job_num": job.num,
         "overrides": job.overrides,
         "choices": OmegaConf.to_container(HydraConfig.get().runtime.choices),
-        "config": OmegaConf.to_yaml(OmegaConf.merge(cfg, {"timer": timer.settings()}),
-                                    resolve=True),
+        "config": schema.recorded_yaml(cfg, "timer", timer.settings()),
         "argv": sys.argv,
     }
 

@@ -40,6 +40,23 @@ def starts_child_jobs(target: str | None) -> bool:
     return launcher_name(target) in CHILD_JOB_LAUNCHERS
 
 
+def prestart_worker(cfg: Any, launcher: str) -> None:
+    """A job that a launcher (submitit, Ray) started in a process of its own has no worker
+    yet (``python -m runner`` starts one before Hydra runs): start it first, before this
+    process imports the job's code (~0.5 s) and plans, so its torch import overlaps both, as
+    it does for the basic launcher's jobs."""
+    if cfg.isolation != "process" or launcher == "basic":
+        return
+    from omegaconf import OmegaConf
+
+    from runner.execution import pool, worker
+
+    if worker.supervisor().worker is not None or pool._POOL is not None:
+        return
+    pool.prestart(cfg.workers, [OmegaConf.to_container(cfg.device)
+                                if OmegaConf.is_list(cfg.device) else cfg.device])
+
+
 def where(target: str | None) -> dict[str, Any]:
     """The ``launcher``, ``launcher_job_id``, ``node`` and ``job_pid`` of this job's rows."""
     name = launcher_name(target)
