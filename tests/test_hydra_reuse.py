@@ -193,10 +193,10 @@ def test_every_job_of_a_shared_composition_is_still_checked(
 
     plan_job = planner.plan_job
 
-    def planted(cfg: Any, *args: Any) -> Any:
+    def planted(cfg: Any, *args: Any, **kwargs: Any) -> Any:
         if cfg.seed == 57:
             raise ConfigError("invalid value for 'seed': 57 (planted)")
-        return plan_job(cfg, *args)
+        return plan_job(cfg, *args, **kwargs)
 
     monkeypatch.setattr(planner, "plan_job", planted)
     cmd = parse_command_line(["op=add", "device=cpu", "timer=smoke", "seed=range(100)",
