@@ -129,6 +129,10 @@ def _stop_jobs(submitted: list[Any]) -> list[Any]:
     while pending:
         if not cancelled or (not forced and interrupt.presses() >= 2):
             forced = cancelled and interrupt.presses() >= 2
+            # Hazard: Ray's driver can abort ("Tried to complete task that was not pending")
+            # when a cancel meets the reply of a task that is just ending; a job whose result
+            # is in is never cancelled, which leaves only that instant.
+            _, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
             for ref in pending:
                 ray.cancel(ref, force=forced)
             cancelled = True
