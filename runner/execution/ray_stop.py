@@ -40,6 +40,9 @@ from runner.execution import interrupt
 RAY = "ray"
 #: seconds between looks at the Ctrl-C count while the cancelled jobs end
 POLL_S = 0.25
+FIRST = ("\nopsweep: Ctrl-C: each Ray job stops after its trial in flight (Ctrl-C again to "
+         "stop them now; finished trials are kept)")
+AGAIN = "\nopsweep: Ctrl-C: ending the Ray jobs now (finished trials are kept)"
 
 
 @dataclass
@@ -82,7 +85,7 @@ def _launch(launcher: Any, job_overrides: Any, initial_job_idx: int) -> Any:
                 return results
             except KeyboardInterrupt:  # a Ctrl-C just after the jobs ended: the same below
                 state.armed = False
-        return _stop_jobs(state.submitted)
+            return _stop_jobs(state.submitted)
     finally:
         _CURRENT.remove(state)
 
@@ -100,15 +103,15 @@ def _submit(*args: Any, **kwargs: Any) -> Any:
 
 @contextmanager
 def _ctrl_c_raises(state: _Launch) -> Iterator[None]:
-    """While the plugin submits and waits: Ctrl-C is counted, and raised once armed."""
+    """While the plugin submits and waits, and while its jobs stop: Ctrl-C is counted, and
+    raised once armed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handle(signum: int, frame: Any) -> None:
         interrupt.press()
-        print("\nopsweep: Ctrl-C: each Ray job stops after its trial in flight (Ctrl-C again "
-              "to stop them now; finished trials are kept)", file=sys.stderr, flush=True)
+        print(FIRST if interrupt.presses() == 1 else AGAIN, file=sys.stderr, flush=True)
         if state.armed:
             state.armed = False  # once: the stop below must not be interrupted
             raise KeyboardInterrupt
