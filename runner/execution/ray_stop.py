@@ -59,8 +59,10 @@ _PLUGIN: dict[str, Any] = {}  # the plugin's own functions, once wrapped
 
 def install() -> None:
     """Wrap hydra-ray-launcher's launch in this process (the sweep's driver); idempotent."""
-    from hydra_plugins.hydra_ray_launcher import _core
-
+    try:
+        from hydra_plugins.hydra_ray_launcher import _core
+    except ImportError:  # Hydra names the missing plugin (pip install -e .[ray]) itself
+        return
     if _PLUGIN:
         return
     _PLUGIN.update(launch=_core.launch, submit=_core.launch_job_on_ray)
