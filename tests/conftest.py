@@ -19,9 +19,11 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +233,19 @@ class Cli:
     def group_signal(self, sig: int) -> None:
         """Signal the run's process group (``new_session``), as a terminal does on Ctrl-C."""
         os.killpg(self._proc.pid, sig)
+
+    def ctrl_c_after_rows(self, sweep: Path, rows: int = 2, wait_s: float = 200) -> Cli:
+        """The terminal's Ctrl-C (SIGINT to the run's process group: ``new_session``) once
+        the sweep has journaled ``rows`` rows (or the run ended, or ``wait_s`` passed); then
+        wait for the run to end."""
+        from runner.storage import journal
+
+        deadline = time.monotonic() + wait_s
+        while (self.running and time.monotonic() < deadline
+               and sum(journal.count_entries(job) for job in sweep.glob("jobs/*")) < rows):
+            time.sleep(0.05)
+        self.group_signal(signal.SIGINT)
+        return self.wait()
 
     def __repr__(self) -> str:
         return f"python -m {self.module} {' '.join(self.args)} (in {self.cwd})"

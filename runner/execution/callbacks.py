@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from runner import console
 from runner.cli import fail
-from runner.execution import interrupt, launched, timeline
+from runner.execution import interrupt, launched, ray_stop, timeline
 from runner.storage import lock
 from runner.storage.files import FormatError
 from runner.storage.journal import check_formats, merge_sweep
@@ -43,11 +43,14 @@ class MergeResults(Callback):
             interrupt.shield_launched_jobs()
         else:
             interrupt.install()
+        if _runs_on_ray(config):
+            ray_stop.install()  # Ctrl-C reaches Ray's jobs only through ray.cancel
         take_lock(config, Path(config.hydra.sweep.dir))
         console.start_log(Path(config.hydra.sweep.dir), config.hydra.verbose)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if launched.starts_child_jobs(config.hydra.launcher.get("_target_")):
+        if launched.starts_child_jobs(config.hydra.launcher.get("_target_")) \
+                or _runs_on_ray(config):
             interrupt.unshield_job()  # a process of its own: Ctrl-C stops it, as in a basic job
         # a job a launcher runs in another process logs into the same file
         console.start_log(Path(config.hydra.runtime.output_dir).parent.parent,
@@ -108,6 +111,10 @@ class MergeResults(Callback):
             status = check_sweep(merged)  # after the merge: -m sweeps are judged as one
             if status:
                 raise SystemExit(status)
+
+
+def _runs_on_ray(config: DictConfig) -> bool:
+    return launched.launcher_name(config.hydra.launcher.get("_target_")) == ray_stop.RAY
 
 
 def stopped(sweep_dir: Path, job_dir: Path | None, *, merged: Path | None = None) -> None:

@@ -12,6 +12,9 @@
 * A launcher that runs each job as a child process (:func:`shield_launched_jobs`): the jobs
   stop as above and end normally; the driver then merges, prints the resume command and exits
   130.
+* Ray, whose jobs never get the terminal's Ctrl-C: the driver cancels them through Ray
+  (``runner.execution.ray_stop``); each stops as above (:func:`unshield_job`), and the driver
+  merges, prints the resume command and exits 130.
 """
 
 from __future__ import annotations
@@ -38,6 +41,16 @@ class _Sweep:
 def requested() -> bool:
     """Whether Ctrl-C was pressed since the sweep started."""
     return _Sweep.count > 0
+
+
+def presses() -> int:
+    """How many times Ctrl-C was pressed since the sweep started."""
+    return _Sweep.count
+
+
+def press() -> None:
+    """Count one Ctrl-C that a handler of a launcher's own took (``runner.execution.ray_stop``)."""
+    _Sweep.count += 1
 
 
 def install() -> None:
