@@ -313,3 +313,60 @@ def test_energy_read_over_the_samples_takes_their_time_and_the_boards_power():
     assert out["energy_busy_fraction"] == pytest.approx(1.0, abs=2e-3)
     assert SampleWindow(board, 2.0, 0.0).columns(flops=None, bytes_moved=None,
                                                  device_time_s=None) is None  # never begun
+
+
+def test_a_watch_that_left_the_device_idle_is_starved() -> None:
+    """The host, reading NVML between chunks, let the queue drain: the samples ran with
+    clock headroom, and the window says so (busy below MIN_BUSY)."""
+    from runner.execution.energy_samples import SampleWindow
+
+    def watched(idle_per_chunk_s: float) -> SampleWindow:
+        board = FakeBoard()
+        window = SampleWindow(board, 2.0, 0.0, wall=board.wall, sleep=board.sleep)
+        window.begin()
+        for _ in range(50):
+            handle = board.launch()
+            while not board.done(handle):
+                window.poll()
+            window.chunk(10, board.chunk_s)
+            board.sleep(idle_per_chunk_s)  # the host late: nothing queued meanwhile
+        return window
+
+    assert watched(0.0).starved() is None
+    reason = watched(0.0016).starved()  # 1.6 ms idle per 10 ms chunk: busy 0.86
+    assert reason is not None and "busy 0.86" in reason and "again without it" in reason
+
+
+def test_a_starved_watch_is_dropped_and_the_device_time_taken_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.execution import timed
+    from runner.timing.device_time import DeviceTime
+
+    taken: list[object] = []
+
+    def device_time_of(*args: object, watch: object = None, **kwargs: object) -> DeviceTime:
+        taken.append(watch)
+        return DeviceTime("graph", None if watch is None else "watched")
+
+    class Watch:
+        discarded = False
+
+        def __init__(self, why: str | None) -> None:
+            self.why = why
+
+        def starved(self) -> str | None:
+            return self.why
+
+        def discard(self) -> None:
+            self.discarded = True
+
+    monkeypatch.setattr(timed, "device_time_of", device_time_of)
+    fine = Watch(None)
+    got = timed._steady_device_time(None, None, None, None, "cuda:9", None, 0, None, fine)
+    assert taken == [fine] and got.reason == "watched" and not fine.discarded
+    taken.clear()
+    starved = Watch("the energy watch left the device idle")
+    got = timed._steady_device_time(None, None, None, None, "cuda:9", None, 0, None, starved)
+    assert taken == [starved, None] and starved.discarded
+    assert got.reason == "the energy watch left the device idle"
+    timed._HEAT.pop("cuda:9", None)

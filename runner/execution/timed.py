@@ -79,11 +79,9 @@ def time_trial(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
         memory = _memory(device)
         # The probe's few calls cannot tell a settled op: the device time judges on its own.
         probe = dataclasses.replace(probe, power_capped=None)
-        heat, now = _HEAT.get(str(device)), time.perf_counter()
-        device_time = device_time_of(
-            timer, plan, prepared, probe, device, memory["peak_allocated_bytes"],
-            held_bytes, read_clock=read_clock, watch=watch, min_capped_s=capped_min_s(heat, now),
-            min_s=min_warmup_s(heat, now, DEVICE_WARMUP_S))
+        device_time = _steady_device_time(timer, plan, prepared, probe, device,
+                                          memory["peak_allocated_bytes"], held_bytes,
+                                          read_clock, watch)
     else:
         device_time = device_time_of(timer, plan, prepared, None, device, None, held_bytes)
     device_s = time.perf_counter() - start
@@ -96,6 +94,31 @@ def time_trial(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
     record_heat(str(device), device_time.measurement, loop)
     return TrialTimes(loop, device_time, memory, time.perf_counter() - start - device_s,
                       device_s)
+
+
+def _steady_device_time(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
+                        probe: Measurement, device: torch.device, peak_bytes: int | None,
+                        held_bytes: int, read_clock: Any, watch: Any) -> DeviceTime:
+    """The device time back to back, from the heat the work before left (step 3 of
+    :func:`time_trial`). A ``watch`` (the energy counter) whose reads left the device idle
+    (``runner.execution.energy_samples.SampleWindow.starved``) is dropped and the device time
+    taken again without it, hot from the first try: the idle was clock to a capped GPU."""
+    def take(watched: Any) -> DeviceTime:
+        heat, now = _HEAT.get(str(device)), time.perf_counter()
+        return device_time_of(timer, plan, prepared, probe, device, peak_bytes, held_bytes,
+                              read_clock=read_clock, watch=watched,
+                              min_capped_s=capped_min_s(heat, now),
+                              min_s=min_warmup_s(heat, now, DEVICE_WARMUP_S))
+
+    device_time = take(watch)
+    starved = watch.starved() if watch is not None else None
+    if not starved:
+        return device_time
+    watch.discard()  # the energy pass then runs a window of its own
+    record_heat(str(device), device_time.measurement)
+    retaken = take(None)
+    return dataclasses.replace(retaken, reason="; ".join(filter(None, (retaken.reason,
+                                                                          starved))))
 
 
 def handover_plan(plan: TimerPlan, sustained: Measurement | None
