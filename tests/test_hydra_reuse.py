@@ -154,6 +154,10 @@ def test_anything_else_is_left_to_the_grammar(text: str) -> None:
     ["op=add,mul", "device=cpu", "timer=smoke", "shape=[8],[16]", "check_accuracy=false"],
     ["op=add", "device=cpu", "timer=smoke", "timer.warmup_calls=1,2", "notes=a,b",
      "hydra.job.config.override_dirname.kv_sep=:"],
+    # a later override of the same key wins, as in Hydra: never the plain value set apart
+    ["op=add", "device=cpu", "timer=smoke", "notes=a,b,c,d", "++notes=z"],
+    ["op=add", "device=cpu", "timer=smoke", "timer.warmup_calls=1,2,3,4",
+     "++timer={warmup_calls:7}"],
 ])
 def test_a_shared_composition_is_the_one_hydra_makes(args: list[str], tmp_path: Path) -> None:
     """Every job of a multirun, composed from a shared one, equals Hydra's own composition

@@ -190,9 +190,19 @@ def plain_part(loader: Any, overrides: list[str]) -> tuple[list[Any], list[Any],
 
     parsed = OverridesParser.create().parse_overrides(overrides)  # remembered: no parse
     plain = [_is_plain(o, loader) for o in parsed]
+    # A plain value whose key another override also touches (``notes=a ++notes=z``, a parent's
+    # merge) is not set apart: set on the shared base, it would win where Hydra's last wins.
+    others = [o.key_or_group for o, p in zip(parsed, plain) if not p]
+    plain = [p and not any(_related(o.key_or_group, k) for k in others)
+             for o, p in zip(parsed, plain)]
     key = (os.getcwd(), _search(loader.config_search_path),
            tuple(o.key_or_group if p else o.input_line for o, p in zip(parsed, plain)))
     return parsed, [o for o, p in zip(parsed, plain) if p], key
+
+
+def _related(key: str, other: str) -> bool:
+    """Whether two dotted keys name the same node, or one holds the other."""
+    return key == other or key.startswith(other + ".") or other.startswith(key + ".")
 
 
 def apply_values(cfg: Any, plain: list[Any]) -> None:

@@ -53,9 +53,13 @@ def check_command_line(args: Sequence[str] | CommandLine, conf_dir: Path = CONF_
     cmd = args if isinstance(args, CommandLine) else parse_command_line(args)
     check_overrides(cmd, conf_dir)
     if compose:
+        from runner.config import hydra_reuse
         from runner.config.preflight import preflight
 
-        preflight(cmd, conf_dir)
+        try:
+            preflight(cmd, conf_dir)
+        finally:  # no Hydra follows here to take what the check left for it
+            hydra_reuse.forget()
     return cmd
 
 

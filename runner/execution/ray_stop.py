@@ -95,10 +95,15 @@ def _launch(launcher: Any, job_overrides: Any, initial_job_idx: int) -> Any:
 def _submit(*args: Any, **kwargs: Any) -> Any:
     """The plugin's submission of one job, recorded; none after a Ctrl-C."""
     state = _CURRENT[-1]
-    if interrupt.requested():  # Ctrl-C while Ray was starting (not raised there)
+    # Disarmed while Ray queues the job: a Ctrl-C raised between the queueing and the record
+    # would leave a job running that nobody cancels or waits for. Counted, then raised here.
+    state.armed = False
+    if interrupt.requested():  # Ctrl-C while Ray was starting, or while this one was queued
         raise KeyboardInterrupt
     ref = _PLUGIN["submit"](*args, **kwargs)
     state.submitted.append(ref)
+    if interrupt.requested():
+        raise KeyboardInterrupt
     state.armed = True
     return ref
 
@@ -139,7 +144,10 @@ def _stop_jobs(submitted: list[Any]) -> list[Any]:
             # is in is never cancelled, which leaves only that instant.
             _, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
             for ref in pending:
-                ray.cancel(ref, force=forced)
+                try:
+                    ray.cancel(ref, force=forced)
+                except Exception:  # noqa: BLE001  one job Ray cannot cancel: wait for it
+                    continue
             cancelled = True
         _, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_S)
     returns = []
