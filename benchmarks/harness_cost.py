@@ -88,6 +88,12 @@ def loop_blocks(record: list[tuple[int, int, float]]) -> Iterator[None]:
         timer._LoopSampler.block = original  # type: ignore[method-assign]
 
 
+def warmup_calls_of(row: dict[str, Any], blocks: list[tuple[int, int, float]]) -> int:
+    """The trial's warm-up calls: the row's ``warmup_calls`` less the samples of the blocks
+    the noise rules set aside (every block but the last), which it counts there too."""
+    return int(row["warmup_calls"]) - sum(samples for samples, _, _ in blocks[:-1])
+
+
 def bare_loop(device: str) -> Callable[[int, list[tuple[int, int, float]]], float]:
     """The trial's timed calls with nothing around them: ``warmup`` calls, one per clock pair,
     then each block of ``samples`` samples of ``k`` calls each; CUDA events and a wait on the
@@ -164,8 +170,7 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
             walls["off"] += (time.perf_counter() - start) * timed
         if row["status"] != "ok":
             sys.exit(f"the trial failed: {row['reason']}\n{row.get('error_traceback') or ''}")
-        set_aside = sum(samples for samples, _, _ in blocks[:-1])  # in the row's warmup_calls
-        warmup_calls = int(row["warmup_calls"]) - set_aside
+        warmup_calls = warmup_calls_of(row, blocks)
         start = time.perf_counter()
         warmup_s = bare(warmup_calls, blocks)
         walls["bare"] += (time.perf_counter() - start) * timed
@@ -196,10 +201,12 @@ def profile(out: Path, trials: int, device: str = "cuda", top: int = 25) -> str:
     bare = bare_loop(device)
     profiler = cProfile.Profile()
     for _ in range(trials):
-        profiler.enable()
-        row = trial.run_trial(task_off)
-        profiler.disable()
-        bare(int(row["warmup_calls"]), [(int(row["n_samples"]), int(row["calls_per_sample"]), 0.0)])
+        blocks: list[tuple[int, int, float]] = []
+        with loop_blocks(blocks):
+            profiler.enable()
+            row = trial.run_trial(task_off)
+            profiler.disable()
+        bare(warmup_calls_of(row, blocks), blocks)
     profiler.dump_stats(str(out / "harness_profile.prof"))
     text = listing(out / "harness_profile.prof", trials, top, bare_file=__file__)
     (out / "harness_profile.txt").write_text(text)
