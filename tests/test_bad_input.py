@@ -47,6 +47,7 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
     ("gpu-warmup-negative", ["gpu_warmup_s=-5"], ["'gpu_warmup_s'", "-5", ">= 0"]),
     ("gpu-warmup-type", ["gpu_warmup_s=hot"], ["'gpu_warmup_s'", "'hot'", "seconds"]),
     ("isolation", ["isolation=thread"], ["'isolation'", "'thread'", "process, none"]),
+    ("trial-order", ["trial_order=hot"], ["'trial_order'", "'hot'", "heat, plan"]),
     ("trial-timeout", ["trial_timeout_s=-1"], ["'trial_timeout_s'", "-1", ">= 0"]),
     ("workers-zero", ["workers=0"], ["'workers'", "0", "per_gpu"]),
     ("workers-word", ["workers=all"], ["'workers'", "'all'", "per_gpu"]),

@@ -581,6 +581,24 @@ def test_a_capped_op_warms_up_and_samples_long_enough_to_span_the_swing() -> Non
     m = result.measurement
     assert m.power_capped is True and m.warmup_s >= CAPPED_MIN_S
     assert sum(m.samples_s) * m.calls_per_sample >= 0.99 * CAPPED_SAMPLE_S
+    # the settled half of the warm-up opens the samples: a second of them is paid already,
+    # so few fresh ones follow
+    assert m.settled_samples > 0
+    fresh_s = sum(m.samples_s[m.settled_samples:]) * m.calls_per_sample
+    assert fresh_s < 0.5 * CAPPED_SAMPLE_S
+    assert sum(m.samples_s[:m.settled_samples]) * m.calls_per_sample == pytest.approx(
+        m.warmup_s / 2, rel=0.05)
+
+
+def test_an_energy_window_gets_no_warm_up_samples() -> None:
+    # the watch counts the energy of the calls inside its window: its samples are its own
+    device = FakeDevice(per_call_s=5 * US, clock_at=lambda t: 1450.0)
+    watch = RecordingWatch(window_s=0.05)
+    result = run(device, 200, steady=True, loop_capped=False, read_clock=lambda: AT_CAP,
+                 timer_plan=plan(warmup_s=0.05, max_samples=100000, min_samples=10,
+                                 settle_max_s=5.0), watch=watch)
+    assert result.measurement.power_capped is True
+    assert result.measurement.settled_samples == 0
 
 
 def test_an_op_that_starts_hot_warms_up_for_the_longer_minimum() -> None:

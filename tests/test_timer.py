@@ -682,3 +682,52 @@ def test_measure_probes_the_warm_up_only_and_samples_a_capped_op_for_longer() ->
                read_clock=lambda: LAGGING_NVML)
     assert free.power_capped is False and free.warmup_s < 0.1 and len(free.samples_s) < 10
 
+
+
+def test_the_settled_half_of_a_capped_warm_up_opens_its_samples() -> None:
+    from runner.timing.sampler import after_warm_up, settled_tail
+    from runner.timing.settle import Point, Settled
+
+    points = [Point(i / 1000, MS) for i in range(1, 2501)]  # 2.5 s of warm-up, 1 ms each
+    tail = settled_tail(points, Settled(True, 2.5, capped=True))
+    assert tail[0].t_s == pytest.approx(1.25) and tail[-1].t_s == pytest.approx(2.5)
+    assert settled_tail(points, Settled(True, 2.5, capped=False)) == ()  # needs no span
+    assert settled_tail(points, Settled(False, 2.5, "hit the cap", capped=True)) == ()
+    sample_plan, min_s, seeded = after_warm_up(plan(max_samples=100), Settled(True, 2.5,
+                                                                              capped=True),
+                                               points)
+    assert min_s == CAPPED_SAMPLE_S and seeded == tail
+    assert sample_plan.max_samples == 100 + len(tail)  # the fresh samples keep their budget
+    _, watched_s, none = after_warm_up(plan(), Settled(True, 2.5, capped=True), points, 3.0)
+    assert watched_s == 3.0 and none == ()  # a watch's window counts only its own samples
+
+
+def test_seeded_samples_count_toward_the_span_and_open_the_list() -> None:
+    now = [0.0]
+
+    def take() -> float:
+        now[0] += MS
+        return MS
+
+    seed = [MS] * 1200
+    taken, reason = sample(take, plan(max_samples=5000), lambda: now[0],
+                           min_s=CAPPED_SAMPLE_S, seed=seed, seed_s=1.2)
+    assert reason == "converged" and taken[:1200] == seed
+    assert len(taken) - len(seed) < 10  # the span was already there
+    short, _ = sample(take, plan(max_samples=5000), lambda: now[0], min_s=CAPPED_SAMPLE_S,
+                      seed=[MS] * 200, seed_s=0.2)
+    assert (len(short) - 200) * MS == pytest.approx(CAPPED_SAMPLE_S - 0.2, abs=2 * MS)
+
+
+def test_a_long_warm_up_is_judged_on_a_thinned_series_that_still_sees_a_trend() -> None:
+    from runner.timing.settle import JUDGE_POINTS, Point, judge
+
+    flat = [Point(i * 2.5 / 40000, MS * (1 + 0.002 * (i % 7))) for i in range(40000)]
+    assert judge(flat, 2.5, min_capped_s=0.0) is None
+    # 2% slower in the last quarter than in the quarter before
+    rising = [Point(p.t_s, p.per_call_s * (1.02 if p.t_s > 1.875 else 1.0)) for p in flat]
+    assert "moved" in judge(rising, 2.5, min_capped_s=0.0)
+    from runner.timing.settle import _thinned
+
+    assert len(_thinned(flat[:10000])) <= JUDGE_POINTS
+    assert _thinned(flat[:100]) == flat[:100]

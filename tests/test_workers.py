@@ -25,7 +25,7 @@ import pytest
 
 from runner.core.axes import DTYPE_BYTES
 from runner.core.errors import ConfigError
-from runner.execution import placement, pool, timeline
+from runner.execution import order, placement, pool, timeline
 from runner.storage import journal
 from runner.storage.files import METADATA_KEY
 from runner.storage.layout import JOB_FILE, SWEEP_FILE
@@ -135,11 +135,11 @@ def on_gpu(trials: list, device: str) -> list:
 
 
 def test_longest_first_orders_by_shape_product_and_dtype_bytes(planned: list) -> None:
-    order = [(t.spec.shape, t.spec.dtype.value) for t in pool.longest_first(planned)]
-    assert order == [((64, 64, 64), "fp32"), ((64, 64, 64), "bf16"), ((16, 16, 16), "fp32"),
+    ranked = [(t.spec.shape, t.spec.dtype.value) for t in order.longest_first(planned)]
+    assert ranked == [((64, 64, 64), "fp32"), ((64, 64, 64), "bf16"), ((16, 16, 16), "fp32"),
                      ((16, 16, 16), "bf16"), ((8, 8, 8), "fp32"), ((8, 8, 8), "bf16")]
     backward = replace(planned[0], spec=replace(planned[0].spec, backward=True))
-    assert pool.cost(backward.spec) == 3 * pool.cost(planned[0].spec)
+    assert order.cost(backward.spec) == 3 * order.cost(planned[0].spec)
     # the driver's bytes per element (no torch) are the workers' torch dtypes' sizes
     from runner.execution.context import TORCH_DTYPES
 

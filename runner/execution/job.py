@@ -27,7 +27,7 @@ from runner.config import schema, sweep_size
 from runner.config.guards import check_job
 from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
-from runner.execution import launched, pool, timeline, worker
+from runner.execution import launched, order, pool, timeline, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
 from runner.execution.task import TrialTask, TrialTimer
@@ -193,7 +193,8 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
                 # a Ctrl-C before the first trial runs neither the heat nor any trial
                 if heat_s > 0 and tasks and not stop.requested:
                     _heat_devices(runner_, tasks, heat_s)
-                for task in console.track(tasks, job.title, label=lambda t: t.spec.label()):
+                for task in console.track(order.in_order(tasks, cfg.trial_order), job.title,
+                                          label=lambda t: t.spec.label()):
                     if stop.requested:
                         break
                     record(runner_.run(task), task)

@@ -68,6 +68,7 @@ def settle_columns(loop: Measurement, device: Measurement | None) -> dict[str, A
     return {"warmup_settled": loop.settled, "power_capped": capped[0] if capped else None,
             "gpu_time_settle_s": device.warmup_s if device is not None else None,
             "gpu_time_settled": device.settled if device is not None else None,
+            "gpu_time_settled_samples": device.settled_samples if device is not None else None,
             "settle_reason": "; ".join(
                 f"{name}: {m.settle_reason}" for name, m in (("loop", loop), ("gpu", device))
                 if m is not None and m.settle_reason) or None}

@@ -9,8 +9,8 @@ of them. Design, on top of the crash-isolation worker (``runner.execution.worker
   whose processes own visible GPU *i*; inside it ``cuda`` / ``cuda:0`` is its GPU. A pinned
   trial's row keeps ``device=cuda:N`` and its ``trial_id``; ``gpu_index`` / ``gpu_uuid`` say
   which physical GPU ran it.
-* **Order.** One queue, longest first (:func:`cost`); each worker's thread takes the next
-  trial it may run when it finishes one.
+* **Order.** One queue, longest first (``runner.execution.order.longest_first``); each
+  worker's thread takes the next trial it may run when it finishes one.
 * **Reuse.** One pool per driver process (:func:`pool`), reused by every Hydra job of a
   multirun with the same placement: worker start (importing torch) is paid once per worker.
 * **Start.** ``python -m runner ... workers=N|per_gpu`` starts the pool before Hydra composes
@@ -25,7 +25,6 @@ of them. Design, on top of the crash-isolation worker (``runner.execution.worker
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -33,7 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from runner.core.axes import DTYPE_BYTES
+from runner.execution.order import longest_first
 from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_gpus: job.py's)
     PER_GPU,
     Slot,
@@ -47,9 +46,6 @@ from runner.execution.worker import START_TIMEOUT_S, Supervisor
 
 if TYPE_CHECKING:
     from runner.execution.task import TrialTask
-
-#: per-call cost of fwd+bwd relative to forward only (about two more passes)
-BACKWARD_FACTOR = 3
 
 
 def prestart(workers: Any, device: list[Any] | None) -> None:
@@ -80,19 +76,6 @@ def prestart(workers: Any, device: list[Any] | None) -> None:
 def warm_devices(trials: Iterable[Any]) -> tuple[str, ...]:
     """The devices a job's trials run on, each once, in plan order."""
     return tuple(dict.fromkeys(trial.spec.device for trial in trials))
-
-
-def cost(spec: Any) -> float:
-    """Estimated cost of a trial, for ordering only: the product of its shape's sizes times
-    the bytes per element of its dtype, times 3 for fwd+bwd. Crude (it ignores the op), but
-    within one op the big shapes are the slow trials, and those must not start last."""
-    factor = BACKWARD_FACTOR if getattr(spec, "backward", False) else 1
-    return math.prod(spec.shape) * DTYPE_BYTES[spec.dtype] * factor
-
-
-def longest_first(trials: Iterable[Any]) -> list[Any]:
-    """Trials by :func:`cost`, descending; equal costs keep the plan's order."""
-    return sorted(trials, key=lambda trial: -cost(trial.spec))
 
 
 class TrialQueue:

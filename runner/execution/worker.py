@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.core.status import Status
 from runner.execution import timeline
+from runner.execution.warmup import cuda_ordinals
 from runner.execution.worker_loop import (  # noqa: F401  (is_poisoned: for callers)
     is_poisoned,
     run_trial_safely,
@@ -85,11 +86,14 @@ class Worker:
     """One worker process and the pipe to it."""
 
     def __init__(self, env: dict[str, str] | None = None, threads: int | None = None,
-                 name: str = "opsweep-worker") -> None:
+                 name: str = "opsweep-worker", cuda_ordinals: tuple[int, ...] = ()) -> None:
+        """``cuda_ordinals``: the GPUs it will warm, whose CUDA driver and primary context it
+        opens beside its torch import (``runner.execution.warmup.open_driver``)."""
         self.name = name
         self.info: dict[str, Any] = {"spawned_at": time.time()}
         self.conn, child = _CTX.Pipe()
-        self.process = _CTX.Process(target=serve, args=(child, env, threads), name=name)
+        self.process = _CTX.Process(target=serve, args=(child, env, threads, cuda_ordinals),
+                                    name=name)
         self.process.start()
         child.close()
         self.ready = False
@@ -194,7 +198,8 @@ class Supervisor:
         if warm is not None:
             self.warm_devices = tuple(warm)
         if self.worker is None or not self.worker.alive():
-            self.worker = Worker(self.env, self.threads, self.name)
+            self.worker = Worker(self.env, self.threads, self.name,
+                                 cuda_ordinals(self.warm_devices))
             self.starts += 1
         if self.warm_devices and self.worker.warmed != self.warm_devices:
             self.worker.post(("warm", self.warm_devices))

@@ -50,10 +50,11 @@ def is_poisoned(row: dict[str, Any]) -> bool:
     return any(marker in text for marker in POISONED_CUDA)
 
 
-def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = None) -> None:
+def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = None,
+          cuda_ordinals: tuple[int, ...] = ()) -> None:
     """The worker's main loop: start (:func:`_start`), then answer requests one at a time
     until the driver hangs up, or until a trial's row retires the worker."""
-    _start(conn, env, threads)
+    _start(conn, env, threads, cuda_ordinals)
     while True:
         try:
             kind, payload = conn.recv()
@@ -85,19 +86,26 @@ def handle(kind: str, payload: Any) -> tuple[str, Any, bool]:
     raise ValueError(f"unknown request {kind!r}: expected trial, warm or heat")
 
 
-def _start(conn: Any, env: dict[str, str] | None, threads: int | None) -> None:
+def _start(conn: Any, env: dict[str, str] | None, threads: int | None,
+           cuda_ordinals: tuple[int, ...] = ()) -> None:
     """Set the worker up and answer "ready" with its start-up steps
     (``runner.execution.timeline``).
 
     ``env`` is applied first thing: the CUDA driver reads ``CUDA_VISIBLE_DEVICES`` when it
     initialises (the first CUDA call, in a trial), so a pinned worker sees only its GPU.
     ``threads``: torch intra-op threads of this worker (a trial's ``num_threads`` still wins
-    for that trial; ``context.trial_settings`` restores this value after it)."""
+    for that trial; ``context.trial_settings`` restores this value after it).
+    ``cuda_ordinals``: GPUs whose CUDA driver and context open beside the torch import
+    (``runner.execution.warmup.open_driver``), after ``env``."""
     main_at = time.time()
     os.environ.update(env or {})
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     import gc
+
+    from runner.execution.warmup import open_driver
+
+    open_driver(cuda_ordinals)
 
     started = time.perf_counter()
     import torch  # noqa: F401  (paid once, before "ready"; timed on its own)

@@ -1,12 +1,10 @@
 """Every result column: its Arrow type and what it means. The one source of truth. The axis
 columns are derived from the axis registry (:mod:`runner.core.axes`).
 
-``runner.storage.files.rows_to_table`` writes known columns with these types (so an all-null
-column still has its real type and pandas reads proper dtypes), and ``results/README.md``'s
-column table is generated from here (``python -m runner.storage.columns``). Op parameters
-become ``param_<name>`` columns and op-specific measurements ``extra_<name>``; their types are
-inferred.
-"""
+``runner.storage.files.rows_to_table`` writes known columns with these types (an all-null
+column keeps its real type), and ``results/README.md``'s column table is generated from here
+(``python -m runner.storage.columns``). Op parameters become ``param_<name>`` columns and
+op-specific measurements ``extra_<name>``; their types are inferred."""
 
 from __future__ import annotations
 
@@ -134,6 +132,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "gpu_time_settle_s": (_F, "seconds the device time's back-to-back warm-up ran to settle"),
     "gpu_time_settled": (_B, "true when the device time's warm-up settled (no trend in the "
                              "time per call, SM clock no longer falling), false at the cap"),
+    "gpu_time_settled_samples": (_I, "samples that are the settled last half of the device "
+                                     "time's warm-up (power-capped ops: docs/timing.md)"),
     "settle_reason": (_S, "what was still moving when a warm-up hit timer.settle_max_s"),
     "power_capped": (_B, "true when the warm-up found the op power-capped (its SMs ran below "
                          "85% of the maximum clock, or below 95% while falling or drawing 80% "

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
 from runner.timing.measurement import Measurement, TimerPlan
-from runner.timing.sampler import sample, sample_min_s, warm_up
+from runner.timing.sampler import after_warm_up, sample, warm_up
 from runner.timing.settle import CAPPED_MIN_S, Reading, last_clock
 
 #: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
@@ -253,20 +253,20 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                    launches_per_sample: int, loop_capped: bool | None = None,
                    watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S,
                    min_s: float = DEVICE_WARMUP_S) -> Measurement:
-    """Back-to-back samples (module docstring): warm up until settled, then sample with
-    ``runner.timing.sampler.sample``, all in one :class:`ChunkStream`.
-    ``launches_per_sample``: 0 for a replay, else the blocked method's kernels per sample.
-    ``loop_capped``: whether a loop-time warm-up just before found the op power-capped (None:
-    it could not tell, as ``runner.execution.timed.time_trial``'s short probe cannot). False:
-    the op has settled there, so the warm-up is a handover of one chunk, judged only if that
-    chunk shows it capped after all (a launch-bound op the loop left idle half the time can
-    reach the cap back to back). A capped op warms up for all of ``min_capped_s`` again,
-    whatever the loop did: the few tens of milliseconds between the two (graph capture,
-    memory columns) let an H200 recover enough headroom that a 0.5 s warm-up read bf16 8192³
-    7% fast. ``watch``: polled while the host waits for each sampled chunk; the samples then
-    span at least its ``window_s``. ``min_capped_s``: the shortest warm-up of a power-capped
-    op (``runner.timing.heat.capped_min_s``: shorter when the device starts hot); ``min_s``:
-    of any op (``runner.timing.heat.min_warmup_s``: longer when the device starts hot)."""
+    """Back-to-back samples (module docstring): warm up until settled, then sample, the
+    settled half of a capped warm-up first (``runner.timing.sampler.after_warm_up``), all in
+    one :class:`ChunkStream`. ``launches_per_sample``: 0 for a replay, else the blocked
+    method's kernels per sample. ``loop_capped``: whether a loop-time warm-up just before
+    found the op power-capped (None: it could not tell, as ``runner.execution.timed``'s
+    short probe cannot). False: the op has settled there, so the warm-up is a handover of
+    one chunk, judged only if that chunk shows it capped after all (a launch-bound op the
+    loop left idle half the time can reach the cap back to back). A capped op warms up for
+    all of ``min_capped_s`` again, whatever the loop did: the few tens of milliseconds
+    between the two (graph capture, memory columns) let an H200 recover enough headroom that
+    a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host waits for each
+    sampled chunk; the samples then span at least its ``window_s``. ``min_capped_s``: the
+    shortest warm-up of a power-capped op (``runner.timing.heat.capped_min_s``: shorter
+    when hot); ``min_s``: of any op (``runner.timing.heat.min_warmup_s``: longer when hot)."""
     handover = loop_capped is False and plan.warmup_s > 0
     stream = ChunkStream(work, calls, spin_s, plan, device, before_sample, read_clock, watch,
                          sample_s=sample_s, launches_per_sample=launches_per_sample,
@@ -280,13 +280,12 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                                   read_clock=read_clock,
                                   min_s=min_s if plan.warmup_s > 0 and not handover
                                   else 0.0, handover=handover, min_capped_s=min_capped_s)
-        min_s, sample_plan = sample_min_s(verdict), plan
-        if watch is not None:  # the window's span, however soon the median converges
-            min_s = max(min_s, watch.window_s)
-            sample_plan = replace(plan, max_samples=max(plan.max_samples, 10**7),
-                                  max_time_s=max(plan.max_time_s, 1.5 * min_s))
+        sample_plan, min_s, tail = after_warm_up(plan, verdict, warmup,
+                                                 None if watch is None else watch.window_s)
         stream.short_tail = min_s <= 0  # no span to fill: the tail's chunks may be short
-        samples, stop_reason = sample(stream.take, sample_plan, wall, min_s=min_s)
+        stream.clocks.extend(p.best_mhz for p in tail if p.best_mhz is not None)
+        samples, stop_reason = sample(stream.take, sample_plan, wall, min_s, [
+            p.per_call_s for p in tail], verdict.elapsed_s - tail[0].t_s if tail else 0.0)
     finally:
         stream.drain()
     if stream.retaken:
@@ -297,4 +296,5 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                        stop_reason=stop_reason, target_rel=plan.target_rel,
                        settled=verdict.settled, settle_reason=verdict.reason,
                        settled_clock_mhz=last_clock(warmup), clock_mhz=tuple(stream.clocks),
-                       min_samples=plan.min_samples, power_capped=verdict.capped)
+                       min_samples=plan.min_samples, power_capped=verdict.capped,
+                       settled_samples=len(tail))

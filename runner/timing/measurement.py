@@ -78,6 +78,9 @@ class Measurement:
     set_aside_s: float = 0.0
     #: involuntary context switches per second of the samples (None: not read)
     preempted_per_s: float | None = None
+    #: how many of ``samples_s`` (the first) are the settled half of the warm-up
+    #: (``runner.timing.sampler.settled_tail``: a capped op's clock cycles near once a second)
+    settled_samples: int = 0
 
     @cached_property
     def stats(self) -> SampleStats:

@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from runner.timing.measurement import TimerPlan
-from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S, Point, Reading, Settled, settle
+from runner.timing.settle import (
+    CAPPED_MIN_S,
+    CAPPED_SAMPLE_S,
+    Point,
+    Reading,
+    Settled,
+    TimeView,
+    settle,
+)
 from runner.timing.spread import mixed_reason
 from runner.timing.stats import median_ci_rel_halfwidth
 
@@ -20,6 +29,31 @@ def sample_min_s(verdict: Settled, capped_span_s: float = CAPPED_SAMPLE_S) -> fl
     (:data:`runner.timing.settle.CAPPED_SAMPLE_S`) for a power-capped op (its clock still
     swings once settled), else none."""
     return capped_span_s if verdict.capped else 0.0  # None (not told): not capped
+
+
+def settled_tail(points: Sequence[Point], verdict: Settled) -> Sequence[Point]:
+    """The last half of a power-capped warm-up that settled: the two quarters :func:`judge`
+    compared and found free of trend, at the state the samples that follow measure. They
+    count as samples (:data:`CAPPED_SAMPLE_S`): the clock cycles slower than a short span of
+    samples can average, and a second of them is paid for already. Nothing for a warm-up
+    that hit its cap, or an op that is not capped (its samples need no span)."""
+    if not (verdict.settled and verdict.capped) or not points:
+        return ()
+    return points[bisect.bisect_left(TimeView(points), verdict.elapsed_s / 2):]
+
+
+def after_warm_up(plan: TimerPlan, verdict: Settled, warmup: Sequence[Point],
+                  watch_s: float | None = None) -> tuple[TimerPlan, float, Sequence[Point]]:
+    """The device time's samples after its warm-up: their plan, their shortest span
+    (:func:`sample_min_s`) and the warm-up points that open them (:func:`settled_tail`).
+    ``watch_s``: a watch's window (the energy counter), which every sample it counts must
+    fill: then the span is at least that long, and no warm-up point opens the samples."""
+    min_s, tail = sample_min_s(verdict), settled_tail(warmup, verdict)
+    if watch_s is None:
+        return replace(plan, max_samples=plan.max_samples + len(tail)), min_s, tail
+    min_s = max(min_s, watch_s)  # the window's span, however soon the median converges
+    return (replace(plan, max_samples=max(plan.max_samples, 10**7),
+                    max_time_s=max(plan.max_time_s, 1.5 * min_s)), min_s, ())
 
 
 def warm_up(step: Callable[[], list[Any]], plan: TimerPlan,
@@ -41,7 +75,8 @@ def warm_up(step: Callable[[], list[Any]], plan: TimerPlan,
 
 def sample(take: Callable[[], float], plan: TimerPlan,
            wall: Callable[[], float] = time.perf_counter,
-           min_s: float = 0.0) -> tuple[list[float], str]:
+           min_s: float = 0.0, seed: Sequence[float] = (),
+           seed_s: float = 0.0) -> tuple[list[float], str]:
     """The adaptive sampling loop shared by every time opsweep reports (loop time and device
     time alike, so both get the same statistics and the same stop rule).
 
@@ -49,12 +84,14 @@ def sample(take: Callable[[], float], plan: TimerPlan,
     is within ``target_rel`` (after ``min_samples``), or at ``max_samples`` / ``max_time_s``.
     Returns the raw samples and the stop reason (converged | max_samples | max_time).
     ``min_s``: the samples span at least this long before they may stop as converged
-    (:func:`sample_min_s`); ``max_time_s`` still ends them.
+    (:func:`sample_min_s`); ``max_time_s`` still ends them. ``seed``: samples already taken
+    in the same regime, over the ``seed_s`` just before (the settled half of the warm-up:
+    ``runner.timing.sampler.settled_tail``); they open the list and count toward every limit.
     """
-    samples: list[float] = []
-    ordered: list[float] = []  # kept sorted for the O(1) stopping check
+    samples: list[float] = list(seed)
+    ordered: list[float] = sorted(samples)  # kept sorted for the O(1) stopping check
     stop_reason = "max_samples"
-    start = wall()
+    start = wall() - seed_s
     while len(samples) < plan.max_samples:
         samples.append(take())
         bisect.insort(ordered, samples[-1])

@@ -78,10 +78,18 @@ CLOCK_FALL_SHARE = 0.03
 HELD_POWER_SHARE = 0.8
 #: Effective clocks (and power readings), the most recent, that :func:`capped` judges.
 RECENT_CLOCKS = 8
-#: Shortest span (s) of the samples of a power-capped series: once settled the clock still
-#: swings ±1-2% (a tf32 4096³ matmul's samples moved 3.4% within 50 ms), so the median is
-#: taken over a span that holds many swings, not one phase of one.
-CAPPED_SAMPLE_S = 0.5
+#: Shortest span (s) of the samples of a power-capped series, the settled half of its
+#: warm-up included (``runner.timing.sampler.settled_tail``). Once settled, the clock still
+#: cycles: run back to back on an H200, tf32 2048³ went between 56 and 61 µs a call and
+#: fp16 4096³ between 213 and 224 µs, with a period near one second, and within 50 ms a
+#: tf32 4096³ matmul's samples moved 3.4%. A median over a shorter span lands on one phase
+#: of the cycle: with 0.3 s of samples, two processes read fp16 4096³ 4.5% apart.
+CAPPED_SAMPLE_S = 1.0
+#: Most points of a window that :func:`judge` compares. The warm-up of a 50 µs op holds tens
+#: of thousands, and sorting them took 18 ms, longer than the work queued ahead of the host,
+#: so the device idled (clock, to a capped GPU) inside the warm-up that judged it. Every
+#: k-th point keeps a window's median well within :data:`TIME_TOL`.
+JUDGE_POINTS = 2048
 
 
 @dataclass(frozen=True)
@@ -133,13 +141,13 @@ def windows(points: Sequence[Point], elapsed_s: float) -> tuple[Sequence[Point],
     """The quarter of ``elapsed_s`` before the last, and the last quarter (``points`` are in
     time order, so the windows are found by bisection: the warm-up of a 1 µs op has tens of
     thousands of points)."""
-    times = _TimeView(points)
+    times = TimeView(points)
     half = bisect.bisect_right(times, 0.5 * elapsed_s)
     three_quarters = bisect.bisect_right(times, 0.75 * elapsed_s)
     return points[half:three_quarters], points[three_quarters:]
 
 
-class _TimeView(Sequence[float]):
+class TimeView(Sequence[float]):
     """``points``' times as a sequence, without copying them."""
 
     def __init__(self, points: Sequence[Point]) -> None:
@@ -192,7 +200,7 @@ def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None =
             and statistics.median(recent_mhz) < HELD_DOWN_SHARE * max_clock_mhz):
         return (f"the SM clock runs below {HELD_DOWN_SHARE:.0%} of the maximum: watching "
                 f"whether the power cap pulls it down (at least {BAND_WATCH_S:g} s)")
-    earlier, recent = windows(points, elapsed_s)
+    earlier, recent = (_thinned(window) for window in windows(points, elapsed_s))
     if not earlier or not recent:
         return "too few samples to compare two windows"
     before_sorted = sorted(p.per_call_s for p in earlier)
@@ -216,6 +224,12 @@ def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None =
             moving = "falling" if mhz_now < mhz_before else "rising"
             return f"SM clock still {moving} ({mhz_before:.0f} → {mhz_now:.0f} MHz)"
     return None
+
+
+def _thinned(window: Sequence[Point]) -> Sequence[Point]:
+    """At most about :data:`JUDGE_POINTS` of ``window``'s points, evenly spread."""
+    step = -(-len(window) // JUDGE_POINTS)
+    return window[::step] if step > 1 else window
 
 
 def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,

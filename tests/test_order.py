@@ -1,0 +1,51 @@
+"""The order a job runs its trials in (runner.execution.order): what one trial leaves the
+device in is where the next one starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runner.execution import order
+
+
+@pytest.fixture(scope="module")
+def size_sweep(compose: Any) -> list:
+    """The plan of a size sweep over three dtypes (the plan's order: shape outermost)."""
+    from runner.config.planner import plan_job
+
+    return plan_job(compose("op=matmul", "device=cpu", "dtype=[bf16,fp32,tf32]",
+                            "shape=[[512,512,512],[64,64,64],[256,256,256]]"))
+
+
+def labels(trials: list) -> list[tuple[str, int]]:
+    return [(t.spec.dtype.value, t.spec.shape[0]) for t in trials]
+
+
+def test_heat_order_runs_each_group_of_shapes_together_largest_first(size_sweep: list) -> None:
+    # planned: 512 (bf16, fp32, tf32), 64 (...), 256 (...): every tf32 trial after an fp32
+    # one, which runs at full clock, so every capped tf32 trial would start cold
+    assert labels(size_sweep)[:3] == [("bf16", 512), ("fp32", 512), ("tf32", 512)]
+    assert labels(order.heat_order(size_sweep)) == [
+        ("bf16", 512), ("bf16", 256), ("bf16", 64),
+        ("fp32", 512), ("fp32", 256), ("fp32", 64),
+        ("tf32", 512), ("tf32", 256), ("tf32", 64)]
+    # the same trials, each once
+    assert sorted(t.index for t in order.heat_order(size_sweep)) == list(range(9))
+
+
+def test_plan_order_is_kept_when_asked(size_sweep: list) -> None:
+    assert order.in_order(size_sweep, "plan") == size_sweep
+    assert order.in_order(size_sweep, "heat") == order.heat_order(size_sweep)
+
+
+def test_trials_that_differ_in_more_than_shape_are_not_grouped(compose: Any) -> None:
+    from runner.config.planner import plan_job
+
+    planned = plan_job(compose("op=matmul", "device=cpu", "dtype=bf16", "seed=[0,1]",
+                               "shape=[[64,64,64],[32,32,32]]"))
+    # shape outermost in the plan; each seed's shapes run together, the seeds in plan order
+    assert [(t.spec.seed, t.spec.shape[0]) for t in order.heat_order(planned)] == [
+        (0, 64), (0, 32), (1, 64), (1, 32)]
+
