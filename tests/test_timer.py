@@ -731,3 +731,25 @@ def test_a_long_warm_up_is_judged_on_a_thinned_series_that_still_sees_a_trend() 
 
     assert len(_thinned(flat[:10000])) <= JUDGE_POINTS
     assert _thinned(flat[:100]) == flat[:100]
+
+
+def test_a_handover_of_a_long_uncapped_call_runs_no_warm_up_call() -> None:
+    from runner.execution.timed import handover_plan
+
+    def device_time(per_call_s: float, capped: bool) -> Measurement:
+        return Measurement(samples_s=(per_call_s,) * 3, calls_per_sample=1, warmup_calls=3,
+                           warmup_s=0.06, stop_reason="converged", target_rel=0.01,
+                           power_capped=capped)
+
+    base = TimerPlan(target_rel=0.01, max_time_s=10.0)
+    assert handover_plan(base, device_time(21 * MS, False))[1]["calls"] == 1
+    # a short call's K comes from the loop's own call (the host may be slower than the GPU);
+    # a capped one warms up in the loop's regime first
+    assert "calls" not in handover_plan(base, device_time(2 * US, False))[1]
+    assert "calls" not in handover_plan(base, device_time(21 * MS, True))[1]
+    clock = FakeClock(per_call_s=21 * MS)
+    m = run(clock, plan(max_samples=5), handover=True, min_s=0.0, calls=1)
+    assert m.warmup_calls == 0 and m.warmup_s == 0.0 and m.calls_per_sample == 1
+    assert clock.calls_per_region == [1] * len(m.samples_s)  # every call it made is a sample
+    one = run(FakeClock(per_call_s=21 * MS), plan(max_samples=5), handover=True, min_s=0.0)
+    assert one.warmup_calls == 1  # without ``calls``, one call sizes K

@@ -128,14 +128,19 @@ def handover_plan(plan: TimerPlan, sustained: Measurement | None
 
     The device time has just run the op back to back: the loop's warm-up only checks that its
     own regime holds the op there (none at all for an op the device time did not find
-    power-capped: a call is enough), and its samples aim at a looser CI in a shorter span
-    (``runner.timing.heat.LOOP_HANDOVER_TARGET_SHARE``): the device time is the headline."""
+    power-capped: a call is enough to size K, and none where the device time says a call
+    is past ``batch_below_us``, so one per sample), and its samples aim at a looser CI in a
+    shorter span (``runner.timing.heat.LOOP_HANDOVER_TARGET_SHARE``): the device time is
+    the headline."""
     if sustained is None:
         return plan, {}
     capped = bool(sustained.power_capped)
     handover = {"handover": True, "read_clock": None,
                 "min_s": HANDOVER_CAPPED_MIN_S if capped else 0.0,
                 "span_s": LOOP_CAPPED_SAMPLE_S if capped else 0.0}
+    if not capped and sustained.samples_s and (
+            min(sustained.samples_s) * 1e6 >= plan.batch_below_us):
+        handover["calls"] = 1  # the host cannot run a call faster than the device does
     loop_plan = dataclasses.replace(
         plan, target_rel=plan.target_rel * LOOP_HANDOVER_TARGET_SHARE,
         max_time_s=min(plan.max_time_s, LOOP_HANDOVER_MAX_S))

@@ -72,7 +72,7 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             read_clock: Callable[[], Reading | None] | None = None,
             handover: bool = False, min_s: float | None = None,
             min_capped_s: float = CAPPED_MIN_S,
-            span_s: float | None = None) -> Measurement:
+            span_s: float | None = None, calls: int | None = None) -> Measurement:
     """Warm ``fn`` up until settled, then sample it until the median is stable or a cap is
     reached; a block of samples a burst of other work spoilt is set aside once and re-taken.
 
@@ -85,15 +85,21 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     per call holds, without probing the clock (``runner.timing.settle.settle``); ``min_s``:
     the shortest warm-up (default ``warmup_s``); ``min_capped_s``: the shortest warm-up of a
     power-capped op; ``span_s``: the shortest span of the samples, whatever the warm-up found
-    (a handover's; default: ``runner.timing.sampler.sample_min_s``).
+    (a handover's; default: ``runner.timing.sampler.sample_min_s``). ``calls``: the calls
+    per sample, known already: a handover with no warm-up to speak of (``min_s`` 0) then
+    runs none, not even the call that would size them (one call of a 21 ms op is 21 ms).
     """
-    warmup, verdict = _warm_up_loop(fn, plan, clock, wall, before_sample, read_clock,
-                                    handover=handover, min_s=min_s, min_capped_s=min_capped_s)
-    recent = sorted(point.per_call_s for point in warmup[-5:])
+    if calls is not None and handover and not min_s:
+        warmup, verdict = [], Settled(True, 0.0, capped=False)
+    else:
+        warmup, verdict = _warm_up_loop(fn, plan, clock, wall, before_sample, read_clock,
+                                        handover=handover, min_s=min_s,
+                                        min_capped_s=min_capped_s)
+        recent = sorted(point.per_call_s for point in warmup[-5:])
+        calls = choose_calls_per_sample(recent[len(recent) // 2], plan)
     # With an L2 flush every call must start cold: one call per sample (hazard 4).
     loop = _LoopSampler(fn, plan, clock, wall, before_sample, flush,
-                        calls=1 if flush else choose_calls_per_sample(recent[len(recent) // 2],
-                                                                      plan),
+                        calls=1 if flush else calls,
                         span_s=sample_min_s(verdict) if span_s is None
                         else span_s)
     begun = wall()
