@@ -89,14 +89,9 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     per sample, known already: a handover with no warm-up to speak of (``min_s`` 0) then
     runs none, not even the call that would size them (one call of a 21 ms op is 21 ms).
     """
-    if calls is not None and handover and not min_s:
-        warmup, verdict = [], Settled(True, 0.0, capped=False)
-    else:
-        warmup, verdict = _warm_up_loop(fn, plan, clock, wall, before_sample, read_clock,
-                                        handover=handover, min_s=min_s,
-                                        min_capped_s=min_capped_s)
-        recent = sorted(point.per_call_s for point in warmup[-5:])
-        calls = choose_calls_per_sample(recent[len(recent) // 2], plan)
+    warmup, verdict, calls = _warm_up_loop(fn, plan, clock, wall, before_sample, read_clock,
+                                           handover=handover, min_s=min_s,
+                                           min_capped_s=min_capped_s, calls=calls)
     # With an L2 flush every call must start cold: one call per sample (hazard 4).
     loop = _LoopSampler(fn, plan, clock, wall, before_sample, flush,
                         calls=1 if flush else calls,
@@ -133,9 +128,13 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
 def _warm_up_loop(fn: Callable[[], Any], plan: TimerPlan, clock: Clock,
                   wall: Callable[[], float], before_sample: Callable[[], None] | None,
                   read_clock: Callable[[], Reading | None] | None, *, handover: bool,
-                  min_s: float | None, min_capped_s: float) -> tuple[list[Point], Settled]:
+                  min_s: float | None, min_capped_s: float,
+                  calls: int | None) -> tuple[list[Point], Settled, int]:
     """Hazard 2: the loop's warm-up (``runner.timing.sampler.warm_up``), one call per step,
-    the clock probed while it runs (an event clock that can: ``probing``)."""
+    the clock probed while it runs (an event clock that can: ``probing``); and the calls per
+    sample its last calls ask for (``calls``, where known, skips a handover's one call)."""
+    if calls is not None and handover and not min_s:
+        return [], Settled(True, 0.0, capped=False), calls
     def one_call() -> tuple[float, float | None]:
         if before_sample:
             before_sample()
@@ -150,11 +149,13 @@ def _warm_up_loop(fn: Callable[[], Any], plan: TimerPlan, clock: Clock,
     if probing:
         clock.probing = True  # type: ignore[attr-defined]
     try:
-        return warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock, min_s=min_s,
-                       handover=handover, min_capped_s=min_capped_s)
+        warmup, verdict = warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock,
+                                  min_s=min_s, handover=handover, min_capped_s=min_capped_s)
     finally:
         if probing:
             clock.probing = False  # type: ignore[attr-defined]
+    recent = sorted(point.per_call_s for point in warmup[-5:])
+    return warmup, verdict, choose_calls_per_sample(recent[len(recent) // 2], plan)
 
 
 class _LoopSampler:
