@@ -690,16 +690,19 @@ def test_the_settled_half_of_a_capped_warm_up_opens_its_samples() -> None:
 
     points = [Point(i / 1000, MS) for i in range(1, 2501)]  # 2.5 s of warm-up, 1 ms each
     tail = settled_tail(points, Settled(True, 2.5, capped=True))
-    assert tail[0].t_s == pytest.approx(1.25) and tail[-1].t_s == pytest.approx(2.5)
+    # exactly the two quarters the settle rule compared: after the half, as its windows
+    assert tail[0].t_s == pytest.approx(1.251) and tail[-1].t_s == pytest.approx(2.5)
     assert settled_tail(points, Settled(True, 2.5, capped=False)) == ()  # needs no span
     assert settled_tail(points, Settled(False, 2.5, "hit the cap", capped=True)) == ()
-    sample_plan, min_s, seeded = after_warm_up(plan(max_samples=100), Settled(True, 2.5,
-                                                                              capped=True),
+    settled = Settled(True, 2.5, capped=True)
+    sample_plan, min_s, seeded = after_warm_up(plan(max_samples=100, warmup_s=0.05), settled,
                                                points)
     assert min_s == CAPPED_SAMPLE_S and seeded == tail
     assert sample_plan.max_samples == 100 + len(tail)  # the fresh samples keep their budget
-    _, watched_s, none = after_warm_up(plan(), Settled(True, 2.5, capped=True), points, 3.0)
+    _, watched_s, none = after_warm_up(plan(warmup_s=0.05), settled, points, 3.0)
     assert watched_s == 3.0 and none == ()  # a watch's window counts only its own samples
+    # timer=smoke: the warm-up was never judged, so nothing of it is "settled"
+    assert after_warm_up(plan(warmup_s=0.0), settled, points)[2] == ()
 
 
 def test_seeded_samples_count_toward_the_span_and_open_the_list() -> None:
@@ -717,6 +720,22 @@ def test_seeded_samples_count_toward_the_span_and_open_the_list() -> None:
     short, _ = sample(take, plan(max_samples=5000), lambda: now[0], min_s=CAPPED_SAMPLE_S,
                       seed=[MS] * 200, seed_s=0.2)
     assert (len(short) - 200) * MS == pytest.approx(CAPPED_SAMPLE_S - 0.2, abs=2 * MS)
+    # max_time_s is the new samples' own budget: a seed of half the span does not use it up
+    quick, reason = sample(take, plan(max_samples=5000, max_time_s=0.5), lambda: now[0],
+                           min_s=CAPPED_SAMPLE_S, seed=[MS] * 500, seed_s=0.5)
+    assert reason == "converged" and (len(quick) - 500) * MS == pytest.approx(0.5, abs=2 * MS)
+
+
+def test_the_tail_s_clocks_are_recorded_as_the_samples_own() -> None:
+    from runner.timing.sampler import tail_clocks
+    from runner.timing.settle import Point
+
+    # two chunks without a probe (NVML's clock, the same for each of a chunk's points): one
+    # reading per chunk; a probed chunk: each sample's effective clock
+    tail = [Point(1.0, MS, 1980), Point(1.0, MS, 1980), Point(1.1, MS, 1965),
+            Point(1.1, MS, 1965), Point(1.2, MS, 1980, None, 1450), Point(1.2, MS, 1980, None,
+                                                                            1460)]
+    assert tail_clocks(tail) == [1980, 1965, 1450, 1460]
 
 
 def test_a_long_warm_up_is_judged_on_a_thinned_series_that_still_sees_a_trend() -> None:
@@ -727,10 +746,26 @@ def test_a_long_warm_up_is_judged_on_a_thinned_series_that_still_sees_a_trend() 
     # 2% slower in the last quarter than in the quarter before
     rising = [Point(p.t_s, p.per_call_s * (1.02 if p.t_s > 1.875 else 1.0)) for p in flat]
     assert "moved" in judge(rising, 2.5, min_capped_s=0.0)
-    from runner.timing.settle import _thinned
+    from runner.timing import settle as settle_module
 
-    assert len(_thinned(flat[:10000])) <= JUDGE_POINTS
-    assert _thinned(flat[:100]) == flat[:100]
+    thinned = settle_module._thinned(flat[:10000])
+    assert len(thinned) == JUDGE_POINTS and thinned[0] == flat[0]
+    # evenly spread, not every k-th: no two picks the same distance apart for long
+    steps = {flat.index(b) - flat.index(a) for a, b in zip(thinned[:50], thinned[1:51])}
+    assert steps == {4, 5}
+    assert settle_module._thinned(flat[:100]) == flat[:100]
+    seen: list[int] = []
+    real = settle_module._thinned
+
+    def counting(window: list) -> list:
+        seen.append(len(window))
+        return real(window)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(settle_module, "_thinned", counting):
+        judge(flat, 2.5, min_capped_s=0.0)
+    assert len(seen) == 2 and min(seen) > JUDGE_POINTS  # both windows go through it
 
 
 def test_a_handover_of_a_long_uncapped_call_runs_no_warm_up_call() -> None:

@@ -59,12 +59,20 @@ def test_the_driver_and_each_primary_context_open_on_a_thread_beside_the_import(
         monkeypatch: pytest.MonkeyPatch) -> None:
     driver = FakeDriver()
     monkeypatch.setattr(warmup.ctypes, "CDLL", lambda name: driver)
+    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
     assert warmup.open_driver(()) is None  # a CPU worker opens nothing
-    assert driver.calls == []
+    assert driver.calls == [] and "CUDA_MODULE_LOADING" not in warmup.os.environ
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")  # the user's choice is kept
+    warmup.open_driver((0,)).join(5)
+    assert warmup.os.environ["CUDA_MODULE_LOADING"] == "EAGER"
+    monkeypatch.delenv("CUDA_MODULE_LOADING")
+    driver.calls.clear()
     thread = warmup.open_driver((0, 1, 5))
     assert thread is not None
     thread.join(5)
     assert driver.thread not in ("", threading.main_thread().name)
+    # the driver fixes its module loading at cuInit: lazy, as torch would have asked
+    assert warmup.os.environ["CUDA_MODULE_LOADING"] == "LAZY"
     # device 5 does not exist: no context is asked for it, and nothing raises
     assert driver.calls == [("cuInit", 0), ("cuDeviceGet", 0), ("retain",),
                             ("cuDeviceGet", 1), ("retain",), ("cuDeviceGet", 5)]

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
 from runner.timing.measurement import Measurement, TimerPlan
-from runner.timing.sampler import after_warm_up, sample, warm_up
+from runner.timing.sampler import after_warm_up, sample, tail_clocks, warm_up
 from runner.timing.settle import CAPPED_MIN_S, Reading, last_clock
 
 #: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
@@ -283,7 +283,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         sample_plan, min_s, tail = after_warm_up(plan, verdict, warmup,
                                                  None if watch is None else watch.window_s)
         stream.short_tail = min_s <= 0  # no span to fill: the tail's chunks may be short
-        stream.clocks.extend(p.best_mhz for p in tail if p.best_mhz is not None)
+        stream.clocks.extend(tail_clocks(tail))
         samples, stop_reason = sample(stream.take, sample_plan, wall, min_s, [
             p.per_call_s for p in tail], verdict.elapsed_s - tail[0].t_s if tail else 0.0)
     finally:

@@ -5,6 +5,7 @@ and ``runner.timing.gapped``), so all of them get the same statistics and the sa
 from __future__ import annotations
 
 import bisect
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -39,7 +40,22 @@ def settled_tail(points: Sequence[Point], verdict: Settled) -> Sequence[Point]:
     that hit its cap, or an op that is not capped (its samples need no span)."""
     if not (verdict.settled and verdict.capped) or not points:
         return ()
-    return points[bisect.bisect_left(TimeView(points), verdict.elapsed_s / 2):]
+    return points[bisect.bisect_right(TimeView(points), verdict.elapsed_s / 2):]
+
+
+def tail_clocks(tail: Sequence[Point]) -> list[float]:
+    """The clocks of ``tail``'s samples as the samples' own are recorded
+    (``runner.timing.back_to_back.ChunkStream.take``): each probed sample's effective clock,
+    else one NVML reading per chunk (a chunk's points share their time), not one per point."""
+    clocks: list[float] = []
+    for _, chunk in itertools.groupby(tail, key=lambda point: point.t_s):
+        points = list(chunk)
+        probed = [p.effective_mhz for p in points if p.effective_mhz is not None]
+        if probed:
+            clocks += probed
+        elif points[0].clock_mhz is not None:
+            clocks.append(points[0].clock_mhz)
+    return clocks
 
 
 def after_warm_up(plan: TimerPlan, verdict: Settled, warmup: Sequence[Point],
@@ -48,7 +64,9 @@ def after_warm_up(plan: TimerPlan, verdict: Settled, warmup: Sequence[Point],
     (:func:`sample_min_s`) and the warm-up points that open them (:func:`settled_tail`).
     ``watch_s``: a watch's window (the energy counter), which every sample it counts must
     fill: then the span is at least that long, and no warm-up point opens the samples."""
-    min_s, tail = sample_min_s(verdict), settled_tail(warmup, verdict)
+    min_s = sample_min_s(verdict)
+    # A warm-up that was not judged (no warm-up to speak of: timer=smoke) has no settled half.
+    tail = settled_tail(warmup, verdict) if plan.warmup_s > 0 else ()
     if watch_s is None:
         return replace(plan, max_samples=plan.max_samples + len(tail)), min_s, tail
     min_s = max(min_s, watch_s)  # the window's span, however soon the median converges
@@ -86,16 +104,19 @@ def sample(take: Callable[[], float], plan: TimerPlan,
     ``min_s``: the samples span at least this long before they may stop as converged
     (:func:`sample_min_s`); ``max_time_s`` still ends them. ``seed``: samples already taken
     in the same regime, over the ``seed_s`` just before (the settled half of the warm-up:
-    ``runner.timing.sampler.settled_tail``); they open the list and count toward every limit.
+    :func:`settled_tail`); they open the list and count toward ``min_samples``,
+    ``max_samples`` (the caller raises it: :func:`after_warm_up`) and the span ``min_s``,
+    while ``max_time_s`` is the new samples' own budget.
     """
     samples: list[float] = list(seed)
     ordered: list[float] = sorted(samples)  # kept sorted for the O(1) stopping check
     stop_reason = "max_samples"
-    start = wall() - seed_s
+    start = wall()
     while len(samples) < plan.max_samples:
         samples.append(take())
         bisect.insort(ordered, samples[-1])
-        if len(samples) >= plan.min_samples and (min_s <= 0 or wall() - start >= min_s):
+        if len(samples) >= plan.min_samples and (min_s <= 0
+                                                 or wall() - start + seed_s >= min_s):
             # A tight CI about a mixed series is confident about the wrong number
             # (runner.timing.spread): extend instead, to max_samples / max_time.
             if (median_ci_rel_halfwidth(ordered) <= plan.target_rel

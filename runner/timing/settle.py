@@ -227,9 +227,12 @@ def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None =
 
 
 def _thinned(window: Sequence[Point]) -> Sequence[Point]:
-    """At most about :data:`JUDGE_POINTS` of ``window``'s points, evenly spread."""
-    step = -(-len(window) // JUDGE_POINTS)
-    return window[::step] if step > 1 else window
+    """At most :data:`JUDGE_POINTS` of ``window``'s points, evenly spread by index. Not every
+    k-th: a k that is a multiple of the samples per chunk would take the same place in every
+    chunk (its first sample, say)."""
+    if len(window) <= JUDGE_POINTS:
+        return window
+    return [window[i * len(window) // JUDGE_POINTS] for i in range(JUDGE_POINTS)]
 
 
 def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
