@@ -633,7 +633,10 @@ def test_the_loop_time_after_the_device_time_aims_lower_and_a_capped_one_samples
     free_plan, free = handover_plan(base, device_time(False))
     assert free["handover"] and free["min_s"] == 0.0 and free["span_s"] == 0.0
     assert free_plan.target_rel == pytest.approx(0.01 * LOOP_HANDOVER_TARGET_SHARE)
-    assert free_plan.max_time_s == LOOP_HANDOVER_MAX_S
+    # a quarter of a long budget (base: 10 s, as timer=precise), LOOP_HANDOVER_MAX_S at least
+    assert free_plan.max_time_s == 2.5
+    default = TimerPlan(target_rel=0.01, max_time_s=2.0)  # timer=default's budget
+    assert handover_plan(default, device_time(False))[0].max_time_s == LOOP_HANDOVER_MAX_S
     assert free_plan.batch_target_us == base.batch_target_us
     capped_plan, capped_warmup = handover_plan(base, device_time(True))
     assert capped_warmup["min_s"] == HANDOVER_CAPPED_MIN_S and capped_warmup["span_s"] > 0

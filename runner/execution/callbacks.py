@@ -91,7 +91,7 @@ class MergeResults(Callback):
         finally:
             lock.release(sweep_dir)  # the sweep is written: nothing below writes into it
         if interrupt.requested():  # Ctrl-C while merging: the merge completed; say so, 130
-            stopped(sweep_dir, None, merged=merged)
+            stopped(sweep_dir, None, merge=False)  # merged, or nothing to merge: said once
         if merged is not None and config.get("store_calibration") and config.get("smoke"):
             console.stderr.print("calibration not stored: smoke=true sizes and timer give "
                                  "meaningless ceilings")
@@ -117,9 +117,10 @@ def _runs_on_ray(config: DictConfig) -> bool:
     return launched.launcher_name(config.hydra.launcher.get("_target_")) == ray_stop.RAY
 
 
-def stopped(sweep_dir: Path, job_dir: Path | None, *, merged: Path | None = None) -> None:
-    """After Ctrl-C: merge what finished (unless ``merged`` already is), say where it is and
-    how to go on, exit 130. A merge that fails still leaves every trial in the journal.
+def stopped(sweep_dir: Path, job_dir: Path | None, *, merge: bool = True) -> None:
+    """After Ctrl-C: merge what finished (unless the caller just did: ``merge=False``), say
+    where it is and how to go on, exit 130. A merge that fails still leaves every trial in
+    the journal.
 
     A job a launcher started in a process of its own only says that it stopped and ends
     normally (its job file is written): the sweep's driver merges and exits 130."""
@@ -127,7 +128,7 @@ def stopped(sweep_dir: Path, job_dir: Path | None, *, merged: Path | None = None
         console.stderr.print(f"stopped by Ctrl-C in {job_dir}; finished trials are kept",
                              highlight=False)
         return
-    if merged is None:
+    if merge:
         try:
             finish_sweep(sweep_dir)
         except (OSError, ValueError) as exc:

@@ -23,6 +23,7 @@ from runner.timing.heat import (
     LOOP_CAPPED_SAMPLE_S,
     LOOP_HANDOVER_MAX_S,
     LOOP_HANDOVER_TARGET_SHARE,
+    LOOP_HANDOVER_TIME_SHARE,
     Heat,
     capped_min_s,
     heat_left,
@@ -143,7 +144,8 @@ def handover_plan(plan: TimerPlan, sustained: Measurement | None
         handover["calls"] = 1  # the host cannot run a call faster than the device does
     loop_plan = dataclasses.replace(
         plan, target_rel=plan.target_rel * LOOP_HANDOVER_TARGET_SHARE,
-        max_time_s=min(plan.max_time_s, LOOP_HANDOVER_MAX_S))
+        max_time_s=min(plan.max_time_s, max(LOOP_HANDOVER_MAX_S,
+                                            LOOP_HANDOVER_TIME_SHARE * plan.max_time_s)))
     if capped:
         # Hazard: the sync after every sample leaves the GPU idle for tens of µs, and a
         # power-capped GPU turns that idle into clock headroom (an H200's bmm read 10%

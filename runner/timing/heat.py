@@ -50,6 +50,11 @@ LOOP_CAPPED_SAMPLE_S = 0.2
 #: (a sync each) took 1-2 s to reach ±1% on an H100, a second longer than its device time.
 LOOP_HANDOVER_TARGET_SHARE = 2.0
 LOOP_HANDOVER_MAX_S = 0.5
+#: A timer that samples for longer than :data:`LOOP_HANDOVER_MAX_S` four times over
+#: (``timer=precise``: 10 s) gives the loop time this share of its ``max_time_s`` instead: in
+#: 0.5 s its 50 samples of an 8192³ matmul, or a 1% CI of a capped 4096³ one, did not fit,
+#: and the loop times of the large trials were flagged noisy.
+LOOP_HANDOVER_TIME_SHARE = 0.25
 
 
 @dataclass(frozen=True)
