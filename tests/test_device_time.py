@@ -19,7 +19,8 @@ from runner.timing.back_to_back import CHUNK_S
 from runner.timing.device_time import bound_calls_by_memory, measure_device_time
 from runner.timing.gapped import Timed
 from runner.timing.measurement import Measurement, TimerPlan
-from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S, Reading
+from runner.timing.series import Reading
+from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S
 from runner.timing.timer import choose_calls_per_sample, measure
 
 US = 1e-6
@@ -474,7 +475,7 @@ def test_a_host_that_waits_on_the_device_makes_steady_blocked_unavailable() -> N
 
 
 def test_the_samples_clock_is_recorded_per_chunk() -> None:
-    from runner.timing.settle import Reading
+    from runner.timing.series import Reading
 
     readings = iter([1980.0] * 20 + [1500.0, 1515.0, 1500.0] * 10)
     device = FakeDevice(per_call_s=5 * US)

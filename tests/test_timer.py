@@ -6,6 +6,7 @@ Durations are in seconds. Sample durations of 1 ms and more are above ``batch_be
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from typing import Any
@@ -25,13 +26,8 @@ from runner.timing.heat import (
 )
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample
-from runner.timing.settle import (
-    BAND_WATCH_S,
-    CAPPED_MIN_S,
-    CAPPED_SAMPLE_S,
-    Reading,
-    settle,
-)
+from runner.timing.series import OwnPower, Reading
+from runner.timing.settle import BAND_WATCH_S, CAPPED_MIN_S, CAPPED_SAMPLE_S, settle
 from runner.timing.stats import median_ci_ranks
 from runner.timing.timer import choose_calls_per_sample, measure
 
@@ -382,6 +378,15 @@ class Series:
         return self.reading(self.now) if self.reading else None
 
 
+def refreshed(reading: Any, before: float = 0.3, refresh_s: float = 0.01) -> Any:
+    """``reading(t)`` as NVML shows it: its power is the work before's (``before``) until
+    the first refresh, ``refresh_s`` into the series."""
+    def read(t: float) -> Reading:
+        now = reading(t)
+        return now if t >= refresh_s else dataclasses.replace(now, power_share=before)
+    return read
+
+
 def test_a_steady_series_settles_as_soon_as_the_minimum_is_over() -> None:
     series = Series(lambda t: MS)
     points, verdict = settle(series.step, min_s=0.05, cap_s=3.0, wall=series.wall)
@@ -420,7 +425,7 @@ def test_a_falling_clock_keeps_a_flat_series_from_settling() -> None:
 
 def test_an_op_near_the_power_limit_warms_up_at_least_capped_min_s() -> None:
     # Flat at the boost clock at first (the power controller has not reacted yet).
-    series = Series(lambda t: MS, lambda t: Reading(clock_mhz=1980, power_share=0.99))
+    series = Series(lambda t: MS, refreshed(lambda t: Reading(clock_mhz=1980, power_share=0.99)))
     _, verdict = settle(series.step, min_s=0.05, cap_s=3.0, wall=series.wall,
                         read_clock=series.read)
     assert verdict.settled and CAPPED_MIN_S <= verdict.elapsed_s < 1.06 * CAPPED_MIN_S
@@ -504,7 +509,7 @@ def test_a_clock_between_deep_and_held_is_capped_while_it_falls_or_draws_the_lim
                         read_clock=falling.read)
     assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
     # Flat in the band but drawing the limit (a tf32 2048³ matmul's first 60 ms): capped.
-    drawing = ProbedSeries(lambda t: MS, lambda t: 1750.0, lambda t: LAGGING_CLOCK)
+    drawing = ProbedSeries(lambda t: MS, lambda t: 1750.0, refreshed(lambda t: LAGGING_CLOCK))
     _, verdict = settle(drawing.step, min_s=0.02, cap_s=5.0, wall=drawing.wall,
                         read_clock=drawing.read)
     assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
@@ -512,6 +517,41 @@ def test_a_clock_between_deep_and_held_is_capped_while_it_falls_or_draws_the_lim
     deep = ProbedSeries(lambda t: MS, lambda t: 1450.0, lambda t: LAGGING_NVML)
     _, verdict = settle(deep.step, min_s=0.02, cap_s=5.0, wall=deep.wall, read_clock=deep.read)
     assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
+
+
+def test_the_power_that_the_work_before_left_in_nvml_does_not_cap_a_light_op() -> None:
+    # A small tf32 matmul after a capped one: flat in the band from its first sample, while
+    # NVML still shows the capped op's 0.83 of the limit for 65 ms (it refreshes every
+    # ~100 ms), then its own 0.43. The stale reading is not the op's: no capped minimum,
+    # no longer watch than the band's.
+    light = ProbedSeries(lambda t: MS, lambda t: 1794.0,
+                         refreshed(lambda t: Reading(clock_mhz=1700, power_share=0.43,
+                                                     max_clock_mhz=1980),
+                                   before=0.83, refresh_s=0.065))
+    _, verdict = settle(light.step, min_s=0.02, cap_s=5.0, wall=light.wall,
+                        read_clock=light.read, min_capped_s=HOT_CAPPED_MIN_S)
+    assert verdict.settled and not verdict.capped
+    assert verdict.elapsed_s <= BAND_WATCH_S + 0.01
+    # The same op really drawing 0.83 once NVML refreshes is capped.
+    drawing = ProbedSeries(lambda t: MS, lambda t: 1794.0,
+                           refreshed(lambda t: Reading(clock_mhz=1700, power_share=0.83,
+                                                       max_clock_mhz=1980),
+                                     before=0.43, refresh_s=0.065))
+    _, verdict = settle(drawing.step, min_s=0.02, cap_s=5.0, wall=drawing.wall,
+                        read_clock=drawing.read, min_capped_s=HOT_CAPPED_MIN_S)
+    assert verdict.capped and verdict.elapsed_s >= HOT_CAPPED_MIN_S
+
+
+def test_own_power_counts_a_series_readings_from_nvml_s_first_refresh() -> None:
+    power = OwnPower(keep=3)
+    power.add(0.83)  # the work before's
+    power.add(0.83)  # the same refresh, read again
+    assert power.most() is None
+    for share in (0.43, 0.43, 0.41, 0.40):
+        power.add(share)
+    assert power.most() == pytest.approx(0.43)  # the last three of its own
+    power.add(None)  # unread: nothing changes
+    assert power.most() == pytest.approx(0.43)
 
 
 def test_a_clock_coming_back_up_is_not_settled_until_it_stops() -> None:
@@ -590,7 +630,7 @@ def test_any_op_after_hot_work_warms_up_long_enough_to_see_the_clock_come_back()
 
 def test_drawing_near_the_power_limit_is_capped_only_where_no_probe_read_the_clock() -> None:
     # A memory-bound add draws 94% of the limit at full clock: not held down.
-    board = lambda t: Reading(clock_mhz=1980, power_share=0.94, max_clock_mhz=1980)  # noqa: E731
+    board = refreshed(lambda t: Reading(clock_mhz=1980, power_share=0.94, max_clock_mhz=1980))
     add = ProbedSeries(lambda t: MS, lambda t: 1976.0, board)
     _, verdict = settle(add.step, min_s=0.05, cap_s=5.0, wall=add.wall, read_clock=add.read)
     assert not verdict.capped and verdict.elapsed_s == pytest.approx(0.05)
@@ -689,7 +729,8 @@ def test_measure_probes_the_warm_up_only_and_samples_a_capped_op_for_longer() ->
 
 def test_the_settled_half_of_a_capped_warm_up_opens_its_samples() -> None:
     from runner.timing.sampler import after_warm_up, settled_tail
-    from runner.timing.settle import Point, Settled
+    from runner.timing.series import Point
+    from runner.timing.settle import Settled
 
     points = [Point(i / 1000, MS) for i in range(1, 2501)]  # 2.5 s of warm-up, 1 ms each
     tail = settled_tail(points, Settled(True, 2.5, capped=True))
@@ -731,7 +772,7 @@ def test_seeded_samples_count_toward_the_span_and_open_the_list() -> None:
 
 def test_the_tail_s_clocks_are_recorded_as_the_samples_own() -> None:
     from runner.timing.sampler import tail_clocks
-    from runner.timing.settle import Point
+    from runner.timing.series import Point
 
     # two chunks without a probe (NVML's clock, the same for each of a chunk's points): one
     # reading per chunk; a probed chunk: each sample's effective clock
@@ -742,7 +783,8 @@ def test_the_tail_s_clocks_are_recorded_as_the_samples_own() -> None:
 
 
 def test_a_long_warm_up_is_judged_on_a_thinned_series_that_still_sees_a_trend() -> None:
-    from runner.timing.settle import JUDGE_POINTS, Point, judge
+    from runner.timing.series import Point
+    from runner.timing.settle import JUDGE_POINTS, judge
 
     flat = [Point(i * 2.5 / 40000, MS * (1 + 0.002 * (i % 7))) for i in range(40000)]
     assert judge(flat, 2.5, min_capped_s=0.0) is None

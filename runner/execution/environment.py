@@ -140,7 +140,7 @@ _CLOCK_READERS: dict[tuple[str, int], Any] = {}
 
 def sm_clock_reader(device: str) -> Any:
     """A function reading ``device``'s SM clock (MHz) and board power over its enforced limit
-    now (a ``runner.timing.settle.Reading``), for the timer's settle rule and the samples'
+    now (a ``runner.timing.series.Reading``), for the timer's settle rule and the samples'
     clock; None off-GPU or without nvidia-ml-py. Power is NVML's instantaneous field where
     the driver has it: the plain reading is a one-second average on recent GPUs, too slow to
     see a load that began a few milliseconds ago. Built once per device and process (the
@@ -159,7 +159,7 @@ def sm_clock_reader(device: str) -> Any:
 
 
 def _build_clock_reader(device: str, nvml: Any) -> Any:
-    from runner.timing.settle import Reading
+    from runner.timing.series import Reading
 
     try:
         handle = _nvml_handle(device)

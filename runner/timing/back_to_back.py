@@ -18,7 +18,8 @@ from typing import Any, NamedTuple, Protocol
 
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import after_warm_up, sample, tail_clocks, warm_up
-from runner.timing.settle import CAPPED_MIN_S, Reading, last_clock
+from runner.timing.series import Reading, last_clock
+from runner.timing.settle import CAPPED_MIN_S
 
 #: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
 #: 1024 launches on current drivers (benchmarks/device_time_check.py measures it: queueing
@@ -41,8 +42,7 @@ CHUNK_S, MAX_CHUNK_SAMPLES = 0.005, 64
 #: While a ``Watch`` polls NVML between chunks: longer chunks, more of them queued ahead. An
 #: NVML energy read can take milliseconds, and with 5 ms chunks one ahead the device starved
 #: (an H200 was busy 6-45% of the window). With 50 ms chunks a power-capped bmm and linear
-#: still fell behind; with 20 ms, bmm alone did once (the host then retries without the
-#: watch).
+#: still fell behind; with 20 ms, bmm alone did once (then retried without the watch).
 WATCHED_CHUNK_S, WATCHED_AHEAD = 0.02, 3
 #: Rejected samples in a row after which a method is abandoned.
 MAX_RETAKES = 3

@@ -63,7 +63,8 @@ from runner.timing.back_to_back import (
 from runner.timing.gapped import Timed, gapped_samples
 from runner.timing.graph_size import capture_replay, first_line, slower_than_eager
 from runner.timing.measurement import Measurement, TimerPlan
-from runner.timing.settle import CAPPED_MIN_S, Reading
+from runner.timing.series import Reading
+from runner.timing.settle import CAPPED_MIN_S
 
 #: The methods, as ``gpu_time_method`` stores them. The replay method (K calls captured by the
 #: timer into one CUDA graph, whatever the trial's ``graph`` axis) is stored as ``graph``, the
@@ -84,8 +85,7 @@ class Device(Protocol):
     def free_bytes(self) -> int: ...
 
     def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
-        """``calls`` calls of ``fn`` captured into one graph; returns its replay. Raises
-        when ``fn`` cannot be captured."""
+        """``calls`` calls of ``fn`` in one graph; returns its replay. Raises if it cannot."""
 
     def kernels_per_call(self, fn: Callable[[], Any]) -> int | None: ...
 
@@ -162,7 +162,7 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     graphs of its own); the replay method is then skipped with that reason. With ``flush``
     (cold L2) K is 1 and every sample is flushed, synchronised, then spun (nvbench's cold
     protocol). ``steady=False``: the burst time (module docstring). ``read_clock`` reads the
-    SM clock and power (``runner.timing.settle.Reading``) for the settle rule and the
+    SM clock and power (``runner.timing.series.Reading``) for the settle rule and the
     samples' clock. ``watch``: watches the steady samples' window
     (``runner.timing.back_to_back.Watch``: the energy counter). ``min_capped_s`` and ``min_s``:
     the shortest warm-up of a capped op and of any (``runner.timing.heat``)."""

@@ -24,7 +24,7 @@ from runner.timing.back_to_back import (
 )
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample, warm_up
-from runner.timing.settle import Reading
+from runner.timing.series import Reading
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from runner.timing.measurement import TimerPlan
-from runner.timing.settle import (
-    CAPPED_MIN_S,
-    CAPPED_SAMPLE_S,
-    Point,
-    Reading,
-    Settled,
-    TimeView,
-    settle,
-)
+from runner.timing.series import Point, Reading, TimeView
+from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S, Settled, settle
 from runner.timing.spread import mixed_reason
 from runner.timing.stats import median_ci_rel_halfwidth
 

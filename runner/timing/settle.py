@@ -25,14 +25,13 @@ with fake clocks.
 
 from __future__ import annotations
 
-import bisect
 import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
+from runner.timing.series import OwnPower, Point, Reading, windows
 from runner.timing.stats import median_ci_rel_halfwidth
 
 #: Medians of the two windows may differ by this share and still be "no trend".
@@ -93,36 +92,6 @@ JUDGE_POINTS = 2048
 
 
 @dataclass(frozen=True)
-class Reading:
-    """The device's state at one moment: SM clock (MHz) and board power over its limit."""
-
-    clock_mhz: float | None = None
-    power_share: float | None = None
-    #: the GPU's maximum SM clock (MHz): the reference for :data:`HELD_DOWN_SHARE`
-    max_clock_mhz: float | None = None
-
-
-class Point(NamedTuple):
-    """One sample of the series: when it ended (s since the warm-up began), its time per
-    call (s), the SM clock NVML reported closest before it and the clock the sample really ran
-    at (``effective_mhz``, from ``runner.timing.clock_probe``), in MHz, None where unread.
-
-    A tuple, not a dataclass: a 1 µs op's warm-up makes tens of thousands of them, and the
-    warm-up is time-bounded, so every µs spent building one is a call less warmed up."""
-
-    t_s: float
-    per_call_s: float
-    clock_mhz: float | None = None
-    power_share: float | None = None
-    effective_mhz: float | None = None
-
-    @property
-    def best_mhz(self) -> float | None:
-        """The effective clock where probed, else NVML's."""
-        return self.effective_mhz if self.effective_mhz is not None else self.clock_mhz
-
-
-@dataclass(frozen=True)
 class Settled:
     """The verdict: whether the series settled, when, and, if not, why."""
 
@@ -134,30 +103,6 @@ class Settled:
     capped: bool | None = None
 
 
-
-
-def windows(points: Sequence[Point], elapsed_s: float) -> tuple[Sequence[Point],
-                                                               Sequence[Point]]:
-    """The quarter of ``elapsed_s`` before the last, and the last quarter (``points`` are in
-    time order, so the windows are found by bisection: the warm-up of a 1 µs op has tens of
-    thousands of points)."""
-    times = TimeView(points)
-    half = bisect.bisect_right(times, 0.5 * elapsed_s)
-    three_quarters = bisect.bisect_right(times, 0.75 * elapsed_s)
-    return points[half:three_quarters], points[three_quarters:]
-
-
-class TimeView(Sequence[float]):
-    """``points``' times as a sequence, without copying them."""
-
-    def __init__(self, points: Sequence[Point]) -> None:
-        self._points = points
-
-    def __len__(self) -> int:
-        return len(self._points)
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._points[index].t_s
 
 
 def capped(recent_mhz: Sequence[float], power_share: float | None,
@@ -257,16 +202,15 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
     recent: deque[float] = deque(maxlen=RECENT_CLOCKS)  # the last effective clocks
     first: list[float] = []  # and the first ones
     # The last power readings: the series' own draw now, not what earlier work left.
-    powers: deque[float] = deque(maxlen=RECENT_CLOCKS)
+    powers = OwnPower(keep=RECENT_CLOCKS)
     moving = "minimum warm-up not reached"
     while True:
         now = wall()
         if read_clock is not None and now >= next_read:
             reading, next_read = read_clock() or Reading(), now + CLOCK_READ_S
             max_mhz = reading.max_clock_mhz or max_mhz
-            if reading.power_share is not None:
-                powers.append(reading.power_share)
-        power = max(powers) if powers else None
+            powers.add(reading.power_share)
+        power = powers.most()
         times = step()
         elapsed = wall() - start
         for item in times:
@@ -290,10 +234,3 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
         if elapsed >= cap_s:
             return points, Settled(False, elapsed, f"hit the {cap_s:g} s cap: {moving}",
                                    capped=capped(recent, power, max_mhz, first))
-
-
-def last_clock(points: Sequence[Point], last: int = 16) -> float | None:
-    """The SM clock the series ended at (the settled clock, after a warm-up): the median of
-    its ``last`` clocks, effective where probed, else NVML's."""
-    clocks = [p.best_mhz for p in points[-last:] if p.best_mhz is not None]
-    return statistics.median(clocks) if clocks else None

@@ -49,7 +49,8 @@ from typing import Any
 from runner.timing.clocks import Clock
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample, sample_min_s, warm_up
-from runner.timing.settle import CAPPED_MIN_S, Point, Reading, Settled, last_clock
+from runner.timing.series import Point, Reading, last_clock
+from runner.timing.settle import CAPPED_MIN_S, Settled
 from runner.timing.spread import busy_host, far_fewer_calls, involuntary_switches, mixed_reason
 
 
