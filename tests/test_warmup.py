@@ -119,3 +119,40 @@ def test_a_worker_that_will_warm_a_gpu_is_told_its_ordinals_at_spawn(
     worker.Supervisor().prestart()
     assert spawned == [(1,), (), ()]
     assert warmup.cuda_ordinals(("cuda", "cuda:0", "cuda:2", "cpu")) == (0, 2)
+
+
+def test_a_cuda_warm_up_started_after_the_import_is_waited_for_not_done_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, str]] = []
+    release = threading.Event()
+
+    def cuda(device: str, info: dict) -> None:
+        calls.append((device, threading.current_thread().name))
+        release.wait(5)  # still running when the warm request comes
+        info["cuda_context_s"] = 0.25
+
+    monkeypatch.setattr(warmup, "_cuda", cuda)
+    monkeypatch.setattr(environment, "git_provenance", dict)
+    monkeypatch.setattr(warmup, "_records", lambda devices, info: None)
+    warmup.start_cuda((0,))
+    assert calls and calls[0][1] != threading.main_thread().name  # beside the imports
+    threading.Timer(0.05, release.set).start()
+    info = warmup.warm(("cuda:0", "cpu"))
+    # warm waited for the thread and took its record; it did not warm cuda:0 again
+    assert calls == [("cuda:0", calls[0][1])]
+    assert info["cuda_context_s"] == pytest.approx(0.25) and "warm_error" not in info
+    # a device nobody started early is warmed here, as before
+    warmup.warm(("cuda:1",))
+    assert calls[-1] == ("cuda:1", threading.main_thread().name)
+
+
+def test_an_early_cuda_warm_up_that_fails_is_the_first_trial_s_to_report(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(device: str, info: dict) -> None:
+        raise RuntimeError("CUDA driver version is insufficient")
+
+    monkeypatch.setattr(warmup, "_cuda", broken)
+    monkeypatch.setattr(warmup, "_records", lambda devices, info: None)
+    warmup.start_cuda((0,))
+    info = warmup.warm(("cuda",))  # "cuda" is ordinal 0: the early thread's
+    assert info["warm_error"] == "RuntimeError: CUDA driver version is insufficient"
