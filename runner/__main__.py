@@ -13,19 +13,31 @@ from runner.execution import timeline  # first: its import time is the "main" ma
 
 # isort: split
 import sys
+from pathlib import Path
 
-import hydra
-from omegaconf import DictConfig
+from runner.config.commandline import plainly_one_worker
 
-from runner.cli import fail, version_text
-from runner.config import hydra_lists, hydra_reuse, schema
-from runner.config.commandline import CommandLine, parse_command_line
-from runner.config.guards import guard_hydra_record
-from runner.config.ops import CONF_DIR
-from runner.config.overrides import check_overrides
-from runner.config.preflight import check_job_count, preflight
-from runner.config.yaml_size import check_experiments
-from runner.core.errors import ConfigError
+if (__name__ == "__main__" or Path(sys.argv[0]).name == "opsweep") and plainly_one_worker(
+        sys.argv[1:]):
+    # Run as the command: the worker's torch import starts before Hydra is imported.
+    from runner.execution.pool import prestart
+
+    prestart(1, None)
+    timeline.mark("spawned")
+
+# isort: split
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from runner.cli import fail, version_text  # noqa: E402
+from runner.config import hydra_lists, hydra_reuse, schema  # noqa: E402
+from runner.config.commandline import CommandLine, parse_command_line  # noqa: E402
+from runner.config.guards import guard_hydra_record  # noqa: E402
+from runner.config.ops import CONF_DIR  # noqa: E402
+from runner.config.overrides import check_overrides  # noqa: E402
+from runner.config.preflight import check_job_count, preflight  # noqa: E402
+from runner.config.yaml_size import check_experiments  # noqa: E402
+from runner.core.errors import ConfigError  # noqa: E402
 
 schema.register()
 
@@ -98,7 +110,9 @@ def _prestart(cmd: CommandLine) -> None:
     """Start the trial workers first, before the overrides are checked, every job is composed
     and planned (a device check imports torch), and Hydra runs: their torch import and
     CUDA context run on other cores meanwhile (runner.execution.pool). ``workers=N`` starts
-    a pool. A bad command line stops them again (exit 2)."""
+    a pool. A bad command line stops them again (exit 2). A plain command line started its
+    one worker already, before Hydra was imported (top of this module); this then finds
+    it running, warming the same device."""
     if "none" in (cmd.values_of("isolation") or []):
         return
     from runner.execution.pool import prestart

@@ -10,7 +10,10 @@ placement (one GPU per worker, pinned trials) is checked on the GPU machine by t
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -29,6 +32,8 @@ from runner.execution import order, placement, pool, timeline
 from runner.storage import journal
 from runner.storage.files import METADATA_KEY
 from runner.storage.layout import JOB_FILE, SWEEP_FILE
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SWEEP = ["op=vector_add", "timer=smoke", "shape=[[8],[16],[32],[64]]", "dtype=[fp32,fp64]"]
 FINE = "ops.examples:gelu_mul"
@@ -332,6 +337,37 @@ def test_predicted_slots_for_cpu_workers_and_what_is_not_predicted(planned: list
     assert placement.predicted_slots("per_gpu", ["0"], 6) is None
     assert placement.predicted_slots("4", ["0", "1"], 6) is None  # refused by the job's check
     assert placement.predicted_slots("two", ["0", "1"], 6) is None
+
+
+def test_only_a_plain_command_line_starts_its_worker_before_hydra_s_parser() -> None:
+    from runner.config.commandline import plainly_one_worker
+
+    assert plainly_one_worker(["op=matmul", "dtype=fp16,fp32", "-m", "+experiment=x"])
+    assert plainly_one_worker([])
+    for placed in (["workers=2"], ["device=cpu"], ["isolation=none"], ["+device=cuda:1"],
+                   ["hydra/launcher=submitit_local"], ["hydra.launcher.timeout_min=5"],
+                   ["op=matmul", "--help"], ["--cfg", "job"], ["-c"], ["op"]):
+        assert not plainly_one_worker(placed), placed
+
+
+def test_python_m_runner_starts_the_worker_before_it_imports_hydra(tmp_path: Path) -> None:
+    # A fresh interpreter (this one has imported Hydra long ago); the start is recorded, not
+    # made, and a bad op then stops the command before any trial.
+    script = (
+        "import runpy, sys\n"
+        "import runner.execution.pool as pool\n"
+        "seen = []\n"
+        "pool.prestart = lambda workers, device: seen.append('hydra' in sys.modules)\n"
+        "sys.argv = ['runner', 'op=no_such_op']\n"
+        "try:\n"
+        "    runpy.run_module('runner', run_name='__main__', alter_sys=False)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(seen)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    # first before Hydra (the early start), then again once parsed (which then does nothing)
+    assert out.stdout.strip().splitlines()[-1] == "[False, True]", out.stdout + out.stderr
 
 
 def test_devices_to_warm_are_guessed_from_the_command_line() -> None:
