@@ -33,67 +33,6 @@ def test_a_failing_record_is_the_first_trial_s_to_report(monkeypatch: pytest.Mon
     assert warmup.warm(("cpu",))["warm_error"] == "OSError: git is gone"
 
 
-class FakeDriver:
-    """libcuda's four calls that :func:`warmup.open_driver` makes, recorded."""
-
-    def __init__(self, init_status: int = 0) -> None:
-        self.calls: list[tuple] = []
-        self.init_status = init_status
-        self.thread = ""
-
-    def cuInit(self, flags: int) -> int:  # noqa: N802 (the driver's names)
-        self.thread = threading.current_thread().name
-        self.calls.append(("cuInit", flags))
-        return self.init_status
-
-    def cuDeviceGet(self, device: object, ordinal: int) -> int:  # noqa: N802
-        self.calls.append(("cuDeviceGet", ordinal))
-        return 0 if ordinal < 2 else 101  # CUDA_ERROR_INVALID_DEVICE past two GPUs
-
-    def cuDevicePrimaryCtxRetain(self, context: object, device: object) -> int:  # noqa: N802
-        self.calls.append(("retain",))
-        return 0
-
-
-def test_the_driver_and_each_primary_context_open_on_a_thread_beside_the_import(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    driver = FakeDriver()
-    monkeypatch.setattr(warmup.ctypes, "CDLL", lambda name: driver)
-    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
-    assert warmup.open_driver(()) is None  # a CPU worker opens nothing
-    assert driver.calls == [] and "CUDA_MODULE_LOADING" not in warmup.os.environ
-    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")  # the user's choice is kept
-    warmup.open_driver((0,)).join(5)
-    assert warmup.os.environ["CUDA_MODULE_LOADING"] == "EAGER"
-    monkeypatch.delenv("CUDA_MODULE_LOADING")
-    driver.calls.clear()
-    thread = warmup.open_driver((0, 1, 5))
-    assert thread is not None
-    thread.join(5)
-    assert driver.thread not in ("", threading.main_thread().name)
-    # the driver fixes its module loading at cuInit: lazy, as torch would have asked
-    assert warmup.os.environ["CUDA_MODULE_LOADING"] == "LAZY"
-    # device 5 does not exist: no context is asked for it, and nothing raises
-    assert driver.calls == [("cuInit", 0), ("cuDeviceGet", 0), ("retain",),
-                            ("cuDeviceGet", 1), ("retain",), ("cuDeviceGet", 5)]
-
-
-def test_no_driver_or_a_failing_init_leaves_it_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    def missing(name: str) -> None:
-        raise OSError(f"{name}: cannot open shared object file")
-
-    monkeypatch.setattr(warmup.ctypes, "CDLL", missing)
-    thread = warmup.open_driver((0,))
-    assert thread is not None
-    thread.join(5)
-    failing = FakeDriver(init_status=100)  # CUDA_ERROR_NO_DEVICE
-    monkeypatch.setattr(warmup.ctypes, "CDLL", lambda name: failing)
-    thread = warmup.open_driver((0,))
-    assert thread is not None
-    thread.join(5)
-    assert failing.calls == [("cuInit", 0)]
-
-
 def test_a_worker_that_will_warm_a_gpu_is_told_its_ordinals_at_spawn(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from runner.execution import worker

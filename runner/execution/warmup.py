@@ -4,15 +4,12 @@ Why: the first trial of a fresh worker used to create the CUDA context and the c
 start NVML and run ``git`` inside its row, and the workers of a pool did it only when their
 first trial came. Now each worker does it as soon as it has imported torch, all workers at
 once, while the driver is still composing and planning (``runner.execution.worker`` posts the
-request; ``runner.execution.timeline`` reports how long it took). A worker that will warm a
-GPU starts the CUDA driver and the device's primary context even earlier, beside its
-``import torch`` (:func:`open_driver`).
+request; ``runner.execution.timeline`` reports how long it took). The CUDA part starts on a
+thread right after the import, beside the worker's other imports (:func:`start_cuda`).
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
 import threading
 import time
 from typing import Any
@@ -25,9 +22,14 @@ _STARTED: dict[int, tuple[threading.Thread, dict[str, Any]]] = {}
 def start_cuda(ordinals: tuple[int, ...]) -> None:
     """Start each GPU's context and cuBLAS handles (what :func:`warm` does for it) on a
     thread, right after the worker's ``import torch``, while it imports its trial code.
-    Torch's ops release the GIL, so the two overlap: on an H200 host the CUDA part took
-    0.18-0.24 s and the imports 0.12-0.15 s, one after the other before. :func:`warm`
-    waits for the thread instead of doing the work again."""
+    Torch's ops release the GIL, so the two overlap (on an H200 host the imports took
+    0.12-0.15 s). :func:`warm` waits for the thread instead of doing the work again.
+
+    Not before the import: the CUDA driver opened on a thread beside ``import torch`` made
+    the import slower by more than the context it saved. On an H200 host, eight processes
+    each way, alternating: ready (torch imported, context and cuBLAS up) at a median 4.82 s
+    with the driver opened before the import (3.56-4.74 s of it the import), 4.48 s after
+    it (3.29-4.87 s the import)."""
     for ordinal in ordinals:
         info: dict[str, Any] = {}
         thread = threading.Thread(target=_cuda_or_error, args=(f"cuda:{ordinal}", info),
@@ -60,43 +62,6 @@ def warm(devices: tuple[str, ...]) -> dict[str, Any]:
     info["warm_s"] = time.perf_counter() - started
     info["warmed_at"] = time.time()
     return info
-
-
-def open_driver(ordinals: tuple[int, ...]) -> threading.Thread | None:
-    """Start the CUDA driver (``cuInit``) and the primary context of each device ordinal on a
-    thread, and return it (None: nothing to open). Called by a worker that will warm a GPU,
-    right before it imports torch.
-
-    Why: ``import torch`` does not touch the GPU, and the CUDA runtime that torch's first CUDA
-    call starts uses the device's *primary* context. Made here, by the driver API, with the
-    GIL released, it is made while torch imports: on an H200 host the two took 0.39 s beside
-    a 2.8 s import, and torch's first CUDA call then took 0.02 s instead of 0.44 s. The
-    worker's environment (``CUDA_VISIBLE_DEVICES``) is applied before, so the driver sees
-    the same devices torch will. The context is retained for the life of the process, as
-    torch's runtime retains it too. Any failure (no driver, no such device) is left for
-    torch's own first call to report, in a row."""
-    if not ordinals:
-        return None
-    # The driver fixes its module loading at cuInit: torch asks for lazy loading (a context
-    # of ~0.3 GB, not ~0.7) only at its own first CUDA call, which now comes after.
-    os.environ.setdefault("CUDA_MODULE_LOADING", "LAZY")
-    thread = threading.Thread(target=_retain_primary_contexts, args=(ordinals,),
-                              name="opsweep-cuda-driver", daemon=True)
-    thread.start()
-    return thread
-
-
-def _retain_primary_contexts(ordinals: tuple[int, ...]) -> None:
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return  # no CUDA driver here: torch says so when a trial asks for cuda
-    if driver.cuInit(0) != 0:
-        return
-    for ordinal in ordinals:
-        device, context = ctypes.c_int(), ctypes.c_void_p()
-        if driver.cuDeviceGet(ctypes.byref(device), ordinal) == 0:
-            driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)
 
 
 def cuda_ordinals(devices: tuple[str, ...]) -> tuple[int, ...]:

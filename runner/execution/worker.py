@@ -87,8 +87,8 @@ class Worker:
 
     def __init__(self, env: dict[str, str] | None = None, threads: int | None = None,
                  name: str = "opsweep-worker", cuda_ordinals: tuple[int, ...] = ()) -> None:
-        """``cuda_ordinals``: the GPUs it will warm, whose CUDA driver and primary context it
-        opens beside its torch import (``runner.execution.warmup.open_driver``)."""
+        """``cuda_ordinals``: the GPUs it will warm, whose context and cuBLAS handles it
+        starts as soon as torch is imported (``runner.execution.warmup.start_cuda``)."""
         self.name = name
         self.info: dict[str, Any] = {"spawned_at": time.time()}
         self.conn, child = _CTX.Pipe()

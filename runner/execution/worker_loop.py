@@ -92,20 +92,18 @@ def _start(conn: Any, env: dict[str, str] | None, threads: int | None,
     (``runner.execution.timeline``).
 
     ``env`` is applied first thing: the CUDA driver reads ``CUDA_VISIBLE_DEVICES`` when it
-    initialises (the first CUDA call, in a trial), so a pinned worker sees only its GPU.
+    initialises (the first CUDA call), so a pinned worker sees only its GPU.
     ``threads``: torch intra-op threads of this worker (a trial's ``num_threads`` still wins
     for that trial; ``context.trial_settings`` restores this value after it).
-    ``cuda_ordinals``: GPUs whose CUDA driver and context open beside the torch import
-    (``runner.execution.warmup.open_driver``), after ``env``."""
+    ``cuda_ordinals``: GPUs whose context and cuBLAS handles start on a thread as soon as
+    torch is imported (``runner.execution.warmup.start_cuda``)."""
     main_at = time.time()
     os.environ.update(env or {})
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     import gc
 
-    from runner.execution.warmup import open_driver, start_cuda
-
-    open_driver(cuda_ordinals)
+    from runner.execution.warmup import start_cuda
 
     started = time.perf_counter()
     import torch  # noqa: F401  (paid once, before "ready"; timed on its own)
