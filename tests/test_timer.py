@@ -601,16 +601,23 @@ def test_work_at_full_clock_leaves_the_next_capped_op_a_cold_start() -> None:
     timed.record_heat("cuda:7", done(True), None)
     assert timed._HEAT["cuda:7"].hot
     timed.record_heat("cuda:7", done(False), done(None))
-    assert not timed._HEAT.pop("cuda:7").hot
+    after = timed._HEAT.pop("cuda:7")
+    assert not after.hot
+    # ... but the clock that capped work held down may still be coming back: the next op, of
+    # any kind, gets the hot floor, while a capped one still warms up as from cold
+    now = after.capped_ended_s + 0.05
+    assert min_warmup_s(after, now, 0.02) == HOT_MIN_S
+    assert capped_min_s(after, now) == CAPPED_MIN_S
+    assert min_warmup_s(after, after.capped_ended_s + HOT_GAP_S + 0.1, 0.02) == 0.02
 
 
 def test_any_op_after_hot_work_warms_up_long_enough_to_see_the_clock_come_back() -> None:
     """An H200's fp32 2048³ right after fp16 2048³ ran 6% slow in its first 10 ms and came
     back within ~0.1 s: uncapped, but a 20 ms warm-up read it slow."""
     ended = 10.0
-    hot = min_warmup_s(Heat(hot=True, ended_s=ended), ended + 0.05, 0.02)
+    hot = min_warmup_s(heat_left(True, ended), ended + 0.05, 0.02)
     assert hot == HOT_MIN_S
-    assert min_warmup_s(Heat(hot=True, ended_s=ended), ended + HOT_GAP_S + 0.5, 0.02) == 0.02
+    assert min_warmup_s(heat_left(True, ended), ended + HOT_GAP_S + 0.5, 0.02) == 0.02
     assert min_warmup_s(Heat(hot=False, ended_s=ended), ended + 0.05, 0.02) == 0.02
     assert min_warmup_s(None, ended, 0.02) == 0.02
 

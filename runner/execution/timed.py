@@ -161,7 +161,7 @@ def record_heat(device_key: str, *measurements: Measurement | None) -> None:
     (``runner.timing.heat.heat_left``). Every trial records it, capped or not: one at full
     clock between two capped ones lets the clock back up, so the next starts cold."""
     capped = any(m.power_capped for m in measurements if m is not None)
-    _HEAT[device_key] = heat_left(capped, time.perf_counter())
+    _HEAT[device_key] = heat_left(capped, time.perf_counter(), _HEAT.get(device_key))
 
 
 def _memory(device: torch.device) -> dict[str, Any]:

@@ -61,20 +61,26 @@ LOOP_HANDOVER_TIME_SHARE = 0.25
 class Heat:
     """What the device last ran: whether that work left it hot (its clock held down by the
     power cap: :func:`heat_left`), and when it ended (s, on the same wall clock as the
-    warm-up's). How a warm-up knows that it starts hot."""
+    warm-up's); and when power-capped work last ended (None: none yet). How a warm-up knows
+    that it starts hot, or while the clock may still be coming back."""
 
     hot: bool
     ended_s: float
+    capped_ended_s: float | None = None
 
 
-def heat_left(capped: bool | None, ended_s: float) -> Heat:
-    """What a trial that ended at ``ended_s`` leaves the device in: hot only where its op was
-    power-capped (None: could not be told, not hot). Every trial records it, so a trial at
-    full clock between two capped ones lets the next one start cold. Power drawn is not
-    heat here: a large fp32 matmul runs at full clock at 600-680 W of 700, and an H200's
-    tf32 4096³ right after fp32 4096³, warmed up as if hot (1 s), read 4.3% fast: the
-    controller pulls the clock down from the top, as from a cold board."""
-    return Heat(bool(capped), ended_s)
+def heat_left(capped: bool | None, ended_s: float, before: Heat | None = None) -> Heat:
+    """What a trial that ended at ``ended_s`` leaves the device in, after ``before`` (what the
+    trial before it left): hot only where its op was power-capped (None: could not be told,
+    not hot). Every trial records it, so a trial at full clock between two capped ones lets
+    the next one start cold. Power drawn is not heat here: a large fp32 matmul runs at full
+    clock at 600-680 W of 700, and an H200's tf32 4096³ right after fp32 4096³, warmed up as
+    if hot (1 s), read 4.3% fast: the controller pulls the clock down from the top, as from a
+    cold board. When capped work last ended carries over an uncapped trial: one that took
+    0.14 s after bf16 2048³ left the clock still coming back, and bf16 512³ after it, warmed
+    up for 80 ms, read 3.5% slow (:func:`min_warmup_s`)."""
+    last_capped = ended_s if capped else (before.capped_ended_s if before else None)
+    return Heat(bool(capped), ended_s, last_capped)
 
 
 def starts_hot(heat: Heat | None, now_s: float) -> bool:
@@ -84,8 +90,11 @@ def starts_hot(heat: Heat | None, now_s: float) -> bool:
 
 def min_warmup_s(heat: Heat | None, now_s: float, cool_s: float) -> float:
     """The shortest device-time warm-up of any op at ``now_s`` after ``heat``: ``cool_s``
-    (the method's own minimum), or :data:`HOT_MIN_S` when it starts hot."""
-    return max(cool_s, HOT_MIN_S) if starts_hot(heat, now_s) else cool_s
+    (the method's own minimum), or :data:`HOT_MIN_S` within :data:`HOT_GAP_S` of the end of
+    power-capped work, whatever ran in between."""
+    recovering = (heat is not None and heat.capped_ended_s is not None
+                  and 0 <= now_s - heat.capped_ended_s <= HOT_GAP_S)
+    return max(cool_s, HOT_MIN_S) if recovering else cool_s
 
 
 def capped_min_s(heat: Heat | None, now_s: float) -> float:
