@@ -19,6 +19,7 @@ from runner.timing.heat import (
     HOT_CAPPED_MIN_S,
     HOT_GAP_S,
     HOT_MIN_S,
+    RECOVERY_S,
     Heat,
     capped_min_s,
     heat_left,
@@ -608,7 +609,7 @@ def test_work_at_full_clock_leaves_the_next_capped_op_a_cold_start() -> None:
     now = after.capped_ended_s + 0.05
     assert min_warmup_s(after, now, 0.02) == HOT_MIN_S
     assert capped_min_s(after, now) == CAPPED_MIN_S
-    assert min_warmup_s(after, after.capped_ended_s + HOT_GAP_S + 0.1, 0.02) == 0.02
+    assert min_warmup_s(after, after.capped_ended_s + RECOVERY_S + 0.1, 0.02) == 0.02
 
 
 def test_any_op_after_hot_work_warms_up_long_enough_to_see_the_clock_come_back() -> None:

@@ -29,6 +29,11 @@ from runner.timing.settle import CAPPED_MIN_S
 HOT_CAPPED_MIN_S = 1.0
 #: Longest gap (s) after hot work (:class:`Heat`) for a warm-up to count as starting hot.
 HOT_GAP_S = 1.0
+#: Seconds after the end of power-capped work in which the clock may still be coming back,
+#: whatever ran since: on an H200 a light op's clock rose in steps for 80 ms after a capped
+#: one, and the trials between take tens of ms each. Within it, even after an uncapped
+#: trial, an op warms up for :data:`HOT_MIN_S` (:func:`min_warmup_s`).
+RECOVERY_S = 0.2
 #: Shortest device-time warm-up (s) of *any* op that starts hot, capped or not: the clock the
 #: work before pulled down takes ~0.1 s to come back. On an H200, fp32 2048³ right after fp16
 #: 2048³ ran 381 µs a call in its first 10 ms, 364 at 80-100 ms and 358 from 0.4 s on; a
@@ -78,7 +83,7 @@ def heat_left(capped: bool | None, ended_s: float, before: Heat | None = None) -
     if hot (1 s), read 4.3% fast: the controller pulls the clock down from the top, as from a
     cold board. When capped work last ended carries over an uncapped trial: one that took
     0.14 s after bf16 2048³ left the clock still coming back, and bf16 512³ after it, warmed
-    up for 80 ms, read 3.5% slow (:func:`min_warmup_s`)."""
+    up for 80 ms, read 3.5% slow (:func:`min_warmup_s`, :data:`RECOVERY_S`)."""
     last_capped = ended_s if capped else (before.capped_ended_s if before else None)
     return Heat(bool(capped), ended_s, last_capped)
 
@@ -90,10 +95,11 @@ def starts_hot(heat: Heat | None, now_s: float) -> bool:
 
 def min_warmup_s(heat: Heat | None, now_s: float, cool_s: float) -> float:
     """The shortest device-time warm-up of any op at ``now_s`` after ``heat``: ``cool_s``
-    (the method's own minimum), or :data:`HOT_MIN_S` within :data:`HOT_GAP_S` of the end of
-    power-capped work, whatever ran in between."""
-    recovering = (heat is not None and heat.capped_ended_s is not None
-                  and 0 <= now_s - heat.capped_ended_s <= HOT_GAP_S)
+    (the method's own minimum), or :data:`HOT_MIN_S` when it starts hot, or within
+    :data:`RECOVERY_S` of the end of power-capped work, whatever ran in between."""
+    recovering = starts_hot(heat, now_s) or (
+        heat is not None and heat.capped_ended_s is not None
+        and 0 <= now_s - heat.capped_ended_s <= RECOVERY_S)
     return max(cool_s, HOT_MIN_S) if recovering else cool_s
 
 
