@@ -525,21 +525,20 @@ def test_the_power_that_the_work_before_left_in_nvml_does_not_cap_a_light_op() -
     # NVML still shows the capped op's 0.83 of the limit for 65 ms (it refreshes every
     # ~100 ms), then its own 0.43. The stale reading is not the op's: no capped minimum,
     # no longer watch than the band's.
-    light = ProbedSeries(lambda t: MS, lambda t: 1794.0,
-                         refreshed(lambda t: Reading(clock_mhz=1700, power_share=0.43,
-                                                     max_clock_mhz=1980),
-                                   before=0.83, refresh_s=0.065))
-    _, verdict = settle(light.step, min_s=0.02, cap_s=5.0, wall=light.wall,
-                        read_clock=light.read, min_capped_s=HOT_CAPPED_MIN_S)
+    def band_op(before: float, own: float) -> Any:
+        """Flat at 1794 MHz; NVML shows ``before`` for 65 ms, then the op's ``own`` power."""
+        series = ProbedSeries(lambda t: MS, lambda t: 1794.0,
+                              refreshed(lambda t: Reading(clock_mhz=1700, power_share=own,
+                                                          max_clock_mhz=1980),
+                                        before=before, refresh_s=0.065))
+        return settle(series.step, min_s=0.02, cap_s=5.0, wall=series.wall,
+                      read_clock=series.read, min_capped_s=HOT_CAPPED_MIN_S)[1]
+
+    verdict = band_op(before=0.83, own=0.43)
     assert verdict.settled and not verdict.capped
     assert verdict.elapsed_s <= BAND_WATCH_S + 0.01
     # The same op really drawing 0.83 once NVML refreshes is capped.
-    drawing = ProbedSeries(lambda t: MS, lambda t: 1794.0,
-                           refreshed(lambda t: Reading(clock_mhz=1700, power_share=0.83,
-                                                       max_clock_mhz=1980),
-                                     before=0.43, refresh_s=0.065))
-    _, verdict = settle(drawing.step, min_s=0.02, cap_s=5.0, wall=drawing.wall,
-                        read_clock=drawing.read, min_capped_s=HOT_CAPPED_MIN_S)
+    verdict = band_op(before=0.43, own=0.83)
     assert verdict.capped and verdict.elapsed_s >= HOT_CAPPED_MIN_S
 
 
