@@ -13,13 +13,16 @@ from runner.execution import timeline  # first: its import time is the "main" ma
 
 # isort: split
 import sys
+from multiprocessing import current_process
 from pathlib import Path
 
 from runner.config.commandline import plainly_one_worker
 
-if (__name__ == "__main__" or Path(sys.argv[0]).name == "opsweep") and plainly_one_worker(
-        sys.argv[1:]):
-    # Run as the command: the worker's torch import starts before Hydra is imported.
+# Run as the command (`python -m runner`, or the `opsweep` script), not in a worker: a spawned
+# worker runs the `opsweep` script again, with the same arguments, to start (named already).
+if (__name__ == "__main__" or Path(sys.argv[0]).name == "opsweep") and (
+        current_process().name == "MainProcess" and plainly_one_worker(sys.argv[1:])):
+    # The worker's torch import starts before Hydra is imported.
     from runner.execution.pool import prestart
 
     prestart(1, None)

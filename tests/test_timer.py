@@ -547,6 +547,7 @@ def test_own_power_counts_a_series_readings_from_nvml_s_first_refresh() -> None:
     power.add(0.83)  # the work before's
     power.add(0.83)  # the same refresh, read again
     assert power.most() is None
+    assert power.most(or_first=True) == pytest.approx(0.83)  # no probe: all there is
     for share in (0.43, 0.43, 0.41, 0.40):
         power.add(share)
     assert power.most() == pytest.approx(0.43)  # the last three of its own

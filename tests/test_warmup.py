@@ -63,10 +63,11 @@ def test_a_worker_that_will_warm_a_gpu_is_told_its_ordinals_at_spawn(
 def test_a_cuda_warm_up_started_after_the_import_is_waited_for_not_done_twice(
         monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str]] = []
-    release = threading.Event()
+    entered, release = threading.Event(), threading.Event()
 
     def cuda(device: str, info: dict) -> None:
         calls.append((device, threading.current_thread().name))
+        entered.set()
         release.wait(5)  # still running when the warm request comes
         info["cuda_context_s"] = 0.25
 
@@ -74,7 +75,8 @@ def test_a_cuda_warm_up_started_after_the_import_is_waited_for_not_done_twice(
     monkeypatch.setattr(environment, "git_provenance", dict)
     monkeypatch.setattr(warmup, "_records", lambda devices, info: None)
     warmup.start_cuda((0,))
-    assert calls and calls[0][1] != threading.main_thread().name  # beside the imports
+    assert entered.wait(5)
+    assert calls[0][1] != threading.main_thread().name  # beside the imports
     threading.Timer(0.05, release.set).start()
     info = warmup.warm(("cuda:0", "cpu"))
     # warm waited for the thread and took its record; it did not warm cuda:0 again

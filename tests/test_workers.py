@@ -370,6 +370,23 @@ def test_python_m_runner_starts_the_worker_before_it_imports_hydra(tmp_path: Pat
     assert out.stdout.strip().splitlines()[-1] == "[False, True]", out.stdout + out.stderr
 
 
+def test_the_opsweep_script_with_a_plain_command_line_runs_its_trial(tmp_path: Path) -> None:
+    # A spawned worker runs the main script again: the `opsweep` script's worker must not
+    # start a worker of its own (it would die starting, and every trial crash).
+    script = tmp_path / "bin" / "opsweep"
+    script.parent.mkdir()
+    script.write_text("import sys\nfrom runner.__main__ import main\n"  # as pip writes it
+                      "if __name__ == '__main__':\n    sys.exit(main())\n")
+    out = subprocess.run([sys.executable, str(script), "op=vector_add", "shape=[8]",
+                          "timer=smoke", "check_accuracy=false",
+                          f"results_dir={tmp_path / 'results'}"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    rows = pd.read_parquet(next((tmp_path / "results").rglob("results.parquet")))
+    assert list(rows["status"]) == ["ok"], out.stderr[-3000:]
+
+
 def test_devices_to_warm_are_guessed_from_the_command_line() -> None:
     from runner.config.commandline import parse_command_line
 

@@ -96,6 +96,10 @@ class OwnPower:
         elif self._own or share != self._first:
             self._own.append(share)
 
-    def most(self) -> float | None:
-        """The most of the series' own recent readings; None before the first refresh."""
-        return max(self._own) if self._own else None
+    def most(self, or_first: bool = False) -> float | None:
+        """The most of the series' own recent readings; None before the first refresh, or
+        with ``or_first`` the reading the series began with (where nothing else can tell a
+        capped op: no probe read the clock)."""
+        if self._own:
+            return max(self._own)
+        return self._first if or_first else None

@@ -210,7 +210,7 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
             reading, next_read = read_clock() or Reading(), now + CLOCK_READ_S
             max_mhz = reading.max_clock_mhz or max_mhz
             powers.add(reading.power_share)
-        power = powers.most()
+        power = powers.most(or_first=not recent)
         times = step()
         elapsed = wall() - start
         for item in times:
