@@ -85,6 +85,10 @@ def test_a_cuda_warm_up_started_after_the_import_is_waited_for_not_done_twice(
     # a device nobody started early is warmed here, as before
     warmup.warm(("cuda:1",))
     assert calls[-1] == ("cuda:1", threading.main_thread().name)
+    # one started early that no request names is still waited for, not left running
+    warmup.start_cuda((3,))
+    warmup.warm(("cpu",))
+    assert ("cuda:3", calls[-1][1]) == calls[-1] and not warmup._STARTED
 
 
 def test_an_early_cuda_warm_up_that_fails_is_the_first_trial_s_to_report(

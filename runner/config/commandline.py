@@ -30,7 +30,8 @@ PLACING_KEYS = ("isolation", "workers", "device", "hydra")
 
 
 def plainly_one_worker(args: Sequence[str]) -> bool:
-    """Whether ``args`` surely start the one default worker, read without Hydra's parser: the
+    """Whether ``args`` plainly ask for the one default worker (an experiment's own
+    ``workers`` or ``device`` is seen only later, as by the parse), read without Hydra: the
     worker's ``import torch`` (3-5 s) then starts before Hydra is imported (0.15-0.3 s of the
     driver's). Only ``key=value`` overrides of keys that place nothing (not
     :data:`PLACING_KEYS`), and no flag but ``-m``. Anything else waits for the parse; a

@@ -51,12 +51,15 @@ def warm(devices: tuple[str, ...]) -> dict[str, Any]:
     started = time.perf_counter()
     records = threading.Thread(target=_records, args=(devices, info), daemon=True)
     records.start()
+    # Every warm-up started after the import is waited for, even one no device here names:
+    # none runs on beside the trials, and its error is reported.
+    early = {ordinal: _STARTED.pop(ordinal) for ordinal in list(_STARTED)}
+    for thread, early_info in early.values():
+        thread.join()
+        _merge(info, early_info)
     for device in devices:
-        started_early = _STARTED.pop(next(iter(cuda_ordinals((device,))), -1), None)
-        if started_early is not None:
-            started_early[0].join()
-            _merge(info, started_early[1])
-        elif device.startswith("cuda") and "warm_error" not in info:
+        if (device.startswith("cuda") and "warm_error" not in info
+                and not set(cuda_ordinals((device,))) & early.keys()):
             _cuda_or_error(device, info)
     records.join()
     info["warm_s"] = time.perf_counter() - started
