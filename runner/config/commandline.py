@@ -35,7 +35,7 @@ def plainly_one_worker(args: Sequence[str]) -> bool:
     worker's ``import torch`` (3-5 s) then starts before Hydra is imported (0.15-0.3 s of the
     driver's). Only ``key=value`` overrides of keys that place nothing (not
     :data:`PLACING_KEYS`), and no flag but ``-m``. Anything else waits for the parse; a
-    command line that then fails stops the worker as before."""
+    command line that then fails stops the worker (exit 2)."""
     for arg in args:
         if arg in ("-m", "--multirun"):
             continue
