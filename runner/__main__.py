@@ -19,7 +19,8 @@ from pathlib import Path
 from runner.config.commandline import plainly_one_worker
 
 # Run as the command (`python -m runner`, or the `opsweep` script), not in a worker: a spawned
-# worker runs the `opsweep` script again, with the same arguments, to start (named already).
+# worker runs the `opsweep` script again, with the same arguments, to start; it has its own
+# process name by then, which tells it apart.
 if (__name__ == "__main__" or Path(sys.argv[0]).name == "opsweep") and (
         current_process().name == "MainProcess" and plainly_one_worker(sys.argv[1:])):
     # The worker's torch import starts before Hydra is imported.
