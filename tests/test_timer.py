@@ -20,7 +20,6 @@ from runner.timing.heat import (
     HOT_GAP_S,
     HOT_MIN_S,
     RECOVERY_S,
-    Heat,
     capped_min_s,
     heat_left,
     min_warmup_s,
@@ -569,9 +568,9 @@ def test_a_clock_coming_back_up_is_not_settled_until_it_stops() -> None:
 
 def test_a_capped_op_after_a_capped_one_settles_sooner_than_after_an_idle_gap() -> None:
     ended = 10.0
-    hot = capped_min_s(Heat(hot=True, ended_s=ended), ended + 0.05)
-    cold = capped_min_s(Heat(hot=True, ended_s=ended), ended + HOT_GAP_S + 0.5)
-    after_small = capped_min_s(Heat(hot=False, ended_s=ended), ended + 0.05)
+    hot = capped_min_s(heat_left(True, ended), ended + 0.05)
+    cold = capped_min_s(heat_left(True, ended), ended + HOT_GAP_S + 0.5)
+    after_small = capped_min_s(heat_left(False, ended), ended + 0.05)
     assert hot == HOT_CAPPED_MIN_S < CAPPED_MIN_S
     assert cold == after_small == capped_min_s(None, ended) == CAPPED_MIN_S
     # The rule reaches the warm-up: a hot start settles at HOT_CAPPED_MIN_S, a cold one later.
@@ -619,7 +618,7 @@ def test_any_op_after_hot_work_warms_up_long_enough_to_see_the_clock_come_back()
     hot = min_warmup_s(heat_left(True, ended), ended + 0.05, 0.02)
     assert hot == HOT_MIN_S
     assert min_warmup_s(heat_left(True, ended), ended + HOT_GAP_S + 0.5, 0.02) == 0.02
-    assert min_warmup_s(Heat(hot=False, ended_s=ended), ended + 0.05, 0.02) == 0.02
+    assert min_warmup_s(heat_left(False, ended), ended + 0.05, 0.02) == 0.02
     assert min_warmup_s(None, ended, 0.02) == 0.02
 
     def per_call(t: float) -> float:

@@ -64,14 +64,17 @@ LOOP_HANDOVER_TIME_SHARE = 0.25
 
 @dataclass(frozen=True)
 class Heat:
-    """What the device last ran: whether that work left it hot (its clock held down by the
-    power cap: :func:`heat_left`), and when it ended (s, on the same wall clock as the
-    warm-up's); and when power-capped work last ended (None: none yet). How a warm-up knows
-    that it starts hot, or while the clock may still be coming back."""
+    """When the device's last work ended (s, on the same wall clock as the warm-up's), and
+    when its last power-capped work did (None: none yet): :func:`heat_left`. How a warm-up
+    knows that it starts hot, or while the clock may still be coming back."""
 
-    hot: bool
     ended_s: float
     capped_ended_s: float | None = None
+
+    @property
+    def hot(self) -> bool:
+        """Whether the last work left the device hot: it was power-capped."""
+        return self.capped_ended_s == self.ended_s
 
 
 def heat_left(capped: bool | None, ended_s: float, before: Heat | None = None) -> Heat:
@@ -85,7 +88,7 @@ def heat_left(capped: bool | None, ended_s: float, before: Heat | None = None) -
     0.14 s after bf16 2048³ left the clock still coming back, and bf16 512³ after it, warmed
     up for 80 ms, read 3.5% slow (:func:`min_warmup_s`, :data:`RECOVERY_S`)."""
     last_capped = ended_s if capped else (before.capped_ended_s if before else None)
-    return Heat(bool(capped), ended_s, last_capped)
+    return Heat(ended_s, last_capped)
 
 
 def starts_hot(heat: Heat | None, now_s: float) -> bool:
