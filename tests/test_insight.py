@@ -362,11 +362,12 @@ def test_a_starved_watch_is_dropped_and_the_device_time_taken_again(
 
     monkeypatch.setattr(timed, "device_time_of", device_time_of)
     fine = Watch(None)
-    got = timed._steady_device_time(None, None, None, None, "cuda:9", None, 0, None, fine)
+    call = timed._DeviceTimeCall(None, None, None, "cuda:9", None, 0)
+    state = timed.WorkerTiming()
+    got = timed._steady_device_time(call, state, fine)
     assert taken == [fine] and got.reason == "watched" and not fine.discarded
     taken.clear()
     starved = Watch("the energy watch left the device idle")
-    got = timed._steady_device_time(None, None, None, None, "cuda:9", None, 0, None, starved)
+    got = timed._steady_device_time(call, state, starved)
     assert taken == [starved, None] and starved.discarded
     assert got.reason == "the energy watch left the device idle"
-    timed._HEAT.pop("cuda:9", None)

@@ -16,7 +16,7 @@ class FakeNvml:
     """The parts of nvidia-ml-py the probes use, counting what is costly to repeat."""
 
     NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 0, 1, 0
-    NVML_FI_DEV_POWER_INSTANT = 186
+    NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_POWER_AVERAGE = 186, 185
     nvmlClocksEventReasonGpuIdle = 0x1
     nvmlClocksEventReasonSwPowerCap = 0x4
     nvmlClocksThrottleReasonSwPowerCap = 0x4  # the old name of the same bit
@@ -26,6 +26,7 @@ class FakeNvml:
 
     def __init__(self) -> None:
         self.sm_mhz, self.power_mw, self.mask = 1980, 350_000, 0x4
+        self.average_mw: int | None = None  # None: the average field cannot be read
         self.limit_reads = self.dir_calls = 0
 
     def __dir__(self) -> list[str]:
@@ -43,8 +44,12 @@ class FakeNvml:
         return 700_000
 
     def nvmlDeviceGetFieldValues(self, handle: Any, fields: list[int]) -> list[Any]:
-        assert fields == [self.NVML_FI_DEV_POWER_INSTANT]
-        return [SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(uiVal=self.power_mw))]
+        assert fields == [self.NVML_FI_DEV_POWER_INSTANT, self.NVML_FI_DEV_POWER_AVERAGE]
+        average = (SimpleNamespace(nvmlReturn=3, value=None) if self.average_mw is None
+                   else SimpleNamespace(nvmlReturn=0,
+                                        value=SimpleNamespace(uiVal=self.average_mw)))
+        return [SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(uiVal=self.power_mw)),
+                average]
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         return self.power_mw
@@ -76,6 +81,16 @@ def test_the_clock_reader_is_built_once_per_device_and_reads_live(nvml: FakeNvml
     assert read().max_clock_mhz == 1980
     assert environment.sm_clock_reader("cuda:1") is not read
     assert nvml.limit_reads == 2
+
+
+def test_the_clock_reader_reads_the_averaged_power_the_controller_holds(nvml: FakeNvml):
+    read = environment.sm_clock_reader("cuda:0")
+    # no average field: the plain reading (itself an average on recent GPUs)
+    assert read().power_avg_share == pytest.approx(0.5)
+    nvml.power_mw, nvml.average_mw = 700_000, 420_000  # after an idle gap: the average lags
+    reading = read()
+    assert reading.power_share == pytest.approx(1.0)
+    assert reading.power_avg_share == pytest.approx(0.6)
 
 
 def test_a_reader_nvml_could_not_build_is_asked_for_again(nvml: FakeNvml,

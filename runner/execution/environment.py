@@ -171,27 +171,40 @@ def _build_clock_reader(device: str, nvml: Any) -> Any:
         max_mhz: float | None = float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
     except Exception:
         max_mhz = None
-    # NVML's field id for instantaneous power (nvml.h), for bindings that do not name it.
-    instant = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", 186)
+    # NVML's field ids for instantaneous and averaged power (nvml.h), for bindings that do
+    # not name them. The average is what the power controller holds to the limit
+    # (runner.timing.settle.POWER_RISE_TOL); the instant is what the op draws now.
+    fields = [getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", 186),
+              getattr(nvml, "NVML_FI_DEV_POWER_AVERAGE", 185)]
 
-    def power_w() -> float | None:
+    def power_w() -> tuple[float | None, float | None]:
+        """(instantaneous, averaged) board power in W; the plain reading where a field
+        cannot be read (it is the one-second average on recent GPUs)."""
         try:
-            if instant is not None:
-                value = nvml.nvmlDeviceGetFieldValues(handle, [instant])[0]
-                if value.nvmlReturn == 0:
-                    return float(value.value.uiVal) / 1000.0
-            return nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+            values = nvml.nvmlDeviceGetFieldValues(handle, fields)
+            instant, average = (float(v.value.uiVal) / 1000.0 if v.nvmlReturn == 0 else None
+                                for v in values)
         except Exception:
-            return None
+            instant = average = None
+        if instant is None or average is None:
+            try:
+                plain = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+            except Exception:
+                plain = None
+            instant = plain if instant is None else instant
+            average = plain if average is None else average
+        return instant, average
+
+    def share(watts: float | None) -> float | None:
+        return watts / limit_w if watts is not None and limit_w else None
 
     def read() -> Reading:
         try:
             clock = float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
         except Exception:
             clock = None
-        watts = power_w()
-        return Reading(clock, watts / limit_w if watts is not None and limit_w else None,
-                       max_mhz)
+        instant, average = power_w()
+        return Reading(clock, share(instant), max_mhz, share(average))
     return read
 
 

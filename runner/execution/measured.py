@@ -20,7 +20,8 @@ from runner.timing.measurement import Measurement
 def clock_columns(device: str) -> dict[str, Any]:
     """The GPU's state right after the last loop-time sample."""
     state = gpu_state(device)
-    return {f"{k}_timed": state[k] for k in ("sm_clock_mhz", "power_w", "throttle_reasons")}
+    return {f"{k}_timed": state[k]
+            for k in ("sm_clock_mhz", "power_w", "temperature_c", "throttle_reasons")}
 
 
 #: The samples' SM clock is worth a note when it moved by more than this share during the

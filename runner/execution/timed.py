@@ -6,6 +6,7 @@ that keeps the device's heat (:func:`time_trial`). Kept apart from
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
 from typing import Any
 
@@ -24,21 +25,53 @@ from runner.timing.heat import (
     LOOP_HANDOVER_MAX_S,
     LOOP_HANDOVER_TARGET_SHARE,
     LOOP_HANDOVER_TIME_SHARE,
+    DeviceHeat,
     Heat,
-    capped_min_s,
-    heat_left,
+    HeatSeen,
+    capped_floor,
     min_warmup_s,
+    seen,
 )
 from runner.timing.measurement import Measurement, TimerPlan
-from runner.timing.settle import CAPPED_MIN_S
+from runner.timing.settle import COLD, CappedFloor
 from runner.timing.timer import measure
 
-_FLUSHERS: dict[str, L2Flusher] = {}
-#: What each device last ran in this process (``runner.timing.heat.Heat``): a trial that
-#: follows power-capped work starts hot and settles sooner.
-_HEAT: dict[str, Heat] = {}
 #: µs of calls in one loop-time sample of a power-capped op (see the hazard in handover_plan).
 CAPPED_LOOP_SAMPLE_US = 10_000.0
+
+
+@dataclasses.dataclass
+class WorkerTiming:
+    """What outlives one trial in the process that runs trials one after another: what each
+    device's last trial left it in (``heat``: a trial that follows power-capped work starts
+    hot and settles sooner, and knows the clock capped work sustained) and the L2 flush
+    buffers, one per device. Owned by that process (``runner.execution.worker_loop.serve``,
+    or ``runner.execution.worker.InProcess``) and passed into every trial: never a module
+    global."""
+
+    heat: DeviceHeat = dataclasses.field(default_factory=DeviceHeat)
+    flushers: dict[str, L2Flusher] = dataclasses.field(default_factory=dict)
+
+    def flusher(self, timer: TimerSettings, device: torch.device) -> L2Flusher | None:
+        """One L2 flush buffer per device, made on first use (None: no flush)."""
+        if not timer.flush_l2 or device.type != "cuda":
+            return None
+        key = str(device)
+        if key not in self.flushers:
+            self.flushers[key] = L2Flusher(device)
+        return self.flushers[key]
+
+    def record_heat(self, device_key: str, *measurements: Measurement | None) -> Heat:
+        """Record what the trial whose ``measurements`` just ended left ``device_key`` in
+        (``runner.timing.heat.heat_left``). Every trial records it, capped or not: one at
+        full clock between two capped ones lets the clock back up, so the next starts cold.
+        A capped, settled device time also records the clock its samples ran at: what capped
+        work sustains on this device now."""
+        capped = any(m.power_capped for m in measurements if m is not None)
+        sustained = next((statistics.median(m.clock_mhz) for m in measurements
+                          if m is not None and m.power_capped and m.settled and m.clock_mhz),
+                         None)
+        return self.heat.record(device_key, capped, time.perf_counter(), sustained)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +84,12 @@ class TrialTimes:
     memory: dict[str, Any]
     loop_s: float
     device_s: float
+    #: what the trial found the device in as it began (None: not a CUDA trial)
+    heat_before: HeatSeen | None = None
 
 
-def time_trial(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
-               device: torch.device, clock: Clock, held_bytes: int, *,
+def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.device,
+               clock: Clock, held_bytes: int, state: WorkerTiming, *,
                read_clock: Any = None, watch: Any = None) -> TrialTimes:
     """The loop time and the device time of the trial's callable, in the order that pays the
     power cap's settling once (docs/timing.md#what-a-trial-costs):
@@ -63,52 +98,69 @@ def time_trial(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
     2. the peak memory is read: one call's allocations bound K;
     3. the device time warms up until settled and samples back to back. Where the trial
        before left the device hot, a capped op's minimum is shorter
-       (``runner.timing.heat.capped_min_s``) and any op's is long enough to see the clock
-       come back (``runner.timing.heat.min_warmup_s``);
+       (``runner.timing.heat.capped_floor``), unless its clock runs above the one capped
+       work sustained, and any op's is long enough to see the clock come back
+       (``runner.timing.heat.min_warmup_s``);
     4. the loop time follows at once and hands over: the op is already at its sustained
        state, so its warm-up only checks that the loop's own regime (a sync per sample)
        holds it there, and its samples aim at a looser CI in a shorter span
        (``runner.timing.heat.LOOP_HANDOVER_TARGET_SHARE``): the device time is the headline.
 
     On the CPU, with ``timer.device_time=false`` or where the device time is unavailable, the
-    loop time is taken on its own, with a full warm-up."""
-    start = time.perf_counter()
+    loop time is taken on its own, with a full warm-up. ``state`` is the worker's: the heat
+    the trial before left (read here, and recorded again as this trial ends) and the L2 flush
+    buffers."""
+    start, plan = time.perf_counter(), timer.plan
+    heat_before = (seen(state.heat.before(str(device)), start)
+                   if device.type == "cuda" else None)
     steady = device.type == "cuda" and timer.device_time
     if steady:
         probe = measure(prepared.fn, dataclasses.replace(plan, **_PROBE), clock,
-                        before_sample=prepared.before_sample, flush=flusher(timer, device))
+                        before_sample=prepared.before_sample, flush=state.flusher(timer, device))
         memory = _memory(device)
         # The probe's few calls cannot tell a settled op: the device time judges on its own.
         probe = dataclasses.replace(probe, power_capped=None)
-        device_time = _steady_device_time(timer, plan, prepared, probe, device,
-                                          memory["peak_allocated_bytes"], held_bytes,
-                                          read_clock, watch)
+        device_time = _steady_device_time(
+            _DeviceTimeCall(timer, prepared, probe, device, memory["peak_allocated_bytes"],
+                            held_bytes, read_clock), state, watch)
     else:
-        device_time = device_time_of(timer, plan, prepared, None, device, None, held_bytes)
+        device_time = device_time_of(
+            _DeviceTimeCall(timer, prepared, None, device, None, held_bytes), state)
     device_s = time.perf_counter() - start
     sustained = device_time.measurement
     loop_plan, handover = handover_plan(plan, sustained)
     loop = measure(prepared.fn, loop_plan, clock, before_sample=prepared.before_sample,
-                   flush=flusher(timer, device), **{"read_clock": read_clock, **handover})
+                   flush=state.flusher(timer, device), **{"read_clock": read_clock, **handover})
     if not steady:
         memory = _memory(device)
-    record_heat(str(device), device_time.measurement, loop)
+    state.record_heat(str(device), device_time.measurement, loop)
     return TrialTimes(loop, device_time, memory, time.perf_counter() - start - device_s,
-                      device_s)
+                      device_s, heat_before)
 
 
-def _steady_device_time(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
-                        probe: Measurement, device: torch.device, peak_bytes: int | None,
-                        held_bytes: int, read_clock: Any, watch: Any) -> DeviceTime:
+@dataclasses.dataclass(frozen=True)
+class _DeviceTimeCall:
+    """One device-time measurement's inputs: the trial's timer and prepared callable, the
+    loop probe that sizes K (None: no device time to take), the device, the memory bounds of
+    K and the clock reader."""
+
+    timer: TimerSettings
+    prepared: modes.Prepared
+    probe: Measurement | None
+    device: torch.device
+    peak_bytes: int | None
+    held_bytes: int
+    read_clock: Any = None
+
+
+def _steady_device_time(call: _DeviceTimeCall, state: WorkerTiming, watch: Any) -> DeviceTime:
     """The device time back to back, from the heat the work before left (step 3 of
     :func:`time_trial`). A ``watch`` (the energy counter) whose reads left the device idle
     (``runner.execution.energy_samples.SampleWindow.starved``) is dropped and the device time
     taken again without it, hot from the first try: the idle was clock to a capped GPU."""
     def take(watched: Any) -> DeviceTime:
-        heat, now = _HEAT.get(str(device)), time.perf_counter()
-        return device_time_of(timer, plan, prepared, probe, device, peak_bytes, held_bytes,
-                              read_clock=read_clock, watch=watched,
-                              min_capped_s=capped_min_s(heat, now),
+        heat, now = state.heat.before(str(call.device)), time.perf_counter()
+        return device_time_of(call, state, watch=watched, floor=capped_floor(heat, now),
                               min_s=min_warmup_s(heat, now, DEVICE_WARMUP_S))
 
     device_time = take(watch)
@@ -116,7 +168,7 @@ def _steady_device_time(timer: TimerSettings, plan: TimerPlan, prepared: modes.P
     if not starved:
         return device_time
     watch.discard()  # the energy pass then runs a window of its own
-    record_heat(str(device), device_time.measurement)
+    state.record_heat(str(call.device), device_time.measurement)
     retaken = take(None)
     return dataclasses.replace(retaken, reason="; ".join(filter(None, (retaken.reason,
                                                                           starved))))
@@ -156,14 +208,6 @@ def handover_plan(plan: TimerPlan, sustained: Measurement | None
     return loop_plan, handover
 
 
-def record_heat(device_key: str, *measurements: Measurement | None) -> None:
-    """Record what the trial whose ``measurements`` just ended left ``device_key`` in
-    (``runner.timing.heat.heat_left``). Every trial records it, capped or not: one at full
-    clock between two capped ones lets the clock back up, so the next starts cold."""
-    capped = any(m.power_capped for m in measurements if m is not None)
-    _HEAT[device_key] = heat_left(capped, time.perf_counter(), _HEAT.get(device_key))
-
-
 def _memory(device: torch.device) -> dict[str, Any]:
     if device.type != "cuda":
         return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
@@ -171,24 +215,23 @@ def _memory(device: torch.device) -> dict[str, Any]:
             "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
 
 
-def device_time_of(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
-                   loop: Measurement | None, device: torch.device, peak_bytes: int | None,
-                   held_bytes: int, *, steady: bool = True, read_clock: Any = None,
-                   watch: Any = None, min_capped_s: float = CAPPED_MIN_S,
+def device_time_of(call: _DeviceTimeCall, state: WorkerTiming, *, steady: bool = True,
+                   watch: Any = None, floor: CappedFloor = COLD,
                    min_s: float = DEVICE_WARMUP_S) -> DeviceTime:
     """The device time of the trial's work (``runner.timing.device_time``): for
-    ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph. ``loop``
-    sizes K and the spin (None only where there is no device time to take)."""
+    ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph. The call's
+    ``probe`` sizes K and the spin (None only where there is no device time to take)."""
+    timer, prepared, device = call.timer, call.prepared, call.device
     if device.type != "cuda":
         return DeviceTime(UNAVAILABLE, "cpu")
-    if not timer.device_time or loop is None:
+    if not timer.device_time or call.probe is None:
         return DeviceTime(UNAVAILABLE, "timer.device_time=false")
     return measure_device_time(
-        prepared.uncaptured or prepared.fn, plan, loop, CudaDevice(device),
-        bytes_per_call=None if peak_bytes is None else peak_bytes - held_bytes,
+        prepared.uncaptured or prepared.fn, timer.plan, call.probe, CudaDevice(device),
+        bytes_per_call=None if call.peak_bytes is None else call.peak_bytes - call.held_bytes,
         capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
-        flush=flusher(timer, device), steady=steady, read_clock=read_clock, watch=watch,
-        min_capped_s=min_capped_s, min_s=min_s)
+        flush=state.flusher(timer, device), steady=steady, read_clock=call.read_clock,
+        watch=watch, floor=floor, min_s=min_s)
 
 
 #: The short loop measurement that sizes the device time's and the burst time's K and spin
@@ -196,17 +239,17 @@ def device_time_of(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepar
 _PROBE = {"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5}
 
 
-def burst_time(timer: TimerSettings, plan: TimerPlan, prepared: modes.Prepared,
-               device: torch.device, clock: Clock, held_bytes: int) -> Measurement | None:
+def burst_time(timer: TimerSettings, prepared: modes.Prepared, device: torch.device,
+               clock: Clock, held_bytes: int, state: WorkerTiming) -> Measurement | None:
     """``timer.burst``: the gapped device time (spin and sync around every sample) after a
     short warm-up, from the device as the previous work left it: the boost-clock number."""
     if not (timer.burst and timer.device_time and device.type == "cuda"):
         return None
-    probe = measure(prepared.fn, dataclasses.replace(plan, **_PROBE), clock,
+    probe = measure(prepared.fn, dataclasses.replace(timer.plan, **_PROBE), clock,
                     before_sample=prepared.before_sample)
     peak = torch.cuda.max_memory_allocated(device)
-    burst = device_time_of(timer, plan, prepared, probe, device, peak, held_bytes,
-                           steady=False)
+    burst = device_time_of(_DeviceTimeCall(timer, prepared, probe, device, peak, held_bytes),
+                           state, steady=False)
     return burst.measurement
 
 
@@ -216,13 +259,3 @@ def clock_for(timer: TimerSettings, device: torch.device) -> Clock:
     if timer.clock == "host":  # validated up front: "event" or "host"
         return HostClock(sync=lambda: torch.cuda.synchronize(device))
     return CudaEventClock(device, probe=clock_probe(device))
-
-
-def flusher(timer: TimerSettings, device: torch.device) -> L2Flusher | None:
-    """One L2 flush buffer per device and job, made on first use."""
-    if not timer.flush_l2 or device.type != "cuda":
-        return None
-    key = str(device)
-    if key not in _FLUSHERS:
-        _FLUSHERS[key] = L2Flusher(device)
-    return _FLUSHERS[key]

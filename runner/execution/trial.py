@@ -52,15 +52,19 @@ from runner.execution.measured import (
     throughput_columns,
     timing_columns,
 )
+from runner.execution.sustained import sustained_columns
 from runner.execution.task import TrialTask
-from runner.execution.timed import TrialTimes, burst_time, clock_for, time_trial
+from runner.execution.timed import TrialTimes, WorkerTiming, burst_time, clock_for, time_trial
 from runner.execution.workload import accuracy, build_workloads, count_flops
 from runner.storage.columns import COST_COLUMNS, Status
 from runner.timing.measurement import Measurement
 
 
-def run_trial(task: TrialTask) -> dict[str, Any]:
-    """Run one trial and return its row (never raises for a trial-level failure)."""
+def run_trial(task: TrialTask, state: WorkerTiming | None = None) -> dict[str, Any]:
+    """Run one trial and return its row (never raises for a trial-level failure). ``state``:
+    what the process running trials keeps between them (``timed.WorkerTiming``); None: a
+    fresh one, as for a trial with nothing before it."""
+    state = WorkerTiming() if state is None else state
     spec = task.spec
     row = spec_columns(spec)
     row["timestamp"] = datetime.now(timezone.utc)
@@ -77,7 +81,7 @@ def run_trial(task: TrialTask) -> dict[str, Any]:
     try:
         with _on_device(spec.device), trial_settings(spec.dtype, spec.num_threads), \
                 modes.compile_isolation(spec):
-            row.update(_measure_trial(task))
+            row.update(_measure_trial(task, state))
         row["status"], row["reason"] = Status.ok.value, None
         row["consistency_flag"] = consistency_flag(row)
     except TrialSkipped as exc:
@@ -126,7 +130,7 @@ def failed_row(task: TrialTask, status: Status, reason: str) -> dict[str, Any]:
     return row
 
 
-def _measure_trial(task: TrialTask) -> dict[str, Any]:
+def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     """Build, check and time one trial; its measured columns. The order makes them right:
 
     1. build the workloads, seeded; an unsupported mode is a skip before the op is called;
@@ -161,8 +165,8 @@ def _measure_trial(task: TrialTask) -> dict[str, Any]:
     accuracy_s = time.perf_counter() - checked_at
     watch = _energy_watch(task)  # 6
     read_clock, clock = sm_clock_reader(spec.device), clock_for(timer, device)
-    burst = burst_time(timer, timer.plan, prepared, device, clock, held_bytes)  # 7
-    times = time_trial(timer, timer.plan, prepared, device, clock, held_bytes,
+    burst = burst_time(timer, prepared, device, clock, held_bytes, state)  # 7
+    times = time_trial(timer, prepared, device, clock, held_bytes, state,
                        read_clock=read_clock, watch=watch)
     out.update(clock_columns(spec.device))  # 8
     out.update(_timed_columns(task, prepared, times, burst, accuracy_s))
@@ -208,6 +212,7 @@ def _timed_columns(task: TrialTask, prepared: modes.Prepared, times: TrialTimes,
     out.update(settle_columns(times.loop, times.device.measurement))
     out.update(samples_clock_columns(times.device.measurement))
     out.update(burst_columns(burst))
+    out.update(sustained_columns(times, burst))
     out["l2_flush"] = bool(task.timer.flush_l2 and task.spec.device.startswith("cuda"))
     return out
 

@@ -61,9 +61,16 @@ class InProcess:
     """``isolation=none``: trials run in the driver process (for debuggers, pdb, profilers).
     A crash or hang here ends the sweep."""
 
+    def __init__(self) -> None:
+        self.state: Any = None  # the driver's WorkerTiming, made with the first trial
+
     def run(self, task: TrialTask) -> dict[str, Any]:
         start = time.perf_counter()
-        row = run_trial_safely(task)
+        if self.state is None:
+            from runner.execution.timed import WorkerTiming
+
+            self.state = WorkerTiming()
+        row = run_trial_safely(task, self.state)
         row["worker_trial_wall_s"] = time.perf_counter() - start
         timeline.trial_started(row.get("timestamp"))
         return row

@@ -20,6 +20,7 @@ from runner.core.status import Status
 
 if TYPE_CHECKING:
     from runner.execution.task import TrialTask
+    from runner.execution.timed import WorkerTiming
 
 #: Error text that means the CUDA context of the process is unusable from now on.
 POISONED_CUDA = (
@@ -29,13 +30,14 @@ POISONED_CUDA = (
 )
 
 
-def run_trial_safely(task: TrialTask) -> dict[str, Any]:
+def run_trial_safely(task: TrialTask, state: WorkerTiming | None = None) -> dict[str, Any]:
     """``run_trial``, plus the failures it cannot turn into a row itself (its clean-up raising
-    after a device-side assert). A poisoned CUDA context makes the row ``crashed``."""
+    after a device-side assert). A poisoned CUDA context makes the row ``crashed``.
+    ``state``: what this process keeps between its trials (``run_trial``)."""
     from runner.execution.trial import failed_row, run_trial
 
     try:
-        row = run_trial(task)
+        row = run_trial(task, state)
     except Exception as exc:  # the trial's own handler failed too: still one row
         row = failed_row(task, Status.error, f"{type(exc).__name__}: {exc}"[:500])
         row["error_traceback"] = traceback.format_exc()
@@ -55,23 +57,28 @@ def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = No
     """The worker's main loop: start (:func:`_start`), then answer requests one at a time
     until the driver hangs up, or until a trial's row retires the worker."""
     _start(conn, env, threads, cuda_ordinals)
+    from runner.execution.timed import WorkerTiming  # imported by _start already
+
+    state = WorkerTiming()  # this worker's, handed from each trial to the next
     while True:
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError):
             return
-        answer = handle(kind, payload)
+        answer = handle(kind, payload, state)
         conn.send(answer)
         if answer[2]:
             return
 
 
-def handle(kind: str, payload: Any) -> tuple[str, Any, bool]:
+def handle(kind: str, payload: Any, state: WorkerTiming | None = None
+           ) -> tuple[str, Any, bool]:
     """One request's answer: ``(kind, value, retire)``. A trial whose row is ``crashed`` (a
-    poisoned CUDA context) retires the worker once its row is sent."""
+    poisoned CUDA context) retires the worker once its row is sent. ``state``: the worker's
+    own, passed into every trial (``runner.execution.timed.WorkerTiming``)."""
     if kind == "trial":
         received = time.perf_counter()  # busy from here until the row is sent
-        row = run_trial_safely(payload)
+        row = run_trial_safely(payload, state)
         row["worker_trial_wall_s"] = time.perf_counter() - received
         return "row", row, row["status"] == Status.crashed.value
     if kind == "warm":

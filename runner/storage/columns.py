@@ -146,6 +146,13 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                                         "(nvbench's way); NVML's reported clock where there "
                                         "is no probe"),
     "sm_clock_mhz_samples_min": (_F, "lowest SM clock of the device-time samples, MHz"),
+    "heat_before": (_S, "what the trial before left the GPU in: cold, hot (power-capped work "
+                        "just ended) or recovering (its clock may still be coming back)"),
+    "sm_clock_mhz_capped_sustained": (_F, "SM clock capped work last sustained on this GPU "
+                                          "before the trial, MHz (docs/timing.md)"),
+    "sustained_flag": (_S, "set when the device time may not be the sustained number: its "
+                           "capped samples ran above the clock capped work sustained, or it "
+                           "reads faster than its own burst time"),
     # timer.burst=true: gapped samples at the boost clock (docs/timing.md)
     "gpu_burst_time_median_us": (_F, "burst device time per call, µs: gapped samples at the "
                                      "boost clock; not what a sustained job sees"),
@@ -220,6 +227,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "profile_reason": (_S, "why the kernel columns are null (e.g. cpu)"),
     "sm_clock_mhz_timed": (_I, "SM clock read right after the last timed sample, MHz"),
     "power_w_timed": (_F, "board power right after the last timed sample, W"),
+    "temperature_c_timed": (_I, "GPU temperature right after the last timed sample, °C"),
     "throttle_reasons_timed": (_S, "clock-event reasons right after the last timed sample "
                                    "(SwPowerCap: the samples' clock was set by the power cap)"),
     "clock_note": (_S, "set only when the SM clock drifted by more than 3% between the first "

@@ -4,7 +4,10 @@ A power-capped op needs seconds of load before its time per call stops moving
 (``runner.timing.settle.CAPPED_MIN_S``). A trial that follows power-capped work starts *hot*:
 the controller has already pulled the clock down, and the gap between two trials (tens of ms
 of set-up) gives only part of the headroom back. So its capped warm-up is shorter
-(:func:`capped_min_s`): settling is paid once per heat, not once per trial. Work that ran at
+(:func:`capped_floor`): settling is paid once per heat, not once per trial. The heat
+also carries the clock that capped work sustained: a capped op that runs well above it did
+not start hot whatever the gap says (an H100 gave the clock back within 0.15 s of idle), so
+it warms up as from cold (``runner.timing.settle.CappedFloor``). Work that ran at
 full clock leaves the clock up, however much power it drew (:func:`heat_left`). Any op that
 starts hot, capped or not, warms up long enough to see the clock come back up
 (:func:`min_warmup_s`). Within a trial, the loop time follows the device time's back-to-back
@@ -20,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runner.timing.settle import CAPPED_MIN_S
+from runner.timing.settle import CAPPED_MIN_S, CappedFloor
 
 #: Shortest warm-up (s) of a power-capped series that starts *hot*: within :data:`HOT_GAP_S`
 #: of the end of earlier hot work on the same device (the trial before). The
@@ -70,6 +73,9 @@ class Heat:
 
     ended_s: float
     capped_ended_s: float | None = None
+    #: the effective SM clock (MHz) the last settled power-capped samples ran at: what capped
+    #: work sustains on this device now (None: no capped work yet)
+    sustained_mhz: float | None = None
 
     @property
     def hot(self) -> bool:
@@ -77,7 +83,32 @@ class Heat:
         return self.capped_ended_s == self.ended_s
 
 
-def heat_left(capped: bool | None, ended_s: float, before: Heat | None = None) -> Heat:
+@dataclass(frozen=True)
+class HeatSeen:
+    """What a trial found the device in as it began, for its row: ``label`` (cold, hot or
+    recovering: :func:`seen`) and the clock capped work sustained there before it."""
+
+    label: str
+    sustained_mhz: float | None = None
+
+
+def seen(heat: Heat | None, now_s: float) -> HeatSeen:
+    """How a trial that begins at ``now_s`` after ``heat`` finds the device: ``hot`` right
+    after power-capped work (:func:`starts_hot`), ``recovering`` within :data:`RECOVERY_S` of
+    its end, else ``cold``."""
+    if heat is None:
+        return HeatSeen("cold")
+    if starts_hot(heat, now_s):
+        label = "hot"
+    elif heat.capped_ended_s is not None and 0 <= now_s - heat.capped_ended_s <= RECOVERY_S:
+        label = "recovering"
+    else:
+        label = "cold"
+    return HeatSeen(label, heat.sustained_mhz)
+
+
+def heat_left(capped: bool | None, ended_s: float, before: Heat | None = None,
+              sustained_mhz: float | None = None) -> Heat:
     """What a trial that ended at ``ended_s`` leaves the device in, after ``before`` (what the
     trial before it left): hot only where its op was power-capped (None: could not be told,
     not hot). Every trial records it, so a trial at full clock between two capped ones lets
@@ -86,9 +117,13 @@ def heat_left(capped: bool | None, ended_s: float, before: Heat | None = None) -
     if hot (1 s), read 4.3% fast: the controller pulls the clock down from the top, as from a
     cold board. When capped work last ended carries over an uncapped trial: one that took
     0.14 s after bf16 2048³ left the clock still coming back, and bf16 512³ after it, warmed
-    up for 80 ms, read 3.5% slow (:func:`min_warmup_s`, :data:`RECOVERY_S`)."""
+    up for 80 ms, read 3.5% slow (:func:`min_warmup_s`, :data:`RECOVERY_S`).
+    ``sustained_mhz``: the clock a capped trial's settled samples ran at; the clock capped
+    work sustained carries over every other trial."""
     last_capped = ended_s if capped else (before.capped_ended_s if before else None)
-    return Heat(ended_s, last_capped)
+    sustained = sustained_mhz if capped and sustained_mhz else (
+        before.sustained_mhz if before else None)
+    return Heat(ended_s, last_capped, sustained)
 
 
 def starts_hot(heat: Heat | None, now_s: float) -> bool:
@@ -106,11 +141,35 @@ def min_warmup_s(heat: Heat | None, now_s: float, cool_s: float) -> float:
     return max(cool_s, HOT_MIN_S) if recovering else cool_s
 
 
-def capped_min_s(heat: Heat | None, now_s: float) -> float:
-    """The shortest warm-up of a power-capped series that starts at ``now_s`` after ``heat``:
+def capped_floor(heat: Heat | None, now_s: float) -> CappedFloor:
+    """What a power-capped series that starts at ``now_s`` after ``heat`` must cover: at least
     :data:`HOT_CAPPED_MIN_S` right after power-capped work, else :data:`CAPPED_MIN_S` (cold,
-    or after a gap long enough for the controller to give its headroom back)."""
-    return HOT_CAPPED_MIN_S if starts_hot(heat, now_s) else CAPPED_MIN_S
+    or after a gap long enough for the controller to give its headroom back); and all of
+    :data:`CAPPED_MIN_S` if its clock runs above the one capped work sustained."""
+    return CappedFloor(HOT_CAPPED_MIN_S if starts_hot(heat, now_s) else CAPPED_MIN_S,
+                       heat.sustained_mhz if heat is not None else None)
+
+
+class DeviceHeat:
+    """What each device's last trial left it in (:class:`Heat`), as the process that runs
+    trials one after another saw it: the state one trial hands to the next. Owned by that
+    process (a worker, or the driver with ``isolation=none``) and passed into every trial, so
+    two workers, or two tests, never share it."""
+
+    def __init__(self) -> None:
+        self._by_device: dict[str, Heat] = {}
+
+    def before(self, device_key: str) -> Heat | None:
+        """What the trial before left ``device_key`` in (None: nothing ran on it yet)."""
+        return self._by_device.get(device_key)
+
+    def record(self, device_key: str, capped: bool | None, ended_s: float,
+               sustained_mhz: float | None = None) -> Heat:
+        """Record what a trial that ended at ``ended_s`` left ``device_key`` in
+        (:func:`heat_left`); returns it."""
+        heat = heat_left(capped, ended_s, self.before(device_key), sustained_mhz)
+        self._by_device[device_key] = heat
+        return heat
 
 
 def heat_device(device: Any, seconds: float, wall: Callable[[], float] = time.perf_counter,

@@ -13,7 +13,7 @@ from typing import Any
 
 from runner.timing.measurement import TimerPlan
 from runner.timing.series import Point, Reading, TimeView
-from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S, Settled, settle
+from runner.timing.settle import CAPPED_SAMPLE_S, COLD, CappedFloor, Settled, settle
 from runner.timing.spread import mixed_reason
 from runner.timing.stats import median_ci_rel_halfwidth
 
@@ -71,17 +71,17 @@ def warm_up(step: Callable[[], list[Any]], plan: TimerPlan,
             wall: Callable[[], float] = time.perf_counter, *,
             read_clock: Callable[[], Reading | None] | None = None,
             min_s: float | None = None, handover: bool = False,
-            min_capped_s: float = CAPPED_MIN_S) -> tuple[list[Point], Settled]:
+            floor: CappedFloor = COLD) -> tuple[list[Point], Settled]:
     """Hazard 2: run ``step`` (which times itself and returns seconds per call, or (seconds,
     effective MHz) pairs, one per sample) until ``warmup_calls`` samples and ``warmup_s`` (or
     ``min_s``) have passed AND the series has settled (``runner.timing.settle``), or until
     ``settle_max_s``. At least one step always runs; a step slower than the cap ends warm-up
     after it. ``handover``: ``runner.timing.settle.settle`` (one step, then judged only if
-    power-capped); ``min_capped_s``: the shortest warm-up of a power-capped series."""
+    power-capped); ``floor``: what a power-capped series must cover."""
     return settle(step, min_s=plan.warmup_s if min_s is None else min_s,
                   cap_s=max(plan.settle_max_s, min(plan.warmup_s, plan.max_time_s)),
                   min_calls=1 if handover else plan.warmup_calls, wall=wall,
-                  read_clock=read_clock, handover=handover, min_capped_s=min_capped_s)
+                  read_clock=read_clock, handover=handover, floor=floor)
 
 
 def sample(take: Callable[[], float], plan: TimerPlan,
