@@ -17,7 +17,17 @@ in one call on a CUDA machine:
    each trial's cost split (the ``cost_*_s`` columns).
 3. ``--presets quick precise``: the same sweep once per timer preset, each row's agreement with
    the reference and the wall, for the cost per preset (docs/timing.md#what-a-trial-costs).
-4. ``--copies``: large device-to-device copies (512 MiB, 1 GiB) through opsweep and as eager
+4. ``--orders heat,plan,reverse``: the sweep once per trial order (``trial_order=heat``,
+   ``trial_order=plan``, and the plan reversed), ``--runs`` processes each: a number must not
+   depend on what ran before it.
+5. ``--reference-s S``: the reference of a power-capped case is S seconds back to back, the
+   median of its last third (``long_reference.py``), not 2 s then do_bench_cudagraph: a 1 s
+   reference still reads near burst on an H100.
+6. ``--burst``: the sweep once more with ``timer.burst=true``: no row may read faster than
+   its own burst time unless its ``sustained_flag`` says so.
+7. ``--gpus N``: the capped ops pinned to every GPU at once, each against its own reference
+   (``every_gpu.py``); the one-GPU sweep is skipped.
+8. ``--copies``: large device-to-device copies (512 MiB, 1 GiB) through opsweep and as eager
    calls back to back between two events: a copy captured in a CUDA graph can run slower than
    the eager one the user's code runs, and the device time must measure the eager one.
 
@@ -29,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import statistics
 import subprocess
 import sys
@@ -37,7 +48,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sustained_load import back_to_back_for  # benchmarks/: this script's folder
+from every_gpu import every_gpu  # benchmarks/: this script's folder
+from long_reference import reference as long_reference
+from sustained_load import back_to_back_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = (256, 512, 1024, 2048, 4096, 8192)
@@ -87,18 +100,26 @@ def settled_reference(fn: Any, seconds: float = 2.0) -> dict[str, float]:
     return {"ref_us": cudagraph_us, "do_bench_us": do_bench(fn, return_mode="median") * 1e3}
 
 
-def references(sizes: tuple[int, ...], dtypes: tuple[str, ...]) -> tuple[dict, float]:
+def references(sizes: tuple[int, ...], dtypes: tuple[str, ...],
+               long_s: float = 0.0) -> tuple[dict, float]:
     """One pass of the settled reference over every case: ``{(size, dtype): {ref_us,
-    do_bench_us, temperature_c}}`` and the pass's wall (s)."""
+    do_bench_us, temperature_c}}`` and the pass's wall (s). ``long_s`` > 0: ``ref_us`` is
+    the long reference's (``long_reference.py``)."""
     import torch
 
     rows, start = {}, time.perf_counter()
     for size in sizes:
         for dtype in dtypes:
+            if long_s > 0:
+                ref = long_reference(size, dtype, "cuda:0", long_s)
             a, b, tf32 = matmul_inputs(size, dtype)
             torch.backends.cuda.matmul.allow_tf32 = tf32
-            rows[(size, dtype)] = {**settled_reference(lambda a=a, b=b: a @ b),
+            rows[(size, dtype)] = {**settled_reference(lambda a=a, b=b: a @ b, 0.2 if long_s
+                                                       else 2.0),
                                    "temperature_c": temperature_c()}
+            if long_s > 0:
+                rows[(size, dtype)].update(ref_us=ref["ref_us"], capped=ref["capped"],
+                                           temperature_c=ref["temperature_c"])
             torch.backends.cuda.matmul.allow_tf32 = False
             del a, b
     return rows, time.perf_counter() - start
@@ -160,16 +181,49 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--extra", nargs="*", default=[], help="more runner overrides")
     parser.add_argument("--presets", nargs="*", default=[], help="other timer presets to run")
+    parser.add_argument("--orders", default="heat", help="comma-separated: heat,plan,reverse")
+    parser.add_argument("--reference-s", type=float, default=0.0,
+                        help="seconds of a capped case's long reference (0: 2 s settled)")
+    parser.add_argument("--reference-passes", type=int, default=2, choices=(1, 2),
+                        help="2: before and after the sweeps; 1: after only")
+    parser.add_argument("--burst", action="store_true", help="a timer.burst=true sweep too")
+    parser.add_argument("--reference-cache", type=Path, default=None,
+                        help="a JSON file: the after-pass reference is read from it if it "
+                             "exists, else taken and written there (one lease, two calls)")
+    parser.add_argument("--gpus", type=int, default=0, help="every-GPU mode on N GPUs")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.gpus:
+        checks = every_gpu(run_opsweep, args.out, args.gpus, args.reference_s or 15.0, pct)
+        print_checks(checks)
+        return
     sizes = tuple(args.sizes)
+    orders = args.orders.split(",")
     shapes = "[" + ",".join(f"[{s},{s},{s}]" for s in sizes) + "]"
     sweep = ["op=matmul", f"shape={shapes}", f"dtype=[{','.join(DTYPES)}]", *args.extra]
 
-    before, ref_wall = references(sizes, DTYPES)
-    runs = [run_opsweep(args.out, f"sweep{i}", sweep) for i in range(args.runs)]
-    after, _ = references(sizes, DTYPES)
-    refs = reference_over([before, after])
+    passes = []
+    if args.reference_passes == 2:
+        passes.append(references(sizes, DTYPES, args.reference_s)[0])
+    ref_wall = 0.0
+    runs, by_order = [], {}
+    for order in orders:
+        by_order[order] = [run_opsweep(args.out, f"sweep_{order}{i}", order_args(sweep, order,
+                                                                                 sizes))
+                           for i in range(args.runs)]
+        runs.extend(by_order[order])
+    if args.reference_cache is not None and args.reference_cache.exists():
+        after = {tuple(json.loads(k)): v
+                 for k, v in json.loads(args.reference_cache.read_text()).items()}
+        ref_wall = float("nan")
+    else:
+        after, ref_wall = references(sizes, DTYPES, args.reference_s)
+        if args.reference_cache is not None:
+            args.reference_cache.write_text(json.dumps({json.dumps(list(k)): v
+                                                        for k, v in after.items()}))
+    passes.append(after)
+    before = passes[0]
+    refs = reference_over(passes)
     ref_gaps = sorted(r["gap_pct"] for r in refs.values())
     print("\n## The reference's two passes (before and after the opsweep processes)\n")
     print("| case | before µs | after µs | gap | °C before, after |\n|---|---:|---:|---:|---|")
@@ -202,7 +256,7 @@ def main() -> None:
         if len(runs) > 1:
             other = runs[1][0].set_index("trial_id").loc[row["trial_id"]]
             line += f" {pct(other['gpu_time_median_us'], gpu):+.2f}% |"
-        print(line)
+        print(line + (f" {row.get('sustained_flag')}" if row.get("sustained_flag") else ""))
 
     for other_frame, _, _ in runs[1:]:  # the gates judge every process, not just the first
         for _, row in other_frame.iterrows():
@@ -218,7 +272,7 @@ def main() -> None:
     firsts = [pct(row["gpu_time_median_us"],
                   before[(int(row["shape_str"].split("x")[0]), row["dtype"])]["ref_us"])
               for frame_i, _, _ in runs for _, row in frame_i.iterrows()]
-    checks = [("24-trial sweep ≤ 35 s wall", max(walls) <= 35.0,
+    checks = [("24-trial sweep ≤ 35 s wall (H200; 40 s on an H100)", max(walls) <= 35.0,
                ", ".join(f"{w:.1f} s" for w in walls)),
               ("every device time within 3% of the reference",
                max(abs(d) for d in deltas) <= 3.0,
@@ -241,6 +295,14 @@ def main() -> None:
         checks.append(("two processes: median ≤ 1%, max ≤ 3%",
                        statistics.median(moves) <= 1 and moves[-1] <= 3,
                        f"median {statistics.median(moves):.2f}%, max {moves[-1]:.2f}%"))
+    checks.extend(order_checks(by_order, refs))
+    if args.burst:
+        burst, _, _ = run_opsweep(args.out, "burst", [*sweep, "timer.burst=true"])
+        faster = [f"{row['dtype']} {row['shape_str']}" for _, row in burst.iterrows()
+                  if row["gpu_time_median_us"] < row["gpu_burst_time_ci_low_us"]
+                  and not row.get("sustained_flag")]
+        checks.append(("no row faster than its own burst time unless flagged", not faster,
+                       f"{len(faster)} of {len(burst)}: {', '.join(faster) or 'none'}"))
     for preset in args.presets:
         rows, preset_wall, _ = run_opsweep(args.out, f"preset_{preset}",
                                            [*sweep, f"timer={preset}"])
@@ -266,9 +328,46 @@ def main() -> None:
         checks.append(("d2d copies within 3% of eager back to back", worst <= 3.0,
                        f"max |Δ| {worst:.2f}%"))
 
+    print_checks(checks)
+
+
+def print_checks(checks: list[tuple[str, bool, str]]) -> None:
     print("\n| check | result | measured |\n|---|---|---|")
     for name, ok, text in checks:
         print(f"| {name} | {'PASS' if ok else 'FAIL'} | {text} |")
+
+
+def order_checks(by_order: dict[str, list], refs: dict) -> list[tuple[str, bool, str]]:
+    """Per trial order: every trial of every process within 3% of the reference, and the
+    misses named."""
+    checks = []
+    for order, runs in by_order.items():
+        deltas = [(f"{row['dtype']} {row['shape_str'].split('x')[0]}³",
+                   pct(row["gpu_time_median_us"],
+                       refs[(int(row["shape_str"].split("x")[0]), row["dtype"])]["ref_us"]))
+                  for frame, _, _ in runs for _, row in frame.iterrows()]
+        misses = [f"{name} {d:+.1f}%" for name, d in deltas if abs(d) > 3.0]
+        checks.append((f"order {order}: every trial within 3% of the reference", not misses,
+                       f"{len(deltas) - len(misses)} of {len(deltas)}, max |Δ| "
+                       f"{max(abs(d) for _, d in deltas):.2f}%; walls "
+                       f"{', '.join(f'{w:.1f}' for _, w, _ in runs)} s"
+                       + (f"; misses: {', '.join(misses)}" if misses else "")))
+    return checks
+
+
+def order_args(sweep: list[str], order: str, sizes: tuple[int, ...]) -> list[str]:
+    """The sweep's overrides for one trial order: heat (the default), plan, or the plan
+    reversed (sizes and dtypes listed the other way round)."""
+    if order == "heat":
+        return sweep
+    if order == "plan":
+        return [*sweep, "trial_order=plan"]
+    if order == "reverse":
+        shapes = "[" + ",".join(f"[{s},{s},{s}]" for s in reversed(sizes)) + "]"
+        return [f"shape={shapes}" if arg.startswith("shape=") else
+                f"dtype=[{','.join(reversed(DTYPES))}]" if arg.startswith("dtype=") else arg
+                for arg in sweep] + ["trial_order=plan"]
+    raise SystemExit(f"--orders: unknown order {order!r}: expected heat, plan or reverse")
 
 
 if __name__ == "__main__":
