@@ -20,20 +20,14 @@ from runner.timing.heat import (
     HOT_GAP_S,
     HOT_MIN_S,
     RECOVERY_S,
-    capped_floor,
+    capped_min_s,
     heat_left,
     min_warmup_s,
 )
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample
 from runner.timing.series import OwnPower, Reading
-from runner.timing.settle import (
-    BAND_WATCH_S,
-    CAPPED_MIN_S,
-    CAPPED_SAMPLE_S,
-    CappedFloor,
-    settle,
-)
+from runner.timing.settle import BAND_WATCH_S, CAPPED_MIN_S, CAPPED_SAMPLE_S, settle
 from runner.timing.stats import median_ci_ranks
 from runner.timing.timer import choose_calls_per_sample, measure
 
@@ -499,7 +493,7 @@ def test_a_small_op_after_a_capped_one_pays_no_capped_minimum() -> None:
                               lambda t: Reading(clock_mhz=1500, power_share=0.2,
                                                 max_clock_mhz=1980))
     _, verdict = settle(recovering.step, min_s=0.02, cap_s=5.0, wall=recovering.wall,
-                        read_clock=recovering.read)
+                        read_clock=recovering.read, min_capped_s=CAPPED_MIN_S)
     assert verdict.settled and not verdict.capped
     # no capped minimum: the band's watch, then its trend
     assert verdict.elapsed_s <= BAND_WATCH_S + 0.01
@@ -537,7 +531,7 @@ def test_the_power_that_the_work_before_left_in_nvml_does_not_cap_a_light_op() -
                                                           max_clock_mhz=1980),
                                         before=before, refresh_s=0.065))
         return settle(series.step, min_s=0.02, cap_s=5.0, wall=series.wall,
-                      read_clock=series.read, floor=CappedFloor(HOT_CAPPED_MIN_S))[1]
+                      read_clock=series.read, min_capped_s=HOT_CAPPED_MIN_S)[1]
 
     verdict = band_op(before=0.83, own=0.43)
     assert verdict.settled and not verdict.capped
@@ -574,16 +568,16 @@ def test_a_clock_coming_back_up_is_not_settled_until_it_stops() -> None:
 
 def test_a_capped_op_after_a_capped_one_settles_sooner_than_after_an_idle_gap() -> None:
     ended = 10.0
-    hot = capped_floor(heat_left(True, ended), ended + 0.05)
-    cold = capped_floor(heat_left(True, ended), ended + HOT_GAP_S + 0.5)
-    after_small = capped_floor(heat_left(False, ended), ended + 0.05)
-    assert hot.min_s == HOT_CAPPED_MIN_S < CAPPED_MIN_S
-    assert cold.min_s == after_small.min_s == capped_floor(None, ended).min_s == CAPPED_MIN_S
+    hot = capped_min_s(heat_left(True, ended), ended + 0.05)
+    cold = capped_min_s(heat_left(True, ended), ended + HOT_GAP_S + 0.5)
+    after_small = capped_min_s(heat_left(False, ended), ended + 0.05)
+    assert hot == HOT_CAPPED_MIN_S < CAPPED_MIN_S
+    assert cold == after_small == capped_min_s(None, ended) == CAPPED_MIN_S
     # The rule reaches the warm-up: a hot start settles at HOT_CAPPED_MIN_S, a cold one later.
     for min_capped, expected in ((hot, HOT_CAPPED_MIN_S), (cold, CAPPED_MIN_S)):
         held = ProbedSeries(lambda t: MS, lambda t: 1450.0, lambda t: LAGGING_CLOCK)
         _, verdict = settle(held.step, min_s=0.02, cap_s=5.0, wall=held.wall,
-                            read_clock=held.read, floor=min_capped)
+                            read_clock=held.read, min_capped_s=min_capped)
         assert verdict.capped and expected <= verdict.elapsed_s < expected + 0.1
 
 
@@ -593,9 +587,9 @@ def test_work_at_full_clock_leaves_the_next_capped_op_a_cold_start() -> None:
     from runner.execution import timed
 
     ended = 10.0
-    assert capped_floor(heat_left(True, ended), ended + 0.05).min_s == HOT_CAPPED_MIN_S
+    assert capped_min_s(heat_left(True, ended), ended + 0.05) == HOT_CAPPED_MIN_S
     for uncapped in (False, None):
-        assert capped_floor(heat_left(uncapped, ended), ended + 0.05).min_s == CAPPED_MIN_S
+        assert capped_min_s(heat_left(uncapped, ended), ended + 0.05) == CAPPED_MIN_S
         assert min_warmup_s(heat_left(uncapped, ended), ended + 0.05, 0.02) == 0.02
 
     # Every trial records its heat: an uncapped trial after a capped one clears it.
@@ -613,7 +607,7 @@ def test_work_at_full_clock_leaves_the_next_capped_op_a_cold_start() -> None:
     # any kind, gets the hot floor, while a capped one still warms up as from cold
     now = after.capped_ended_s + 0.05
     assert min_warmup_s(after, now, 0.02) == HOT_MIN_S
-    assert capped_floor(after, now).min_s == CAPPED_MIN_S
+    assert capped_min_s(after, now) == CAPPED_MIN_S
     assert min_warmup_s(after, after.capped_ended_s + RECOVERY_S + 0.1, 0.02) == 0.02
 
 
@@ -800,10 +794,10 @@ def test_a_long_warm_up_is_judged_on_a_thinned_series_that_still_sees_a_trend() 
     from runner.timing.settle import JUDGE_POINTS, judge
 
     flat = [Point(i * 2.5 / 40000, MS * (1 + 0.002 * (i % 7))) for i in range(40000)]
-    assert judge(flat, 2.5, floor=CappedFloor(0.0)) is None
+    assert judge(flat, 2.5, min_capped_s=0.0) is None
     # 2% slower in the last quarter than in the quarter before
     rising = [Point(p.t_s, p.per_call_s * (1.02 if p.t_s > 1.875 else 1.0)) for p in flat]
-    assert "moved" in judge(rising, 2.5, floor=CappedFloor(0.0))
+    assert "moved" in judge(rising, 2.5, min_capped_s=0.0)
     from runner.timing import settle as settle_module
 
     thinned = settle_module._thinned(flat[:10000])
@@ -822,7 +816,7 @@ def test_a_long_warm_up_is_judged_on_a_thinned_series_that_still_sees_a_trend() 
     import unittest.mock
 
     with unittest.mock.patch.object(settle_module, "_thinned", counting):
-        judge(flat, 2.5, floor=CappedFloor(0.0))
+        judge(flat, 2.5, min_capped_s=0.0)
     assert len(seen) == 2 and min(seen) > JUDGE_POINTS  # both windows go through it
 
 

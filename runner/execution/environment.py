@@ -177,35 +177,34 @@ def _build_clock_reader(device: str, nvml: Any) -> Any:
     fields = [getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", 186),
               getattr(nvml, "NVML_FI_DEV_POWER_AVERAGE", 185)]
 
-    def power_w() -> tuple[float | None, float | None]:
-        """(instantaneous, averaged) board power in W; the plain reading where a field
-        cannot be read (it is the one-second average on recent GPUs)."""
+    def power_shares() -> list[float | None]:
+        """[instantaneous, averaged] board power over its limit; the plain reading where a
+        field cannot be read (it is the one-second average on recent GPUs)."""
         try:
-            values = nvml.nvmlDeviceGetFieldValues(handle, fields)
-            instant, average = (float(v.value.uiVal) / 1000.0 if v.nvmlReturn == 0 else None
-                                for v in values)
+            shares = [v.value.uiVal / 1000.0 / limit_w if v.nvmlReturn == 0 and limit_w
+                      else None for v in nvml.nvmlDeviceGetFieldValues(handle, fields)]
         except Exception:
-            instant = average = None
-        if instant is None or average is None:
-            try:
-                plain = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
-            except Exception:
-                plain = None
-            instant = plain if instant is None else instant
-            average = plain if average is None else average
-        return instant, average
-
-    def share(watts: float | None) -> float | None:
-        return watts / limit_w if watts is not None and limit_w else None
+            shares = [None, None]
+        if None in shares:
+            plain = _read(lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0 / limit_w)
+            shares = [plain if share is None else share for share in shares]
+        return shares
 
     def read() -> Reading:
-        try:
-            clock = float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
-        except Exception:
-            clock = None
-        instant, average = power_w()
-        return Reading(clock, share(instant), max_mhz, share(average))
+        instant, average = power_shares()
+        return Reading(_read(lambda: float(nvml.nvmlDeviceGetClockInfo(handle,
+                                                                       nvml.NVML_CLOCK_SM))),
+                       instant, max_mhz, average, _read(lambda: float(
+                           nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))))
     return read
+
+
+def _read(value: Any) -> Any:
+    """``value()``, or None where NVML could not read it."""
+    try:
+        return value()
+    except Exception:
+        return None
 
 
 def _throttle_reasons(nvml: Any, handle: Any) -> str:

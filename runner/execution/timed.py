@@ -28,12 +28,12 @@ from runner.timing.heat import (
     DeviceHeat,
     Heat,
     HeatSeen,
-    capped_floor,
+    capped_min_s,
     min_warmup_s,
     seen,
 )
 from runner.timing.measurement import Measurement, TimerPlan
-from runner.timing.settle import COLD, CappedFloor
+from runner.timing.settle import CAPPED_MIN_S
 from runner.timing.timer import measure
 
 #: µs of calls in one loop-time sample of a power-capped op (see the hazard in handover_plan).
@@ -98,9 +98,8 @@ def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.dev
     2. the peak memory is read: one call's allocations bound K;
     3. the device time warms up until settled and samples back to back. Where the trial
        before left the device hot, a capped op's minimum is shorter
-       (``runner.timing.heat.capped_floor``), unless its clock runs above the one capped
-       work sustained, and any op's is long enough to see the clock come back
-       (``runner.timing.heat.min_warmup_s``);
+       (``runner.timing.heat.capped_min_s``) and any op's is long enough to see the clock
+       come back (``runner.timing.heat.min_warmup_s``);
     4. the loop time follows at once and hands over: the op is already at its sustained
        state, so its warm-up only checks that the loop's own regime (a sync per sample)
        holds it there, and its samples aim at a looser CI in a shorter span
@@ -160,7 +159,7 @@ def _steady_device_time(call: _DeviceTimeCall, state: WorkerTiming, watch: Any) 
     taken again without it, hot from the first try: the idle was clock to a capped GPU."""
     def take(watched: Any) -> DeviceTime:
         heat, now = state.heat.before(str(call.device)), time.perf_counter()
-        return device_time_of(call, state, watch=watched, floor=capped_floor(heat, now),
+        return device_time_of(call, state, watch=watched, min_capped_s=capped_min_s(heat, now),
                               min_s=min_warmup_s(heat, now, DEVICE_WARMUP_S))
 
     device_time = take(watch)
@@ -216,7 +215,7 @@ def _memory(device: torch.device) -> dict[str, Any]:
 
 
 def device_time_of(call: _DeviceTimeCall, state: WorkerTiming, *, steady: bool = True,
-                   watch: Any = None, floor: CappedFloor = COLD,
+                   watch: Any = None, min_capped_s: float = CAPPED_MIN_S,
                    min_s: float = DEVICE_WARMUP_S) -> DeviceTime:
     """The device time of the trial's work (``runner.timing.device_time``): for
     ``graph=cuda_graph`` the un-captured callable, so K calls go into one graph. The call's
@@ -231,7 +230,7 @@ def device_time_of(call: _DeviceTimeCall, state: WorkerTiming, *, steady: bool =
         bytes_per_call=None if call.peak_bytes is None else call.peak_bytes - call.held_bytes,
         capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
         flush=state.flusher(timer, device), steady=steady, read_clock=call.read_clock,
-        watch=watch, floor=floor, min_s=min_s)
+        watch=watch, min_capped_s=min_capped_s, min_s=min_s)
 
 
 #: The short loop measurement that sizes the device time's and the burst time's K and spin

@@ -17,9 +17,9 @@ from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
 from runner.timing.measurement import Measurement, TimerPlan
-from runner.timing.sampler import after_warm_up, sample, tail_clocks, warm_up
+from runner.timing.sampler import after_warm_up, sample, tail_clocks, tail_power_share, warm_up
 from runner.timing.series import Reading, last_clock
-from runner.timing.settle import COLD, CappedFloor
+from runner.timing.settle import CAPPED_MIN_S
 
 #: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
 #: 1024 launches on current drivers (benchmarks/device_time_check.py measures it: queueing
@@ -251,7 +251,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                    wall: Callable[[], float], notes: list[str],
                    read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
                    launches_per_sample: int, loop_capped: bool | None = None,
-                   watch: Watch | None = None, floor: CappedFloor = COLD,
+                   watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S,
                    min_s: float = DEVICE_WARMUP_S) -> Measurement:
     """Back-to-back samples (module docstring): warm up until settled, then sample, the
     settled half of a capped warm-up first (``runner.timing.sampler.after_warm_up``), all in
@@ -261,11 +261,11 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
     short probe cannot). False: the op has settled there, so the warm-up is a handover of
     one chunk, judged only if that chunk shows it capped after all (a launch-bound op the
     loop left idle half the time can reach the cap back to back). A capped op warms up for
-    all of its ``floor`` again, whatever the loop did: the few tens of milliseconds
+    all of ``min_capped_s`` again, whatever the loop did: the few tens of milliseconds
     between the two (graph capture, memory columns) let an H200 recover enough headroom that
     a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host waits for each
-    sampled chunk; the samples then span at least its ``window_s``. ``floor``: what the
-    warm-up of a power-capped op must cover (``runner.timing.heat.capped_floor``: shorter
+    sampled chunk; the samples then span at least its ``window_s``. ``min_capped_s``: the
+    shortest warm-up of a power-capped op (``runner.timing.heat.capped_min_s``: shorter
     when hot); ``min_s``: of any op (``runner.timing.heat.min_warmup_s``: longer when hot)."""
     handover = loop_capped is False and plan.warmup_s > 0
     stream = ChunkStream(work, calls, spin_s, plan, device, before_sample, read_clock, watch,
@@ -279,7 +279,7 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
         warmup, verdict = warm_up(lambda: stream.next_chunk(True), warm_plan, wall,
                                   read_clock=read_clock,
                                   min_s=min_s if plan.warmup_s > 0 and not handover
-                                  else 0.0, handover=handover, floor=floor)
+                                  else 0.0, handover=handover, min_capped_s=min_capped_s)
         sample_plan, min_s, tail = after_warm_up(plan, verdict, warmup,
                                                  None if watch is None else watch.window_s)
         stream.short_tail = min_s <= 0  # no span to fill: the tail's chunks may be short
@@ -297,4 +297,4 @@ def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: Tim
                        settled=verdict.settled, settle_reason=verdict.reason,
                        settled_clock_mhz=last_clock(warmup), clock_mhz=tuple(stream.clocks),
                        min_samples=plan.min_samples, power_capped=verdict.capped,
-                       settled_samples=len(tail))
+                       settled_samples=len(tail), power_avg_share=tail_power_share(tail))

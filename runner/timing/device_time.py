@@ -64,7 +64,7 @@ from runner.timing.gapped import Timed, gapped_samples
 from runner.timing.graph_size import capture_replay, first_line, slower_than_eager
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.series import Reading
-from runner.timing.settle import COLD, CappedFloor
+from runner.timing.settle import CAPPED_MIN_S
 
 #: The methods, as ``gpu_time_method`` stores them. The replay method (K calls captured by the
 #: timer into one CUDA graph, whatever the trial's ``graph`` axis) is stored as ``graph``, the
@@ -150,7 +150,7 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
                         flush: Callable[[], None] | None = None,
                         wall: Callable[[], float] = time.perf_counter, steady: bool = True,
                         read_clock: Callable[[], Reading | None] | None = None,
-                        watch: Watch | None = None, floor: CappedFloor = COLD,
+                        watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S,
                         min_s: float = DEVICE_WARMUP_S) -> DeviceTime:
     """The device time of ``fn``: the replay method, else ``blocked``, else ``unavailable``,
     and why (module docstring).
@@ -164,14 +164,14 @@ def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measuremen
     protocol). ``steady=False``: the burst time (module docstring). ``read_clock`` reads the
     SM clock and power (``runner.timing.series.Reading``) for the settle rule and the
     samples' clock. ``watch``: watches the steady samples' window
-    (``runner.timing.back_to_back.Watch``: the energy counter). ``floor`` and ``min_s``:
-    what the warm-up of a capped op must cover, the shortest of any (``runner.timing.heat``)."""
+    (``runner.timing.back_to_back.Watch``: the energy counter). ``min_capped_s`` and ``min_s``:
+    the shortest warm-up of a capped op and of any (``runner.timing.heat``)."""
     calls = 1 if flush else loop.calls_per_sample
     calls, memory_note = bound_calls_by_memory(calls, bytes_per_call, device.free_bytes())
     if calls < 1:
         return DeviceTime(UNAVAILABLE, memory_note)
     notes = [memory_note] if memory_note else []
-    sampler = _Sampler(plan, loop, device, wall, read_clock, watch, floor, min_s,
+    sampler = _Sampler(plan, loop, device, wall, read_clock, watch, min_capped_s, min_s,
                        flush, steady and flush is None, notes)
     if capture_blocker:
         notes.append(f"{REPLAY}: {capture_blocker}")
@@ -193,7 +193,7 @@ class _Sampler:
     wall: Callable[[], float]
     read_clock: Callable[[], Reading | None] | None
     watch: Watch | None
-    floor: CappedFloor
+    min_capped_s: float
     min_s: float
     flush: Callable[[], None] | None
     steady: bool
@@ -225,7 +225,7 @@ class _Sampler:
                               self.notes, self.read_clock, sample_s=sample_s,
                               launches_per_sample=launches,
                               loop_capped=self.loop.power_capped, watch=watch,
-                              floor=self.floor, min_s=self.min_s)
+                              min_capped_s=self.min_capped_s, min_s=self.min_s)
 
 
 def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler,

@@ -4,10 +4,10 @@ A power-capped op needs seconds of load before its time per call stops moving
 (``runner.timing.settle.CAPPED_MIN_S``). A trial that follows power-capped work starts *hot*:
 the controller has already pulled the clock down, and the gap between two trials (tens of ms
 of set-up) gives only part of the headroom back. So its capped warm-up is shorter
-(:func:`capped_floor`): settling is paid once per heat, not once per trial. The heat
-also carries the clock that capped work sustained: a capped op that runs well above it did
-not start hot whatever the gap says (an H100 gave the clock back within 0.15 s of idle), so
-it warms up as from cold (``runner.timing.settle.CappedFloor``). Work that ran at
+(:func:`capped_min_s`): settling is paid once per heat, not once per trial. The heat also
+carries the clock that capped work last sustained, for the row (it is no settle rule: a
+smaller op sustains a higher clock at the same power limit, so clocks of two ops do not
+compare; the device's own word is its averaged power, ``runner.timing.settle``). Work that ran at
 full clock leaves the clock up, however much power it drew (:func:`heat_left`). Any op that
 starts hot, capped or not, warms up long enough to see the clock come back up
 (:func:`min_warmup_s`). Within a trial, the loop time follows the device time's back-to-back
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runner.timing.settle import CAPPED_MIN_S, CappedFloor
+from runner.timing.settle import CAPPED_MIN_S
 
 #: Shortest warm-up (s) of a power-capped series that starts *hot*: within :data:`HOT_GAP_S`
 #: of the end of earlier hot work on the same device (the trial before). The
@@ -141,13 +141,12 @@ def min_warmup_s(heat: Heat | None, now_s: float, cool_s: float) -> float:
     return max(cool_s, HOT_MIN_S) if recovering else cool_s
 
 
-def capped_floor(heat: Heat | None, now_s: float) -> CappedFloor:
-    """What a power-capped series that starts at ``now_s`` after ``heat`` must cover: at least
+def capped_min_s(heat: Heat | None, now_s: float) -> float:
+    """The shortest warm-up of a power-capped series that starts at ``now_s`` after ``heat``:
     :data:`HOT_CAPPED_MIN_S` right after power-capped work, else :data:`CAPPED_MIN_S` (cold,
-    or after a gap long enough for the controller to give its headroom back); and all of
-    :data:`CAPPED_MIN_S` if its clock runs above the one capped work sustained."""
-    return CappedFloor(HOT_CAPPED_MIN_S if starts_hot(heat, now_s) else CAPPED_MIN_S,
-                       heat.sustained_mhz if heat is not None else None)
+    or after a gap long enough for the controller to give its headroom back). The settle
+    rule then waits for the averaged power and the temperature to stop rising."""
+    return HOT_CAPPED_MIN_S if starts_hot(heat, now_s) else CAPPED_MIN_S
 
 
 class DeviceHeat:

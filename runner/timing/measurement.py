@@ -81,6 +81,9 @@ class Measurement:
     #: how many of ``samples_s`` (the first) are the settled half of the warm-up
     #: (``runner.timing.sampler.settled_tail``: a capped op's clock cycles near once a second)
     settled_samples: int = 0
+    #: the board's averaged power over its limit across those settled samples (None: not
+    #: read): well under the limit, a capped op's controller still had headroom to give
+    power_avg_share: float | None = None
 
     @cached_property
     def stats(self) -> SampleStats:

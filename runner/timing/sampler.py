@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -13,7 +14,7 @@ from typing import Any
 
 from runner.timing.measurement import TimerPlan
 from runner.timing.series import Point, Reading, TimeView
-from runner.timing.settle import CAPPED_SAMPLE_S, COLD, CappedFloor, Settled, settle
+from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S, Settled, settle
 from runner.timing.spread import mixed_reason
 from runner.timing.stats import median_ci_rel_halfwidth
 
@@ -51,6 +52,13 @@ def tail_clocks(tail: Sequence[Point]) -> list[float]:
     return clocks
 
 
+def tail_power_share(tail: Sequence[Point]) -> float | None:
+    """The median averaged board power over its limit across ``tail`` (a capped op's settled
+    half: the first of its samples), or None where it was not read."""
+    shares = [p.power_avg_share for p in tail if p.power_avg_share is not None]
+    return statistics.median(shares) if shares else None
+
+
 def after_warm_up(plan: TimerPlan, verdict: Settled, warmup: Sequence[Point],
                   watch_s: float | None = None) -> tuple[TimerPlan, float, Sequence[Point]]:
     """The device time's samples after its warm-up: their plan, their shortest span
@@ -71,17 +79,17 @@ def warm_up(step: Callable[[], list[Any]], plan: TimerPlan,
             wall: Callable[[], float] = time.perf_counter, *,
             read_clock: Callable[[], Reading | None] | None = None,
             min_s: float | None = None, handover: bool = False,
-            floor: CappedFloor = COLD) -> tuple[list[Point], Settled]:
+            min_capped_s: float = CAPPED_MIN_S) -> tuple[list[Point], Settled]:
     """Hazard 2: run ``step`` (which times itself and returns seconds per call, or (seconds,
     effective MHz) pairs, one per sample) until ``warmup_calls`` samples and ``warmup_s`` (or
     ``min_s``) have passed AND the series has settled (``runner.timing.settle``), or until
     ``settle_max_s``. At least one step always runs; a step slower than the cap ends warm-up
     after it. ``handover``: ``runner.timing.settle.settle`` (one step, then judged only if
-    power-capped); ``floor``: what a power-capped series must cover."""
+    power-capped); ``min_capped_s``: the shortest warm-up of a power-capped series."""
     return settle(step, min_s=plan.warmup_s if min_s is None else min_s,
                   cap_s=max(plan.settle_max_s, min(plan.warmup_s, plan.max_time_s)),
                   min_calls=1 if handover else plan.warmup_calls, wall=wall,
-                  read_clock=read_clock, handover=handover, floor=floor)
+                  read_clock=read_clock, handover=handover, min_capped_s=min_capped_s)
 
 
 def sample(take: Callable[[], float], plan: TimerPlan,

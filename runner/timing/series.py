@@ -24,13 +24,16 @@ class Reading:
     #: board power averaged as the power controller sees it (NVML's one-second average) over
     #: its limit: :data:`runner.timing.settle.POWER_RISE_TOL`
     power_avg_share: float | None = None
+    #: the GPU's temperature, °C: :data:`runner.timing.settle.THERMAL_RISE_C_PER_S`
+    temperature_c: float | None = None
 
 
 class Point(NamedTuple):
     """One sample of the series: when it ended (s since the warm-up began), its time per
     call (s), the SM clock NVML reported closest before it and the clock the sample really ran
     at (``effective_mhz``, from ``runner.timing.clock_probe``), in MHz, None where unread;
-    the board's instantaneous and averaged power over its limit, as read then.
+    the board's instantaneous and averaged power over its limit and its temperature (°C),
+    as read then.
 
     A tuple, not a dataclass: a 1 µs op's warm-up makes tens of thousands of them, and the
     warm-up is time-bounded, so every µs spent building one is a call less warmed up."""
@@ -41,6 +44,7 @@ class Point(NamedTuple):
     power_share: float | None = None
     effective_mhz: float | None = None
     power_avg_share: float | None = None
+    temperature_c: float | None = None
 
     @property
     def best_mhz(self) -> float | None:

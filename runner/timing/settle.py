@@ -12,7 +12,7 @@ stopped moving. Both are judged on two windows of the series: the last quarter o
 elapsed time against the quarter before it. The power controller is slow: an op drawing near
 the board's limit still runs flat at the boost clock for its first few hundred milliseconds
 (an H200 bmm read 34 µs there, 39.6 µs sustained), so a power-capped series (:func:`capped`)
-is not settled before its :class:`CappedFloor`: :data:`CAPPED_MIN_S` from cold, less when earlier
+is not settled before ``min_capped_s``: :data:`CAPPED_MIN_S` from cold, less when earlier
 work left the device hot (``runner.timing.heat``): settling is paid once per heat.
 Comparing quarters of the *elapsed* time (not a fixed span) makes the test more sensitive
 the longer the fall lasts, so a slow tail is not mistaken for a plateau, while an op that is
@@ -93,43 +93,17 @@ CAPPED_SAMPLE_S = 1.0
 #: limit and held 197-200 µs only from 2 s on. A flat average is the device's own word that
 #: the controller has no headroom left to give, on any GPU.
 POWER_RISE_TOL = 0.02
-#: A power-capped series whose clock runs more than this share above the clock that capped
-#: work last sustained on this device (``CappedFloor.sustained_mhz``) is not warmed up as
-#: hot, whatever the heat says: the heat did not hold (an idle gap gave the controller its
-#: headroom back), so it warms up as from cold (:data:`CAPPED_MIN_S`).
-SUSTAINED_CLOCK_TOL = 0.03
+#: A power-capped series is not settled while the GPU's temperature rises faster than this
+#: (°C per second, between the two windows): a board still heating sustains a clock it will
+#: not hold, since a hotter chip leaks more of the same power budget. From a cool H100, bf16
+#: 4096³ read 195 µs a call in its first 2.5 s, 204 µs at 7 s and 205-207 µs from 10 s to
+#: 40 s (60 → 70 °C); an already warm board rose 0.2 °C/s with its time flat.
+THERMAL_RISE_C_PER_S = 0.5
 #: Most points of a window that :func:`judge` compares. The warm-up of a 50 µs op holds tens
 #: of thousands, and sorting them took 18 ms, longer than the work queued ahead of the host,
 #: so the device idled (clock, to a capped GPU) inside the warm-up that judged it. Every
 #: k-th point keeps a window's median well within :data:`TIME_TOL`.
 JUDGE_POINTS = 2048
-
-
-@dataclass(frozen=True)
-class CappedFloor:
-    """What a power-capped series must cover before it may settle, from the heat the work
-    before left (``runner.timing.heat.capped_floor``): at least ``min_s`` of warm-up, and all
-    of :data:`CAPPED_MIN_S` where its clock runs above ``sustained_mhz`` (the effective
-    clock capped work last sustained on this device; None: none has yet) by more than
-    :data:`SUSTAINED_CLOCK_TOL`."""
-
-    min_s: float = CAPPED_MIN_S
-    sustained_mhz: float | None = None
-
-    def min_for(self, clock_mhz: float | None) -> float:
-        """The shortest warm-up of a capped series whose clock now is ``clock_mhz``."""
-        if self.above_sustained(clock_mhz):
-            return max(self.min_s, CAPPED_MIN_S)
-        return self.min_s
-
-    def above_sustained(self, clock_mhz: float | None) -> bool:
-        """Whether ``clock_mhz`` runs above the sustained clock by more than the tolerance."""
-        return (clock_mhz is not None and self.sustained_mhz is not None
-                and clock_mhz > (1 + SUSTAINED_CLOCK_TOL) * self.sustained_mhz)
-
-
-#: A series from cold: nothing known of the device's heat.
-COLD = CappedFloor()
 
 
 @dataclass(frozen=True)
@@ -168,28 +142,19 @@ def capped(recent_mhz: Sequence[float], power_share: float | None,
 def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None = None, *,
           max_clock_mhz: float | None = None,
           recent_mhz: Sequence[float] | None = None,
-          floor: CappedFloor = COLD, first_mhz: Sequence[float] = ()) -> str | None:
+          min_capped_s: float = CAPPED_MIN_S, first_mhz: Sequence[float] = ()) -> str | None:
     """None when the series is settled at ``elapsed_s``, else what is still moving.
     ``power_share``: the most power the series drew recently, over the limit (None: not
     known); ``recent_mhz``: its last effective clocks (default: from
-    ``points``); ``floor``: what a power-capped series must cover
-    (``runner.timing.heat.capped_floor``); ``first_mhz``: its first effective clocks."""
+    ``points``); ``min_capped_s``: the shortest warm-up if it is power-capped
+    (``runner.timing.heat.capped_min_s``); ``first_mhz``: its first effective clocks."""
     if recent_mhz is None:
         recent_mhz = [p.effective_mhz for p in points if p.effective_mhz is not None]
         recent_mhz = recent_mhz[-RECENT_CLOCKS:]
     is_capped = capped(recent_mhz, power_share, max_clock_mhz, first_mhz)
-    # The clock now, or the one the older judged window ran at if higher: the moment the
-    # controller takes a boosted clock down, both windows (the samples-to-be) still hold it.
-    clock = None if not is_capped or floor.sustained_mhz is None else _highest(
-        statistics.median(recent_mhz) if recent_mhz else None,
-        _window_clock(windows(points, elapsed_s)[0]))
-    if is_capped and elapsed_s < floor.min_for(clock):
-        if floor.min_for(clock) > floor.min_s:
-            return (f"power-capped at {clock:.0f} MHz, above the {floor.sustained_mhz:.0f} "
-                    f"MHz capped work sustained: warming up as from cold (at least "
-                    f"{floor.min_for(clock):g} s)")
+    if is_capped and elapsed_s < min_capped_s:
         return (f"power-capped: the controller may still move the clock (at least "
-                f"{floor.min_s:g} s)")
+                f"{min_capped_s:g} s)")
     if (recent_mhz and max_clock_mhz and elapsed_s < BAND_WATCH_S
             and statistics.median(recent_mhz) < HELD_DOWN_SHARE * max_clock_mhz):
         return (f"the SM clock runs below {HELD_DOWN_SHARE:.0%} of the maximum: watching "
@@ -197,7 +162,8 @@ def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None =
     earlier, recent = (_thinned(window) for window in windows(points, elapsed_s))
     if not earlier or not recent:
         return "too few samples to compare two windows"
-    if is_capped and (rising := _average_power_rising(earlier, recent)):
+    if is_capped and (rising := _average_power_rising(earlier, recent)
+                      or _warming(earlier, recent, elapsed_s)):
         return rising
     before_sorted = sorted(p.per_call_s for p in earlier)
     now_sorted = sorted(p.per_call_s for p in recent)
@@ -222,17 +188,6 @@ def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None =
     return None
 
 
-def _window_clock(window: Sequence[Point]) -> float | None:
-    """The median effective clock of ``window`` (None: none probed)."""
-    clocks = [p.effective_mhz for p in _thinned(window) if p.effective_mhz is not None]
-    return statistics.median(clocks) if clocks else None
-
-
-def _highest(*clocks: float | None) -> float | None:
-    known = [c for c in clocks if c is not None]
-    return max(known) if known else None
-
-
 def _average_power_rising(earlier: Sequence[Point], recent: Sequence[Point]) -> str | None:
     """Why a capped series' averaged board power is still rising between its two windows
     (:data:`POWER_RISE_TOL`), or None (flat, falling, or not read)."""
@@ -244,6 +199,23 @@ def _average_power_rising(earlier: Sequence[Point], recent: Sequence[Point]) -> 
     if share_before > 0 and share_now > (1 + POWER_RISE_TOL) * share_before:
         return (f"averaged board power still rising ({share_before:.0%} → {share_now:.0%} of "
                 "the limit): the power controller still has headroom to take back")
+    return None
+
+
+def _warming(earlier: Sequence[Point], recent: Sequence[Point], elapsed_s: float
+             ) -> str | None:
+    """Why a capped series' board is still heating too fast to hold its clock
+    (:data:`THERMAL_RISE_C_PER_S`), or None (steady, cooling, or not read). The windows'
+    windows are a quarter of ``elapsed_s`` apart. Their means, not medians: NVML reads whole
+    degrees, and a median of 0.3 s of a board heating 2 °C/s moves by none."""
+    before = [p.temperature_c for p in earlier if p.temperature_c is not None]
+    now = [p.temperature_c for p in recent if p.temperature_c is not None]
+    if not before or not now or elapsed_s <= 0:
+        return None
+    rise_c_per_s = (statistics.fmean(now) - statistics.fmean(before)) / (elapsed_s / 4)
+    if rise_c_per_s > THERMAL_RISE_C_PER_S:
+        return (f"the board is still heating ({rise_c_per_s:.1f} °C/s, at "
+                f"{statistics.fmean(now):.0f} °C): a hotter chip sustains a lower clock")
     return None
 
 
@@ -261,7 +233,7 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
            wall: Callable[[], float] = time.perf_counter,
            read_clock: Callable[[], Reading | None] | None = None,
            handover: bool = False,
-           floor: CappedFloor = COLD) -> tuple[list[Point], Settled]:
+           min_capped_s: float = CAPPED_MIN_S) -> tuple[list[Point], Settled]:
     """Run ``step`` (one call, or one chunk of back-to-back samples; it returns their times
     per call in seconds, or (seconds, effective MHz) pairs) until the series has settled, at
     least ``min_s`` and ``min_calls`` samples in, or ``cap_s`` is reached (at least one step
@@ -269,8 +241,8 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
     ``min_calls`` samples, not judged. ``handover``: the op
     has just settled in another warm-up (the loop time's), so ``min_calls`` samples are enough
     unless they show it :func:`capped`, in which case they are judged as usual.
-    ``floor``: what a power-capped series must cover (``runner.timing.heat.capped_floor``:
-    shorter when the device starts hot)."""
+    ``min_capped_s``: the shortest warm-up of a power-capped series
+    (``runner.timing.heat.capped_min_s``: shorter when the device starts hot)."""
     start = wall()
     points: list[Point] = []
     reading, next_read, next_judge = Reading(), start, 0.0
@@ -292,7 +264,7 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
         for item in times:
             per_call, mhz = item if isinstance(item, tuple) else (item, None)
             points.append(Point(elapsed, per_call, reading.clock_mhz, reading.power_share, mhz,
-                                reading.power_avg_share))
+                                reading.power_avg_share, reading.temperature_c))
             if mhz is not None:
                 recent.append(mhz)
                 if len(first) < RECENT_CLOCKS:
@@ -303,7 +275,7 @@ def settle(step: Callable[[], Sequence[float | tuple[float, float | None]]], *,
                 elapsed >= next_judge or elapsed >= cap_s):
             judged = min_s > 0 or (handover and capped(recent, power, max_mhz, first))
             moving = (judge(points, elapsed, power, max_clock_mhz=max_mhz, recent_mhz=recent,
-                            floor=floor, first_mhz=first) if judged else None)
+                            min_capped_s=min_capped_s, first_mhz=first) if judged else None)
             next_judge = elapsed + max(JUDGE_EVERY_S, elapsed / 20)
             if moving is None:
                 return points, Settled(True, elapsed,

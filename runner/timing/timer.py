@@ -50,7 +50,7 @@ from runner.timing.clocks import Clock
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample, sample_min_s, warm_up
 from runner.timing.series import Point, Reading, last_clock
-from runner.timing.settle import COLD, CappedFloor, Settled
+from runner.timing.settle import CAPPED_MIN_S, Settled
 from runner.timing.spread import busy_host, far_fewer_calls, involuntary_switches, mixed_reason
 
 
@@ -72,7 +72,7 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
             flush: Callable[[], None] | None = None,
             read_clock: Callable[[], Reading | None] | None = None,
             handover: bool = False, min_s: float | None = None,
-            floor: CappedFloor = COLD,
+            min_capped_s: float = CAPPED_MIN_S,
             span_s: float | None = None, calls: int | None = None) -> Measurement:
     """Warm ``fn`` up until settled, then sample it until the median is stable or a cap is
     reached; a block of samples a burst of other work spoilt is set aside once and re-taken.
@@ -84,16 +84,15 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
     time alone). ``handover``: the op has just run back to back at its sustained state (the
     device time's samples, which tell its clock), so the warm-up only checks that its time
     per call holds, without probing the clock (``runner.timing.settle.settle``); ``min_s``:
-    the shortest warm-up (default ``warmup_s``); ``floor``: what the warm-up of a
-    power-capped op must cover; ``span_s``: the shortest span of the samples, whatever the
-    warm-up found (a handover's; default: ``runner.timing.sampler.sample_min_s``).
-    ``calls``: the calls per sample, known already: a handover with no warm-up to speak of
-    (``min_s`` 0) then runs none, not even the call that would size them (one call of a
-    21 ms op is 21 ms).
+    the shortest warm-up (default ``warmup_s``); ``min_capped_s``: the shortest warm-up of a
+    power-capped op; ``span_s``: the shortest span of the samples, whatever the warm-up found
+    (a handover's; default: ``runner.timing.sampler.sample_min_s``). ``calls``: the calls
+    per sample, known already: a handover with no warm-up to speak of (``min_s`` 0) then
+    runs none, not even the call that would size them (one call of a 21 ms op is 21 ms).
     """
     warmup, verdict, calls = _warm_up_loop(fn, plan, clock, wall, before_sample, read_clock,
                                            handover=handover, min_s=min_s,
-                                           floor=floor, calls=calls)
+                                           min_capped_s=min_capped_s, calls=calls)
     # With an L2 flush every call must start cold: one call per sample (hazard 4).
     loop = _LoopSampler(fn, plan, clock, wall, before_sample, flush,
                         calls=1 if flush else calls,
@@ -130,7 +129,7 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
 def _warm_up_loop(fn: Callable[[], Any], plan: TimerPlan, clock: Clock,
                   wall: Callable[[], float], before_sample: Callable[[], None] | None,
                   read_clock: Callable[[], Reading | None] | None, *, handover: bool,
-                  min_s: float | None, floor: CappedFloor,
+                  min_s: float | None, min_capped_s: float,
                   calls: int | None) -> tuple[list[Point], Settled, int]:
     """Hazard 2: the loop's warm-up (``runner.timing.sampler.warm_up``), one call per step,
     the clock probed while it runs (an event clock that can: ``probing``); and the calls per
@@ -152,7 +151,7 @@ def _warm_up_loop(fn: Callable[[], Any], plan: TimerPlan, clock: Clock,
         clock.probing = True  # type: ignore[attr-defined]
     try:
         warmup, verdict = warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock,
-                                  min_s=min_s, handover=handover, floor=floor)
+                                  min_s=min_s, handover=handover, min_capped_s=min_capped_s)
     finally:
         if probing:
             clock.probing = False  # type: ignore[attr-defined]
