@@ -1,6 +1,6 @@
 """``workers=N`` / ``workers=per_gpu`` (docs/scale-out.md): the trials of one job run in N
-supervised worker processes at once, fed from one longest-first queue; where the time goes
-(start-up parts, each worker's busy time: ``runner.execution.timeline``).
+supervised worker processes at once, each with its own list, placed by estimated cost; where
+the time goes (start-up parts, each worker's busy time: ``runner.execution.timeline``).
 
 The CPU path is the same machinery as the GPU one (placement aside), so these runs prove the
 queue, the journal from several threads, crash isolation per worker and the merged file. GPU
@@ -29,6 +29,7 @@ import pytest
 from runner.core.axes import DTYPE_BYTES
 from runner.core.errors import ConfigError
 from runner.execution import order, placement, pool, timeline
+from runner.execution.costs import TrialCost
 from runner.storage import journal
 from runner.storage.files import METADATA_KEY
 from runner.storage.layout import JOB_FILE, SWEEP_FILE
@@ -171,14 +172,15 @@ def test_cuda_n_pins_a_trial_to_its_worker(planned: list) -> None:
     trials = on_gpu(planned[:2], "cuda:1") + on_gpu(planned[2:], "cuda:0")
     plan = placement.plan_workers(2, "process", trials, {"cuda:1"}, gpus=["0", "1"])
     assert plan.pinned == {trials[0].index: 1, trials[1].index: 1}
-    queue = pool.TrialQueue(trials, plan.pinned)
-    first = plan.slots[0]
+    queue = pool.trial_queue(trials, plan.pinned, plan.slots,
+                             {t.index: TrialCost(1.0) for t in trials})
+    assert {t.index for t in queue.lists[1]} >= set(plan.pinned)
     taken = []
-    while (trial := queue.take(first)) is not None:
+    while (trial := queue.take(0)) is not None:
         taken.append(trial.index)
     assert set(taken) == {t.index for t in trials[2:]}, "worker 0 took a trial pinned to GPU 1"
     assert {t.index for t in queue.items} == {trials[0].index, trials[1].index}
-    assert queue.take(plan.slots[1]).index in plan.pinned
+    assert queue.take(1).index in plan.pinned
 
 
 def test_bad_placements_are_config_errors(planned: list) -> None:

@@ -9,8 +9,9 @@ of them. Design, on top of the crash-isolation worker (``runner.execution.worker
   whose processes own visible GPU *i*; inside it ``cuda`` / ``cuda:0`` is its GPU. A pinned
   trial's row keeps ``device=cuda:N`` and its ``trial_id``; ``gpu_index`` / ``gpu_uuid`` say
   which physical GPU ran it.
-* **Order.** One queue, longest first (``runner.execution.order.longest_first``); each
-  worker's thread takes the next trial it may run when it finishes one.
+* **Order.** Each worker gets its own list, balanced by estimated cost with heat order kept
+  on each GPU (``runner.execution.schedule``); a worker done with its list takes the last
+  trial of the busiest one.
 * **Reuse.** One pool per driver process (:func:`pool`), reused by every Hydra job of a
   multirun with the same placement: worker start (importing torch) is paid once per worker.
 * **Start.** ``python -m runner ... workers=N|per_gpu`` starts the pool before Hydra composes
@@ -32,7 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from runner.execution.order import longest_first
+from runner.execution import costs as trial_costs
 from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_gpus: job.py's)
     PER_GPU,
     Slot,
@@ -42,6 +43,7 @@ from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_
     plan_workers,
     predicted_slots,
 )
+from runner.execution.schedule import Assignment, WorkerQueues, assign
 from runner.execution.worker import START_TIMEOUT_S, Supervisor
 
 if TYPE_CHECKING:
@@ -78,22 +80,15 @@ def warm_devices(trials: Iterable[Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(trial.spec.device for trial in trials))
 
 
-class TrialQueue:
-    """The job's one queue: a worker takes the first trial it may run (unpinned, or pinned to
-    its GPU)."""
-
-    def __init__(self, trials: Iterable[Any], pinned: dict[int, int]) -> None:
-        self.items = longest_first(trials)
-        self.pinned = pinned
-        self.lock = threading.Lock()
-
-    def take(self, slot: Slot) -> Any:
-        with self.lock:
-            for position, trial in enumerate(self.items):
-                gpu = self.pinned.get(trial.index)
-                if gpu is None or gpu == slot.gpu:
-                    return self.items.pop(position)
-        return None
+def trial_queue(trials: list[Any], pinned: dict[int, int], slots: tuple[Slot, ...],
+                costs: dict[int, trial_costs.TrialCost] | None = None) -> WorkerQueues:
+    """The job's trials as one list per worker (``runner.execution.schedule``), from
+    ``costs`` (by trial index; None: estimated for this machine's devices). ``pinned``:
+    trial index -> the visible GPU it must run on."""
+    costs = costs if costs is not None else trial_costs.for_tasks(trials)
+    owner = {slot.gpu: slot.index for slot in slots if slot.gpu is not None}
+    on_worker = {index: owner[gpu] for index, gpu in pinned.items() if gpu in owner}
+    return WorkerQueues(assign(trials, costs, len(slots), on_worker), costs, on_worker)
 
 
 class Pool:
@@ -103,6 +98,8 @@ class Pool:
         self.slots = slots
         self.supervisors = [Supervisor(dict(s.env), s.threads, f"opsweep-worker-{s.index}")
                             for s in slots]
+        #: the last :meth:`run`'s placement: each worker's trials and estimated seconds
+        self.assignment: Assignment | None = None
 
     def prestart(self, warm: tuple[str, ...] | None = None) -> None:
         """Start every worker (all at once: each imports torch on its own core). ``warm``:
@@ -124,9 +121,10 @@ class Pool:
             supervisor.stop()
 
     def run(self, tasks: list[TrialTask], pinned: dict[int, int], *, stop: Any,
-            record: Callable[[dict[str, Any], TrialTask], None], heat_s: float = 0.0) -> None:
+            record: Callable[[dict[str, Any], TrialTask], None], heat_s: float = 0.0,
+            costs: dict[int, trial_costs.TrialCost] | None = None) -> None:
         """Run ``tasks`` on every worker at once; ``record(row, task)`` is called as each
-        finishes.
+        finishes; ``costs``: each task's estimated cost by index (None: estimated here).
 
         The driver's round trip stays off the workers' time: a worker's thread hands its row
         to its own writer thread and sends the worker its next trial at once, so the row is
@@ -141,7 +139,9 @@ class Pool:
         what they were running is not recorded. A failing ``record`` (a full disk) stops
         handing out trials; it is raised once the workers are idle."""
         heat = heat_s > 0 and any(t.spec.device.startswith("cuda") for t in tasks)
-        feed = _Feed(TrialQueue(tasks, pinned), stop, record, heat_s if heat else 0.0,
+        queue = trial_queue(tasks, pinned, self.slots, costs)
+        self.assignment = queue.assignment
+        feed = _Feed(queue, stop, record, heat_s if heat else 0.0,
                      threading.Barrier(len(self.slots)))
         threads = [threading.Thread(target=feed.serve, args=(slot, sup), daemon=True,
                                     name=f"opsweep-worker-{slot.index}")
@@ -167,7 +167,7 @@ class _Feed:
     """What the workers' threads of one :meth:`Pool.run` share: the queue, the stop and
     abort signals, the errors raised, and the barrier they start at."""
 
-    queue: TrialQueue
+    queue: WorkerQueues
     stop: Any
     record: Callable[[dict[str, Any], TrialTask], None]
     heat_s: float
@@ -189,7 +189,7 @@ class _Feed:
             except threading.BrokenBarrierError:
                 pass
             while not self.stop.requested and not self.abort.is_set():
-                task = self.queue.take(slot)
+                task = self.queue.take(slot.index)
                 if task is None:
                     break
                 row = run_on(supervisor, slot, task)
