@@ -27,7 +27,7 @@ from runner.config import schema, sweep_size
 from runner.config.guards import check_job
 from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
-from runner.execution import costs, launched, order, pool, timeline, worker
+from runner.execution import costs, gpu_compare, launched, order, pool, timeline, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
 from runner.execution.task import TrialTask, TrialTimer
@@ -227,7 +227,8 @@ def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str,
     table = journal.job_rows(job_dir, metadata, held)
     if table is None:
         return None
-    return replace_with_superset(_with_roofline(table, results_root), job_dir / JOB_FILE)
+    table = gpu_compare.annotate(_with_roofline(table, results_root))  # gpu_clock_vs_host
+    return replace_with_superset(table, job_dir / JOB_FILE)
 
 
 def _stopped(sweep_dir: Path, job_dir: Path) -> None:
