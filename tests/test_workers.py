@@ -505,3 +505,37 @@ def test_gpus_are_counted_without_torch_as_cuda_would(monkeypatch: pytest.Monkey
     assert gpus.visible_gpus() is None
     monkeypatch.setattr(gpus, "_driver_gpu_count", lambda: 0)
     assert gpus.visible_gpus() == []
+
+
+class HeatingSupervisor(FakeSupervisor):
+    """Also records the heat and keep-warm requests, in order with the trials."""
+
+    def __init__(self, log: list) -> None:
+        super().__init__(lambda trial: log.append(("trial", trial.index)))
+        self.log = log
+
+    def heat(self, device: str, seconds: float) -> None:
+        self.log.append(("heat", device, seconds))
+
+    def keep_warm(self, device: str, max_s: float) -> None:
+        self.log.append(("keep_warm", device))
+
+
+@pytest.mark.parametrize("heat_s", [0.0, 5.0])
+def test_with_gpu_warmup_each_gpu_is_kept_warm_through_the_waits(planned: list,
+                                                                 heat_s: float) -> None:
+    """gpu_warmup_s: each worker heats its GPU, keeps it warm while the others get ready,
+    and again after its last trial, until the next job's request; never without it."""
+    logs: list[list] = [[], []]
+    workers = pool.Pool.__new__(pool.Pool)
+    workers.slots = tuple(placement.Slot(i, i, (), 1) for i in range(2))
+    workers.supervisors = [HeatingSupervisor(log) for log in logs]
+    workers.run(on_gpu(list(planned), "cuda"), {}, stop=NoStop(), record=lambda r, t: None,
+                heat_s=heat_s)
+    for log in logs:
+        kinds = [entry[0] for entry in log]
+        if not heat_s:
+            assert set(kinds) == {"trial"}
+            continue
+        assert kinds[:2] == ["heat", "keep_warm"] and kinds[-1] == "keep_warm"
+        assert set(kinds[2:-1]) == {"trial"} and log[1] == ("keep_warm", "cuda:0")

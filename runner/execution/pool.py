@@ -182,8 +182,10 @@ class _Feed:
         writing: Future | None = None
         try:
             supervisor.wait_ready()  # imports done, own GPU warmed (prestart's request)
-            if self.heat_s > 0 and slot.gpu is not None and not self.stop.requested:
+            warm = self.heat_s > 0 and slot.gpu is not None
+            if warm and not self.stop.requested:
                 supervisor.heat("cuda:0", self.heat_s)
+                supervisor.keep_warm("cuda:0", KEEP_WARM_MAX_S)  # through the wait below
             try:  # all start together, so the longest trials go to different workers
                 self.barrier.wait(START_TIMEOUT_S)
             except threading.BrokenBarrierError:
@@ -200,6 +202,8 @@ class _Feed:
                 writing = writer.submit(self.record, row, task)
             if writing is not None:
                 writing.result()
+            if warm and not self.stop.requested and not self.abort.is_set():
+                supervisor.keep_warm("cuda:0", KEEP_WARM_MAX_S)  # until the next job's
         except BaseException as exc:  # noqa: BLE001 (SystemExit of a failed journal write)
             self.errors.append(exc)
             self.abort.set()
@@ -221,6 +225,9 @@ def run_on(supervisor: Supervisor, slot: Slot, task: TrialTask) -> dict[str, Any
 
 
 _POOL: Pool | None = None
+#: With ``gpu_warmup_s``, the longest a worker keeps its GPU under load while it waits (for
+#: the other workers to be ready, for the next job of a multirun; a request ends it).
+KEEP_WARM_MAX_S = 30.0
 
 
 def pool(slots: tuple[Slot, ...]) -> Pool:

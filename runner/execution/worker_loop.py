@@ -3,8 +3,8 @@ one trial into one row whatever happens (also used in the driver with ``isolatio
 
 The loop answers the driver's requests one at a time: ``trial`` (a
 :class:`~runner.execution.task.TrialTask`, exactly as the job built it; a row back, with the
-seconds the trial took, ``worker_trial_wall_s``), ``warm`` (``runner.execution.warmup``) and
-``heat``.
+seconds the trial took, ``worker_trial_wall_s``), ``warm`` (``runner.execution.warmup``),
+``heat`` and ``keep_warm`` (heat until the next request).
 """
 
 from __future__ import annotations
@@ -55,11 +55,25 @@ def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = No
     """The worker's main loop: start (:func:`_start`), then answer requests one at a time
     until the driver hangs up, or until a trial's row retires the worker."""
     _start(conn, env, threads, cuda_ordinals)
+    answer_requests(conn)
+
+
+def answer_requests(conn: Any, heat_while_idle: Any = None) -> None:
+    """Answer the driver's requests one at a time, until it hangs up or a row retires the
+    worker. ``keep_warm`` (device, max seconds) is answered at once; then the device is
+    kept under load (``runner.execution.warmup.heat_while_idle``) until the next request
+    comes."""
+    if heat_while_idle is None:
+        from runner.execution.warmup import heat_while_idle
     while True:
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError):
             return
+        if kind == "keep_warm":
+            conn.send(("keeping", None, False))
+            heat_while_idle(*payload, asked=conn.poll)
+            continue
         answer = handle(kind, payload)
         conn.send(answer)
         if answer[2]:
@@ -83,7 +97,7 @@ def handle(kind: str, payload: Any) -> tuple[str, Any, bool]:
 
         heat_device(*payload)
         return "done", None, False
-    raise ValueError(f"unknown request {kind!r}: expected trial, warm or heat")
+    raise ValueError(f"unknown request {kind!r}: expected trial, warm, heat or keep_warm")
 
 
 def _start(conn: Any, env: dict[str, str] | None, threads: int | None,
