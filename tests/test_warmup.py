@@ -187,7 +187,32 @@ def test_keep_warm_is_answered_at_once_then_heats_until_the_next_request(
     worker_loop.answer_requests(conn, heat_while_idle)
     # answered before heating (the driver reads it without waiting); stopped by the next
     # request; the last one heats until the driver hangs up
-    assert heats[0] == ("cuda:0", 30.0, [("keeping", None, False)], True)
+    assert heats[0] == ("cuda:0", 30.0, [("keeping", {}, False)], True)
     assert heats[1][3] is False
-    assert conn.sent == [("keeping", None, False), ("done", "heat", False),
-                         ("keeping", None, False)]
+    assert conn.sent == [("keeping", {}, False), ("done", "heat", False),
+                         ("keeping", {}, False)]
+
+
+def test_gpu_warmup_counts_the_heat_given_while_the_driver_planned() -> None:
+    from runner.execution.worker_loop import HEAT_GAP_S, still_to_heat
+
+    heated = ("cuda:0", 3.0, 100.0)  # kept warm 3 s, until t=100
+    assert still_to_heat(("cuda:0", 5.0), heated, now_s=100.1) == ("cuda:0", 2.0)
+    assert still_to_heat(("cuda:0", 2.0), heated, now_s=100.1) == ("cuda:0", 0.0)
+    assert still_to_heat(("cuda:1", 5.0), heated, now_s=100.1) == ("cuda:1", 5.0)
+    late = 100.0 + 2 * HEAT_GAP_S  # cooled since: the whole heat again
+    assert still_to_heat(("cuda:0", 5.0), heated, now_s=late) == ("cuda:0", 5.0)
+
+
+def test_a_heat_request_right_after_keep_warm_heats_only_the_rest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.execution import worker_loop
+
+    handled: list[tuple] = []
+    monkeypatch.setattr(worker_loop, "handle",
+                        lambda kind, payload: handled.append((kind, payload)) or
+                        ("done", None, False))
+    conn = FakeConn([("keep_warm", ("cuda:0", 30.0)), ("heat", ("cuda:0", 5.0)),
+                     ("heat", ("cuda:0", 5.0))])
+    worker_loop.answer_requests(conn, lambda device, max_s, asked: 4.0)
+    assert handled == [("heat", ("cuda:0", 1.0)), ("heat", ("cuda:0", 5.0))]

@@ -359,7 +359,7 @@ def test_python_m_runner_starts_the_worker_before_it_imports_hydra(tmp_path: Pat
         "import runpy, sys\n"
         "import runner.execution.pool as pool\n"
         "seen = []\n"
-        "pool.prestart = lambda workers, device: seen.append('hydra' in sys.modules)\n"
+        "pool.prestart = lambda workers, device, *heat: seen.append('hydra' in sys.modules)\n"
         "sys.argv = ['runner', 'op=no_such_op']\n"
         "try:\n"
         "    runpy.run_module('runner', run_name='__main__', alter_sys=False)\n"
@@ -533,9 +533,34 @@ def test_with_gpu_warmup_each_gpu_is_kept_warm_through_the_waits(planned: list,
     workers.run(on_gpu(list(planned), "cuda"), {}, stop=NoStop(), record=lambda r, t: None,
                 heat_s=heat_s)
     for log in logs:
-        kinds = [entry[0] for entry in log]
+        kinds = [entry[0] for entry in log]  # a worker may have taken over every trial
         if not heat_s:
-            assert set(kinds) == {"trial"}
+            assert set(kinds) <= {"trial"}
             continue
         assert kinds[:2] == ["heat", "keep_warm"] and kinds[-1] == "keep_warm"
-        assert set(kinds[2:-1]) == {"trial"} and log[1] == ("keep_warm", "cuda:0")
+        assert set(kinds[2:-1]) <= {"trial"} and log[1] == ("keep_warm", "cuda:0")
+    assert sum(kind == "trial" for log in logs for kind, *_ in log) == len(planned)
+
+
+def test_gpu_warmup_on_the_command_line_keeps_each_gpu_warm_from_its_warm_up() -> None:
+    """Given ``gpu_warmup_s``, each GPU worker is asked to keep its GPU warm right after its
+    warm-up, while the driver still plans; a CPU job's workers are not."""
+    class Recorder:
+        def __init__(self) -> None:
+            self.calls: list[tuple] = []
+
+        def prestart(self, warm: Any = None) -> None:
+            self.calls.append(("prestart", warm))
+
+        def keep_warm(self, device: str, max_s: float) -> None:
+            self.calls.append(("keep_warm", device))
+
+    for warm, keep, expected in [(("cuda:0",), True, ("keep_warm", "cuda:0")),
+                                 (("cuda:0",), False, None), (("cpu",), True, None)]:
+        workers = pool.Pool.__new__(pool.Pool)
+        workers.slots = tuple(placement.Slot(i, i, (), 1) for i in range(2))
+        workers.supervisors = [Recorder(), Recorder()]
+        workers.prestart(warm, keep_warm=keep)
+        for recorder in workers.supervisors:
+            assert recorder.calls[0][0] == "prestart"
+            assert (recorder.calls[1] if len(recorder.calls) > 1 else None) == expected

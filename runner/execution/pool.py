@@ -50,13 +50,15 @@ if TYPE_CHECKING:
     from runner.execution.task import TrialTask
 
 
-def prestart(workers: Any, device: list[Any] | None) -> None:
+def prestart(workers: Any, device: list[Any] | None, heat_s: float = 0.0) -> None:
     """Start the workers a job will most likely get, before Hydra composes it, and have each
     warm the device it will most likely use (:func:`guess_devices`): a pool for
     ``workers=N|per_gpu``, else the one supervised worker. ``workers``: its one value (None:
     a sweep over several, unsure); ``device``: the values given for ``device`` (None: not
-    given). Nothing is started when unsure (the job starts its workers after planning). A
-    job placed otherwise (CPU trials on a GPU machine, an experiment's own ``workers`` or
+    given); ``heat_s``: ``gpu_warmup_s`` as given (0: not given): each GPU is then kept
+    warm from its warm-up on, while the driver plans, and that heat counts towards it.
+    Nothing is started when unsure (the job starts its workers after planning). A job
+    placed otherwise (CPU trials on a GPU machine, an experiment's own ``workers`` or
     ``device``) replaces or re-warms them."""
     from runner.execution.worker import supervisor
 
@@ -69,10 +71,13 @@ def prestart(workers: Any, device: list[Any] | None) -> None:
     devices = guess_devices(device, gpus)
     if workers == "1" or (workers == PER_GPU and len(gpus) == 1):
         supervisor().prestart(devices)
+        cuda = [d for d in devices if d.startswith("cuda")]
+        if heat_s > 0 and len(cuda) == 1:
+            supervisor().keep_warm(cuda[0], KEEP_WARM_MAX_S)
         return
     slots = predicted_slots(workers, gpus, os.cpu_count() or 1) if workers else None
     if slots is not None:
-        pool(slots).prestart(devices)
+        pool(slots).prestart(devices, keep_warm=heat_s > 0)
 
 
 def warm_devices(trials: Iterable[Any]) -> tuple[str, ...]:
@@ -101,15 +106,18 @@ class Pool:
         #: the last :meth:`run`'s placement: each worker's trials and estimated seconds
         self.assignment: Assignment | None = None
 
-    def prestart(self, warm: tuple[str, ...] | None = None) -> None:
+    def prestart(self, warm: tuple[str, ...] | None = None, keep_warm: bool = False) -> None:
         """Start every worker (all at once: each imports torch on its own core). ``warm``:
-        the job's devices; each worker warms its own GPU (``cuda:0`` inside it)."""
+        the job's devices; each worker warms its own GPU (``cuda:0`` inside it), and with
+        ``keep_warm`` then keeps it under load until its first request."""
         for slot, supervisor in zip(self.slots, self.supervisors):
             local = None
             if warm is not None:
                 cuda = any(device.startswith("cuda") for device in warm)
                 local = ("cuda:0",) if cuda and slot.gpu is not None else ("cpu",)
             supervisor.prestart(local)
+            if keep_warm and local == ("cuda:0",):
+                supervisor.keep_warm("cuda:0", KEEP_WARM_MAX_S)
 
     def stop(self) -> None:
         """Kill every worker first, then wait for each: N GPU contexts are torn down at once,

@@ -65,19 +65,40 @@ def answer_requests(conn: Any, heat_while_idle: Any = None) -> None:
     comes."""
     if heat_while_idle is None:
         from runner.execution.warmup import heat_while_idle
+    heated: tuple[str, float, float] | None = None  # device, seconds, when (keep_warm's)
     while True:
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError):
             return
         if kind == "keep_warm":
-            conn.send(("keeping", None, False))
-            heat_while_idle(*payload, asked=conn.poll)
+            conn.send(("keeping", {}, False))
+            seconds = heat_while_idle(*payload, asked=conn.poll)
+            heated = (payload[0], seconds, time.perf_counter())
             continue
+        if kind == "heat" and heated is not None:
+            payload = still_to_heat(payload, heated)
+        heated = None
         answer = handle(kind, payload)
         conn.send(answer)
         if answer[2]:
             return
+
+
+def still_to_heat(request: tuple[str, float], heated: tuple[str, float, float],
+                  now_s: float | None = None) -> tuple[str, float]:
+    """A ``heat`` request (device, seconds) less what ``keep_warm`` heated that device right
+    before it (device, seconds, when it stopped): ``gpu_warmup_s`` counts the heat its worker
+    gave the GPU while the driver was still planning."""
+    device, seconds = request
+    now_s = time.perf_counter() if now_s is None else now_s
+    if heated[0] == device and now_s - heated[2] <= HEAT_GAP_S:
+        seconds = max(0.0, seconds - heated[1])
+    return device, seconds
+
+
+#: Longest gap (s) between keeping a device warm and a heat request that counts it.
+HEAT_GAP_S = 0.5
 
 
 def handle(kind: str, payload: Any) -> tuple[str, Any, bool]:
