@@ -15,7 +15,9 @@ and its samples run to the timer's budget. So the estimate is the timer's cost, 
   ``runner.timing.settle.CAPPED_MIN_S`` once when it starts cold (:attr:`TrialCost.cold_s`:
   once per heat group on a worker, which is why splitting a group costs something);
 * **the samples**: enough to reach the timer's minimum, at least the batch each sample takes,
-  at most ``max_time_s``; the device time and the loop time each take theirs on CUDA;
+  at most ``max_time_s``; the device time and the loop time each take theirs on CUDA; a
+  capped op's device time samples for ``runner.timing.settle.CAPPED_SAMPLE_S`` and its loop
+  time for at most ``runner.timing.heat.LOOP_HANDOVER_MAX_S`` after it;
 * **the rest**: the accuracy check's float64 reference, and a fixed harness cost.
 
 Where an earlier sweep in the same results folder ran the same trial with the same timer,
@@ -37,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.core.axes import DTYPE_BYTES
-from runner.timing.heat import HOT_CAPPED_MIN_S
+from runner.timing.heat import HOT_CAPPED_MIN_S, LOOP_HANDOVER_MAX_S
 from runner.timing.measurement import TimerPlan
-from runner.timing.settle import CAPPED_MIN_S
+from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S
 
 #: Seconds every trial costs besides its warm-up and samples: the row's records, building
 #: the inputs, the FLOP count, freeing memory (a few tens of ms on a GPU host).
@@ -148,13 +150,16 @@ def estimate(task: Any, rates: Rates) -> TrialCost:
     sample_s = max(call_s, plan.batch_target_us * 1e-6 if call_s * 1e6 < plan.batch_below_us
                    else call_s)
     samples_s = min(plan.max_time_s, SAMPLES_FACTOR * plan.min_samples * sample_s)
-    times = 2 if spec.device.startswith("cuda") and device_time else 1
+    both = spec.device.startswith("cuda") and device_time  # a device time, then a loop time
     settle_s = HOT_CAPPED_MIN_S if capped else plan.warmup_s + plan.warmup_calls * call_s
-    if capped:  # settles, then samples its swings to the budget
-        samples_s = plan.max_time_s
+    if capped:  # the device time samples its swings, the loop time follows it briefly
+        timed_s = (min(plan.max_time_s, CAPPED_SAMPLE_S)
+                   + (min(plan.max_time_s, LOOP_HANDOVER_MAX_S) if both else 0.0))
+    else:
+        timed_s = samples_s * (2 if both else 1)
     checked = getattr(task, "check_accuracy", True)
     accuracy_s = flops / (rates.tflops.get("fp64", 1.0) * 1e12) if checked else 0.0
-    seconds = HARNESS_S + settle_s + times * samples_s + accuracy_s
+    seconds = HARNESS_S + settle_s + timed_s + accuracy_s
     return TrialCost(seconds, CAPPED_MIN_S - HOT_CAPPED_MIN_S if capped else 0.0, capped)
 
 
