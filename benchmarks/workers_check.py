@@ -1,23 +1,29 @@
-"""Check of in-job workers on this machine's GPUs: one script, one device run.
+"""Check of in-job workers on this machine's GPUs: the same sweep on 1 GPU and on N.
 
-    python benchmarks/workers_check.py OUT_DIR [--device cuda] [--timer quick] [--dry]
+    python benchmarks/workers_check.py --out OUT_DIR [--gpus 2 4 8] [--seeds 1]
+                                       [--timer default] [--pinned] [--dry]
 
-1. One mixed sweep (matmul and add, 4 dtypes, 7 sizes, 2 seeds: 112 trials, the largest `add`
-   trials run out of memory on purpose) with ``workers=1``, ``workers=2`` (when there are two
-   GPUs or more) and ``workers=per_gpu``. For each: wall time of the command, trial span (first
-   trial start to last trial end, from the rows), speed-ups over ``workers=1``, every
-   worker's busy % (``worker_trial_wall_s``), rows per GPU, the same trial set, the start-up
-   ("command → first trial", measured here and in parts by the run itself: job 0's
-   ``startup`` metadata) and the end (last trial end → command exit: job file, merge, exit).
-2. The same op pinned to every GPU at once (``device=[cuda:0,...] workers=per_gpu``): each
-   GPU's median loop and device time, with its SM clock and throttle reasons.
-3. A PASS/FAIL table last, against the targets: with N >= 2 GPUs, trial-span speed-up
-   >= 0.9·N and wall speed-up >= 0.85·N (1.8x and 1.7x on two GPUs); start-up <= 4 s
-   (``gpu_warmup_s=0``, the default); every GPU named; per-GPU device times within 3%, or
-   their clocks shown. A target that needs more GPUs than the machine has reads N/A.
+Runs from a checkout (``python benchmarks/workers_check.py``) or with the packages on
+``PYTHONPATH``; every command's log is written under ``--out``.
+
+1. The mixed sweep of 46 trials (24 matmuls 256³-8192³ × bf16/fp16/fp32/tf32, plus sdpa,
+   layer_norm, softmax and linear; ``--seeds K`` runs it K times over, for a sweep of minutes)
+   with ``workers=1``, then ``workers=N`` for each ``--gpus N`` (default: 2, 4 and 8, those
+   the machine has, and all of its GPUs).
+2. For each N: wall time of the command, trial span (first trial start to last trial end),
+   speed-ups over ``workers=1``, each GPU's rows, busy % and first trial (seconds after the
+   command), its sustained capped clock and temperature (the run's own summary lines,
+   ``runner.execution.gpu_compare``), the start-up in parts (job 0's ``startup``
+   metadata), and each trial's device time against the one-GPU run: the ratio, and every
+   trial beyond 3% with its GPU's clock and temperature.
+3. ``--pinned``: first, the same bf16 8192³ matmul pinned to every GPU at once
+   (``device=[cuda:0,...]``, 20 s of heat): each GPU's device time, clock and temperature.
+4. A short table last: each target, PASS/FAIL/N/A and the value. Targets: trial-span
+   speed-up >= 0.9·N and wall speed-up >= 0.85·N, every worker busy >= 90%, first trial
+   <= 4.5 s after the command, each trial's device time within 3% of the one-GPU run.
 
 ``--dry`` (CPU dry run): device=cpu, workers=1 and 2, tiny sizes, smoke timer; checks the
-plumbing, not the targets. Logs of every command are written under OUT_DIR.
+plumbing, not the targets.
 """
 
 from __future__ import annotations
@@ -35,13 +41,15 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runner.execution import timeline  # noqa: E402  (the summary lines the runner prints)
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from runner.execution import gpu_compare, timeline  # noqa: E402  (the runner's own lines)
 from runner.storage.files import METADATA_KEY  # noqa: E402
 
-SIZES = [256, 512, 1024, 2048, 3072, 4096, 6144]
-STARTUP_TARGET_S = 4.0
+STARTUP_TARGET_S = 4.5
 SPREAD_TARGET = 0.03
+BUSY_TARGET = 0.9
+SHOWN = 15
 
 
 def gpu_count() -> int:
@@ -56,102 +64,114 @@ def gpu_count() -> int:
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def mixed_cases(dry: bool) -> tuple[str, str]:
+    """The mixed sweep's ``cases`` and ``dtype`` overrides (tiny sizes for ``--dry``)."""
+    if dry:
+        mm = [f"{{op: matmul, shape: [{s},{s},{s}]}}" for s in (8, 16, 32, 48, 64, 96)]
+        rest = [f"{{op: softmax, shape: [{r},64]}}" for r in (8, 64, 256)]
+        return f"cases=[{','.join(mm + rest)}]", "dtype=[fp32,fp64]"
+    mm = [f"{{op: matmul, shape: [{s},{s},{s}]}}" for s in (256, 512, 1024, 2048, 4096, 8192)]
+    rest = [f"{{op: sdpa, dtype: [bf16,fp16], shape: [8,16,{s},64]}}" for s in (1024, 2048, 4096)]
+    rest += [f"{{op: {op}, dtype: [bf16,fp32], shape: [{r},4096]}}"
+             for op in ("layer_norm", "softmax") for r in (1024, 4096, 16384)]
+    rest += [f"{{op: linear, dtype: [bf16,fp32], shape: [{n},4096,4096]}}" for n in (8192, 32768)]
+    return f"cases=[{','.join(mm + rest)}]", "dtype=[bf16,fp16,fp32,tf32]"
+
+
 def run(out: Path, name: str, args: list[str]) -> dict[str, Any]:
-    """One command: its rows, wall time, trial span, start-up (outside and inside), end."""
+    """One command: its rows, wall time, trial span, start-up (outside and inside)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                         if p)}
     command_at = time.time()
     proc = subprocess.run([sys.executable, "-m", "runner", f"results_dir={out}/{name}", *args],
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True,
-                          text=True)
+                          env=env, capture_output=True, text=True)
     ended_at = time.time()
     (out / f"{name}.log").write_text(" ".join(args) + "\n" + proc.stdout + proc.stderr)
     files = sorted((out / name).glob("*/results.parquet"))
     result: dict[str, Any] = {"name": name, "args": args, "wall_s": ended_at - command_at,
-                              "rows": pd.DataFrame(), "exit": proc.returncode}
+                              "rows": pd.DataFrame(), "exit": proc.returncode,
+                              "summary": [line for line in proc.stderr.splitlines()
+                                          if line.startswith(("busy:", "per GPU", "  GPU",
+                                                              "start-up:", "time:"))]}
     if proc.returncode != 0 or not files:
         print(f"[{name}] exit {proc.returncode}\n{proc.stderr[-3000:]}", flush=True)
         return result
     df = pd.read_parquet(files[0])
-    starts = pd.to_datetime(df["timestamp"], utc=True).map(pd.Timestamp.timestamp)
-    ends = starts + df["worker_trial_wall_s"].fillna(0)
+    df["start_s"] = pd.to_datetime(df["timestamp"], utc=True).map(pd.Timestamp.timestamp)
+    df["end_s"] = df["start_s"] + df["worker_trial_wall_s"].fillna(0)
     job0 = files[0].parent / "jobs" / "0" / "trials.parquet"
     meta = json.loads(pq.read_schema(job0).metadata[METADATA_KEY]) if job0.exists() else {}
-    merged_at = files[0].stat().st_mtime  # the sweep's results.parquet is written
-    result.update(rows=df, span_s=ends.max() - starts.min(),
-                  first_trial_s=starts.min() - command_at, end_s=ended_at - ends.max(),
-                  merge_s=merged_at - ends.max(), exit_s=ended_at - merged_at,
+    result.update(rows=df, span_s=df["end_s"].max() - df["start_s"].min(),
+                  first_trial_s=df["start_s"].min() - command_at,
+                  first_by_worker={int(w): s - command_at for w, s in
+                                   df.groupby(df["worker"].fillna(-1))["start_s"].min().items()},
                   startup=meta.get("startup") or {},
+                  estimated=meta.get("estimated_worker_s"),
                   busy=timeline.busy(df.to_dict("records")))
     return result
 
 
-def describe(r: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
+def device_ratios(many: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
+    """Each trial's device time (else loop time) on N GPUs over the one-GPU run's."""
+    column = "gpu_time_median_us" if many.get("gpu_time_median_us") is not None and \
+        many["gpu_time_median_us"].notna().any() else "time_median_us"
+    keep = ["trial_id", "op", "dtype", "shape_str", "gpu_index", column, "power_capped",
+            "sm_clock_mhz_samples_median", "temperature_c_end", gpu_compare.COLUMN]
+    joined = many[[c for c in keep if c in many]].merge(
+        base[["trial_id", column]].rename(columns={column: "base"}), on="trial_id")
+    joined["ratio"] = joined[column] / joined["base"]
+    return joined
+
+
+def describe(r: dict[str, Any], base: dict[str, Any]) -> list[str]:
     df = r["rows"]
     if df.empty:
         return [f"{r['name']}: FAILED (exit {r['exit']}), see {r['name']}.log"]
-    lines = [f"{r['name']} ({' '.join(a for a in r['args'] if a.startswith('workers'))}): "
-             f"{len(df)} trials {dict(Counter(df['status']))}",
-             f"  wall {r['wall_s']:.1f} s = start-up {r['first_trial_s']:.2f} + trials "
-             f"{r['span_s']:.1f} + end {r['end_s']:.2f} (job file and merge "
-             f"{r['merge_s']:.2f}, summary and exit {r['exit_s']:.2f})",
-             f"  {int(df['n_samples'].sum())} timed "
-             "samples (an adaptive timer takes more on a noisy GPU: compare like with like)"]
-    if base is not None and not base["rows"].empty:
+    lines = [f"{r['name']}: {len(df)} trials {dict(Counter(df['status']))}",
+             f"  wall {r['wall_s']:.1f} s = first trial {r['first_trial_s']:.2f} + trials "
+             f"{r['span_s']:.1f} + end {r['wall_s'] - r['first_trial_s'] - r['span_s']:.2f}"]
+    if r is not base and not base["rows"].empty:
         lines.append(f"  speed-up over workers=1: wall {base['wall_s'] / r['wall_s']:.2f}x, "
-                     f"trial span {base['span_s'] / r['span_s']:.2f}x; same trial set: "
-                     f"{Counter(df['trial_id']) == Counter(base['rows']['trial_id'])}")
-    lines.append("  " + (timeline.busy_line(df.to_dict("records")) or "busy: n/a"))
-    lines.append("  " + (timeline.startup_line(r["startup"]) or "start-up: n/a"))
-    per_gpu = {f"{index} {uuid}": n for (index, uuid), n in
-               Counter(zip(df["gpu_index"].astype(str), df["gpu_uuid"].astype(str))).items()}
-    lines.append(f"  rows per worker {dict(Counter(df['worker']))}; per GPU {per_gpu}")
+                     f"trial span {base['span_s'] / r['span_s']:.2f}x")
+    firsts = ", ".join(f"worker {w} {s:.2f} s" for w, s in sorted(r["first_by_worker"].items()))
+    lines.append(f"  first trial after the command: {firsts}")
+    if r["estimated"]:
+        lines.append("  estimated seconds per worker (placement): "
+                     + ", ".join(f"{s:.1f}" for s in r["estimated"]))
+    lines += [f"  {line}" for line in r["summary"]]
+    if r is not base and not base["rows"].empty:
+        ratios = device_ratios(df, base["rows"])
+        off = ratios[(ratios["ratio"] - 1).abs() > SPREAD_TARGET]
+        lines.append(f"  device time against workers=1: {len(ratios) - len(off)} of "
+                     f"{len(ratios)} within {SPREAD_TARGET:.0%}; ratio min "
+                     f"{ratios['ratio'].min():.3f}, median {ratios['ratio'].median():.3f}, "
+                     f"max {ratios['ratio'].max():.3f}")
+        off = off.reindex((off["ratio"] - 1).abs().sort_values(ascending=False).index)
+        if len(off) > SHOWN:
+            lines.append(f"    the {SHOWN} furthest of {len(off)} beyond {SPREAD_TARGET:.0%}:")
+        for _, row in off.head(SHOWN).iterrows():
+            lines.append(f"    {row['op']} {row['dtype']} {row['shape_str']}: x{row['ratio']:.3f}"
+                         f" on GPU {row['gpu_index']} (capped {row.get('power_capped')}, "
+                         f"clock {row.get('sm_clock_mhz_samples_median')} MHz, "
+                         f"{row.get(gpu_compare.COLUMN)} of the host's, "
+                         f"{row.get('temperature_c_end')} °C)")
     return lines
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--timer", default="quick")
-    parser.add_argument("--dry", action="store_true", help="CPU dry run: tiny sizes, 2 workers")
-    a = parser.parse_args()
-    a.out.mkdir(parents=True, exist_ok=True)
-    sizes, device, timer = SIZES, a.device, a.timer
-    n_gpus = 0 if a.dry or device == "cpu" else gpu_count()
-    if a.dry:
-        sizes, device, timer = [8, 16, 32, 48, 64, 96, 128], "cpu", "smoke"
-    mm = ",".join(f"{{op: matmul, shape: [{s},{s},{s}]}}" for s in sizes)
-    add = ",".join(f"{{op: add, shape: [{s * 16},{s * 16}]}}" for s in sizes)
-    dtypes = "dtype=[fp32,fp64]" if device == "cpu" else "dtype=[bf16,fp16,fp32,tf32]"
-    sweep = [f"device={device}", f"timer={timer}", dtypes, "seed=[0,1]", f"cases=[{mm},{add}]"]
-    counts = ["1", "2"] if n_gpus == 0 else ["1"] + (["2"] if n_gpus > 2 else []) + ["per_gpu"]
-    lines = [f"machine: {n_gpus} GPU(s); mixed sweep, timer={timer}, gpu_warmup_s=0"]
-    spread, p = None, pd.DataFrame()
-    if n_gpus:
-        # first: it also brings every GPU out of idle, so the first mixed run is not the one
-        # that meets cold GPUs (a one-H200 run took 2.6x the samples in its first sweep)
-        pinned = [f"device=[{','.join(f'cuda:{i}' for i in range(n_gpus))}]", "timer=default",
-                  "op=matmul", "shape=[8192,8192,8192]", "dtype=bf16", "workers=per_gpu",
-                  "gpu_warmup_s=5"]
-        p = run(a.out, "pinned", pinned)["rows"]
-    runs = {w: run(a.out, f"workers_{w}", sweep + [f"workers={w}"]) for w in counts}
-    base = runs["1"]
-    for w, r in runs.items():
-        lines += describe(r, None if w == "1" else base)
-    if not p.empty:
-        lines.append("same op pinned to each GPU at once (bf16 matmul 8192^3, timer=default):")
-        for _, r in p.sort_values("device").iterrows():
-            lines.append(
-                f"  {r['device']}: worker {r['worker']} gpu_index {r['gpu_index']} "
-                f"{r['gpu_uuid']} loop median {r['time_median_us']:.1f} us, device "
-                f"{r.get('gpu_time_median_us', float('nan')):.1f} us, SM clock "
-                f"{r.get('sm_clock_mhz_timed')} MHz, throttle {r.get('throttle_reasons_timed')!r}")
-        column = "gpu_time_median_us" if "gpu_time_median_us" in p else "time_median_us"
-        if len(p) >= 2 and p[column].notna().all():
-            spread = p[column].max() / p[column].min() - 1
-            lines.append(f"  spread of {column} (max/min - 1): {spread:.2%}")
+def pinned_lines(p: pd.DataFrame) -> list[str]:
+    lines = ["same op pinned to each GPU at once (bf16 matmul 8192^3, 20 s of heat first):"]
+    for _, r in p.sort_values("device").iterrows():
+        lines.append(f"  {r['device']}: gpu_index {r['gpu_index']} device "
+                     f"{r.get('gpu_time_median_us', float('nan')):.1f} us, clock "
+                     f"{r.get('sm_clock_mhz_samples_median')} MHz, "
+                     f"{r.get('temperature_c_end')} °C, "
+                     f"throttle {r.get('throttle_reasons_timed')!r}")
+    return lines
 
-    many = runs.get("per_gpu") if n_gpus else runs.get("2")
-    n = n_gpus if n_gpus else 2
+
+def checks_for(runs: dict[str, dict[str, Any]], dry: bool) -> list[tuple[str, str, str]]:
+    base = runs["1"]
     checks: list[tuple[str, str, str]] = []
 
     def check(name: str, ok: bool | None, value: str) -> None:
@@ -161,32 +181,71 @@ def main() -> int:
         df = r["rows"]
         check(f"workers={w}: ran, same trial set as workers=1", not df.empty and Counter(
             df["trial_id"]) == Counter(base["rows"]["trial_id"]), f"{len(df)} rows")
-        check(f"workers={w}: every row has worker_trial_wall_s", not df.empty and bool(
-            df["worker_trial_wall_s"].notna().all()), "")
-        if not df.empty and not a.dry:
-            value = r["startup"].get("first_trial_at_s", r["first_trial_s"])
-            check(f"workers={w}: command -> first trial <= {STARTUP_TARGET_S:g} s",
-                  value <= STARTUP_TARGET_S, f"{value:.2f} s (outside: {r['first_trial_s']:.2f})")
-    if many is not None and not many["rows"].empty and not base["rows"].empty:
-        enough = n >= 2 and not a.dry
-        span_x, wall_x = base["span_s"] / many["span_s"], base["wall_s"] / many["wall_s"]
-        check(f"trial-span speed-up >= {0.9 * n:.2f}x ({n} workers)",
-              span_x >= 0.9 * n if enough else None, f"{span_x:.2f}x")
-        check(f"wall speed-up >= {0.85 * n:.2f}x ({n} workers)",
-              wall_x >= 0.85 * n if enough else None, f"{wall_x:.2f}x")
-        named = many["rows"]["gpu_uuid"].dropna().nunique()
-        check(f"every GPU named ({n_gpus} GPUs)", named == n_gpus if n_gpus else None,
-              f"{named} distinct gpu_uuid")
-        busy = ", ".join(f"{w}: {b['fraction']:.0%}" for w, b in sorted(many["busy"].items(),
-                                                                          key=str))
-        check("per-worker busy time reported", bool(many["busy"]), busy)
-    check(f"same op on every GPU within {SPREAD_TARGET:.0%} (device time)",
-          None if spread is None else spread <= SPREAD_TARGET,
-          "n/a" if spread is None else f"{spread:.2%} (clocks above)")
+        if df.empty or base["rows"].empty or w == "1":
+            continue
+        n = int(w)
+        span_x, wall_x = base["span_s"] / r["span_s"], base["wall_s"] / r["wall_s"]
+        check(f"N={n}: trial-span speed-up >= {0.9 * n:.2f}x", None if dry else
+              span_x >= 0.9 * n, f"{span_x:.2f}x")
+        check(f"N={n}: wall speed-up >= {0.85 * n:.2f}x", None if dry else
+              wall_x >= 0.85 * n, f"{wall_x:.2f}x")
+        fractions = [b["fraction"] or 0.0 for b in r["busy"].values()]
+        check(f"N={n}: every worker busy >= {BUSY_TARGET:.0%}", None if dry else
+              min(fractions) >= BUSY_TARGET, ", ".join(f"{f:.0%}" for f in fractions))
+        last_first = max(r["first_by_worker"].values())
+        check(f"N={n}: first trial <= {STARTUP_TARGET_S:g} s (every worker)", None if dry else
+              last_first <= STARTUP_TARGET_S, f"{last_first:.2f} s")
+        ratios = device_ratios(df, base["rows"])["ratio"]
+        worst = (ratios - 1).abs().max()
+        check(f"N={n}: device time within {SPREAD_TARGET:.0%} of workers=1", None if dry else
+              worst <= SPREAD_TARGET, f"worst {worst:.2%}, "
+              f"{int(((ratios - 1).abs() <= SPREAD_TARGET).sum())}/{len(ratios)} within")
+    return checks
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", nargs="?", type=Path, help="same as --out")
+    parser.add_argument("--out", type=Path, help="where results and every command's log go")
+    parser.add_argument("--gpus", type=int, nargs="+", help="worker counts to run (each N "
+                        "uses the first N visible GPUs); default 2, 4, 8 and all")
+    parser.add_argument("--seeds", type=int, default=1, help="run the mix this many times")
+    parser.add_argument("--timer", default="default")
+    parser.add_argument("--pinned", action="store_true", help="also the pinned run")
+    parser.add_argument("--dry", action="store_true", help="CPU dry run: tiny sizes, 2 workers")
+    a = parser.parse_args()
+    out = a.out or a.out_dir
+    if out is None:
+        parser.error("--out is required")
+    out.mkdir(parents=True, exist_ok=True)
+    n_gpus = 0 if a.dry else gpu_count()
+    counts = a.gpus or ([2] if a.dry else sorted({n for n in (2, 4, 8) if n <= n_gpus}
+                                                  | ({n_gpus} if n_gpus > 1 else set())))
+    if not a.dry and any(n > n_gpus for n in counts):
+        parser.error(f"--gpus {max(counts)}: this machine has {n_gpus} GPU(s)")
+    cases, dtypes = mixed_cases(a.dry)
+    device, timer = ("cpu", "smoke") if a.dry else ("cuda", a.timer)
+    sweep = [f"device={device}", f"timer={timer}", dtypes, cases,
+             f"seed=[{','.join(str(s) for s in range(a.seeds))}]"]
+    lines = [f"machine: {n_gpus} GPU(s); mixed sweep x{a.seeds}, timer={timer}; "
+             f"workers=1 then {counts}"]
+    if a.pinned and n_gpus:
+        pinned = [f"device=[{','.join(f'cuda:{i}' for i in range(n_gpus))}]", "timer=default",
+                  "op=matmul", "shape=[8192,8192,8192]", "dtype=bf16", "workers=per_gpu",
+                  "gpu_warmup_s=20"]
+        p = run(out, "pinned", pinned)["rows"]
+        lines += pinned_lines(p) if not p.empty else ["pinned run failed: see pinned.log"]
+    runs = {"1": run(out, "workers_1", sweep + ["workers=1"])}
+    for n in counts:
+        runs[str(n)] = run(out, f"workers_{n}", sweep + [f"workers={n}"])
+    for r in runs.values():
+        lines += describe(r, runs["1"])
+    checks = checks_for(runs, a.dry)
     width = max(len(name) for name, _, _ in checks)
     lines += ["", f"{'check':<{width}}  result  value"]
     lines += [f"{name:<{width}}  {status:<6}  {value}" for name, status, value in checks]
     print("\n".join(lines))
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
     return 1 if any(status == "FAIL" for _, status, _ in checks) else 0
 
 

@@ -122,7 +122,16 @@ def _prestart(cmd: CommandLine) -> None:
     from runner.execution.pool import prestart
 
     workers = cmd.values_of("workers") or [1]  # unset: one worker
-    prestart(workers[0] if len(workers) == 1 else None, cmd.values_of("device"))
+    prestart(workers[0] if len(workers) == 1 else None, cmd.values_of("device"),
+             _seconds(cmd.values_of("gpu_warmup_s")))
+
+
+def _seconds(values: list | None) -> float:
+    """The one number of seconds given (0.0 for none, several, or one the job will refuse)."""
+    try:
+        return max(float(values[0]), 0.0) if values and len(values) == 1 else 0.0
+    except (TypeError, ValueError):
+        return 0.0
 
 
 if __name__ == "__main__":

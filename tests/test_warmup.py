@@ -101,3 +101,118 @@ def test_an_early_cuda_warm_up_that_fails_is_the_first_trial_s_to_report(
     warmup.start_cuda((0,))
     info = warmup.warm(("cuda",))  # "cuda" is ordinal 0: the early thread's
     assert info["warm_error"] == "RuntimeError: CUDA driver version is insufficient"
+
+
+def test_the_clock_probe_is_built_in_the_warm_up_not_in_the_first_trial(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the clock probe (Triton's import and compile) inside the first trial put it
+    in every worker's first ``cost_other_s``; the warm-up builds it, and its early thread's
+    record is kept."""
+    import torch
+
+    from runner.timing import clock_probe
+
+    built: list[str] = []
+    monkeypatch.setattr(clock_probe, "clock_probe", lambda device: built.append(device))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch, "ones", lambda *a, **k: torch.zeros(2, 2))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    info: dict = {}
+    warmup._cuda("cuda:0", info)
+    assert built == ["cuda:0"] and info["clock_probe_s"] >= 0
+    merged: dict = {}
+    warmup._merge(merged, {"cuda_context_s": 0.5, "clock_probe_s": 1.25})
+    assert merged == {"cuda_context_s": 0.5, "clock_probe_s": 1.25}
+
+
+class Clock:
+    """A fake wall clock that each fake heat chunk moves on."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_gpu_is_kept_warm_until_a_request_comes_and_a_cpu_never() -> None:
+    clock, chunks = Clock(), []
+
+    def heat(device: str, seconds: float) -> None:
+        chunks.append(device)
+        clock.now += seconds
+
+    asked = iter([False, False, False, True])
+    heated = warmup.heat_while_idle("cuda:0", 30.0, lambda: next(asked), heat, clock)
+    assert chunks == ["cuda:0"] * 3 and heated == pytest.approx(3 * warmup.HEAT_CHUNK_S)
+    clock.now, chunks[:] = 0.0, []
+    assert warmup.heat_while_idle("cuda:0", 0.2, lambda: False, heat, clock) >= 0.2
+    assert len(chunks) == round(0.2 / warmup.HEAT_CHUNK_S), "heated past its longest"
+    chunks.clear()
+    assert warmup.heat_while_idle("cpu", 30.0, lambda: False, heat, clock) == 0.0
+    assert not chunks
+
+
+class FakeConn:
+    """The worker's end of the pipe: the driver's requests, and what it sent back."""
+
+    def __init__(self, requests: list[tuple]) -> None:
+        self.requests, self.sent = list(requests), []
+
+    def recv(self) -> tuple:
+        if not self.requests:
+            raise EOFError
+        return self.requests.pop(0)
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return bool(self.requests)
+
+    def send(self, answer: tuple) -> None:
+        self.sent.append(answer)
+
+
+def test_keep_warm_is_answered_at_once_then_heats_until_the_next_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.execution import worker_loop
+
+    heats: list[tuple] = []
+
+    def heat_while_idle(device: str, max_s: float, asked: object) -> float:
+        heats.append((device, max_s, list(conn.sent), asked()))
+        return 0.0
+
+    monkeypatch.setattr(worker_loop, "handle", lambda kind, payload: ("done", kind, False))
+    conn = FakeConn([("keep_warm", ("cuda:0", 30.0)), ("heat", ("cuda:0", 1.0)),
+                     ("keep_warm", ("cuda:0", 30.0))])
+    worker_loop.answer_requests(conn, heat_while_idle)
+    # answered before heating (the driver reads it without waiting); stopped by the next
+    # request; the last one heats until the driver hangs up
+    assert heats[0] == ("cuda:0", 30.0, [("keeping", {}, False)], True)
+    assert heats[1][3] is False
+    assert conn.sent == [("keeping", {}, False), ("done", "heat", False),
+                         ("keeping", {}, False)]
+
+
+def test_gpu_warmup_counts_the_heat_given_while_the_driver_planned() -> None:
+    from runner.execution.worker_loop import HEAT_GAP_S, still_to_heat
+
+    heated = ("cuda:0", 3.0, 100.0)  # kept warm 3 s, until t=100
+    assert still_to_heat(("cuda:0", 5.0), heated, now_s=100.1) == ("cuda:0", 2.0)
+    assert still_to_heat(("cuda:0", 2.0), heated, now_s=100.1) == ("cuda:0", 0.0)
+    assert still_to_heat(("cuda:1", 5.0), heated, now_s=100.1) == ("cuda:1", 5.0)
+    late = 100.0 + 2 * HEAT_GAP_S  # cooled since: the whole heat again
+    assert still_to_heat(("cuda:0", 5.0), heated, now_s=late) == ("cuda:0", 5.0)
+
+
+def test_a_heat_request_right_after_keep_warm_heats_only_the_rest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.execution import worker_loop
+
+    handled: list[tuple] = []
+    monkeypatch.setattr(worker_loop, "handle",
+                        lambda kind, payload: handled.append((kind, payload)) or
+                        ("done", None, False))
+    conn = FakeConn([("keep_warm", ("cuda:0", 30.0)), ("heat", ("cuda:0", 5.0)),
+                     ("heat", ("cuda:0", 5.0))])
+    worker_loop.answer_requests(conn, lambda device, max_s, asked: 4.0)
+    assert handled == [("heat", ("cuda:0", 1.0)), ("heat", ("cuda:0", 5.0))]

@@ -1,6 +1,6 @@
 """``workers=N`` / ``workers=per_gpu`` (docs/scale-out.md): the trials of one job run in N
-supervised worker processes at once, fed from one longest-first queue; where the time goes
-(start-up parts, each worker's busy time: ``runner.execution.timeline``).
+supervised worker processes at once, each with its own list, placed by estimated cost; where
+the time goes (start-up parts, each worker's busy time: ``runner.execution.timeline``).
 
 The CPU path is the same machinery as the GPU one (placement aside), so these runs prove the
 queue, the journal from several threads, crash isolation per worker and the merged file. GPU
@@ -29,6 +29,7 @@ import pytest
 from runner.core.axes import DTYPE_BYTES
 from runner.core.errors import ConfigError
 from runner.execution import order, placement, pool, timeline
+from runner.execution.costs import TrialCost
 from runner.storage import journal
 from runner.storage.files import METADATA_KEY
 from runner.storage.layout import JOB_FILE, SWEEP_FILE
@@ -171,14 +172,15 @@ def test_cuda_n_pins_a_trial_to_its_worker(planned: list) -> None:
     trials = on_gpu(planned[:2], "cuda:1") + on_gpu(planned[2:], "cuda:0")
     plan = placement.plan_workers(2, "process", trials, {"cuda:1"}, gpus=["0", "1"])
     assert plan.pinned == {trials[0].index: 1, trials[1].index: 1}
-    queue = pool.TrialQueue(trials, plan.pinned)
-    first = plan.slots[0]
+    queue = pool.trial_queue(trials, plan.pinned, plan.slots,
+                             {t.index: TrialCost(1.0) for t in trials})
+    assert {t.index for t in queue.lists[1]} >= set(plan.pinned)
     taken = []
-    while (trial := queue.take(first)) is not None:
+    while (trial := queue.take(0)) is not None:
         taken.append(trial.index)
     assert set(taken) == {t.index for t in trials[2:]}, "worker 0 took a trial pinned to GPU 1"
     assert {t.index for t in queue.items} == {trials[0].index, trials[1].index}
-    assert queue.take(plan.slots[1]).index in plan.pinned
+    assert queue.take(1).index in plan.pinned
 
 
 def test_bad_placements_are_config_errors(planned: list) -> None:
@@ -357,7 +359,7 @@ def test_python_m_runner_starts_the_worker_before_it_imports_hydra(tmp_path: Pat
         "import runpy, sys\n"
         "import runner.execution.pool as pool\n"
         "seen = []\n"
-        "pool.prestart = lambda workers, device: seen.append('hydra' in sys.modules)\n"
+        "pool.prestart = lambda workers, device, *heat: seen.append('hydra' in sys.modules)\n"
         "sys.argv = ['runner', 'op=no_such_op']\n"
         "try:\n"
         "    runpy.run_module('runner', run_name='__main__', alter_sys=False)\n"
@@ -503,3 +505,62 @@ def test_gpus_are_counted_without_torch_as_cuda_would(monkeypatch: pytest.Monkey
     assert gpus.visible_gpus() is None
     monkeypatch.setattr(gpus, "_driver_gpu_count", lambda: 0)
     assert gpus.visible_gpus() == []
+
+
+class HeatingSupervisor(FakeSupervisor):
+    """Also records the heat and keep-warm requests, in order with the trials."""
+
+    def __init__(self, log: list) -> None:
+        super().__init__(lambda trial: log.append(("trial", trial.index)))
+        self.log = log
+
+    def heat(self, device: str, seconds: float) -> None:
+        self.log.append(("heat", device, seconds))
+
+    def keep_warm(self, device: str, max_s: float) -> None:
+        self.log.append(("keep_warm", device))
+
+
+@pytest.mark.parametrize("heat_s", [0.0, 5.0])
+def test_with_gpu_warmup_each_gpu_is_kept_warm_through_the_waits(planned: list,
+                                                                 heat_s: float) -> None:
+    """gpu_warmup_s: each worker heats its GPU, keeps it warm while the others get ready,
+    and again after its last trial, until the next job's request; never without it."""
+    logs: list[list] = [[], []]
+    workers = pool.Pool.__new__(pool.Pool)
+    workers.slots = tuple(placement.Slot(i, i, (), 1) for i in range(2))
+    workers.supervisors = [HeatingSupervisor(log) for log in logs]
+    workers.run(on_gpu(list(planned), "cuda"), {}, stop=NoStop(), record=lambda r, t: None,
+                heat_s=heat_s)
+    for log in logs:
+        kinds = [entry[0] for entry in log]  # a worker may have taken over every trial
+        if not heat_s:
+            assert set(kinds) <= {"trial"}
+            continue
+        assert kinds[:2] == ["heat", "keep_warm"] and kinds[-1] == "keep_warm"
+        assert set(kinds[2:-1]) <= {"trial"} and log[1] == ("keep_warm", "cuda:0")
+    assert sum(kind == "trial" for log in logs for kind, *_ in log) == len(planned)
+
+
+def test_gpu_warmup_on_the_command_line_keeps_each_gpu_warm_from_its_warm_up() -> None:
+    """Given ``gpu_warmup_s``, each GPU worker is asked to keep its GPU warm right after its
+    warm-up, while the driver still plans; a CPU job's workers are not."""
+    class Recorder:
+        def __init__(self) -> None:
+            self.calls: list[tuple] = []
+
+        def prestart(self, warm: Any = None) -> None:
+            self.calls.append(("prestart", warm))
+
+        def keep_warm(self, device: str, max_s: float) -> None:
+            self.calls.append(("keep_warm", device))
+
+    for warm, keep, expected in [(("cuda:0",), True, ("keep_warm", "cuda:0")),
+                                 (("cuda:0",), False, None), (("cpu",), True, None)]:
+        workers = pool.Pool.__new__(pool.Pool)
+        workers.slots = tuple(placement.Slot(i, i, (), 1) for i in range(2))
+        workers.supervisors = [Recorder(), Recorder()]
+        workers.prestart(warm, keep_warm=keep)
+        for recorder in workers.supervisors:
+            assert recorder.calls[0][0] == "prestart"
+            assert (recorder.calls[1] if len(recorder.calls) > 1 else None) == expected

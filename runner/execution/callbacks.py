@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from runner import console
 from runner.cli import fail
-from runner.execution import interrupt, launched, ray_stop, timeline
+from runner.execution import gpu_compare, interrupt, launched, ray_stop, timeline
 from runner.storage import lock
 from runner.storage.files import FormatError
 from runner.storage.journal import check_formats, merge_sweep
@@ -205,7 +205,8 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
     console.stderr.print(f"{len(rows)} trial{'' if len(rows) == 1 else 's'} ({tally}) → "
                          f"{merged.absolute()}", highlight=False)
     startup = timeline.reported_startup()
-    for line in (timeline.busy_line(rows), timeline.startup_line(startup),
+    for line in (timeline.busy_line(rows), *gpu_compare.per_gpu_lines(rows),
+                 timeline.startup_line(startup),
                  timeline.cost_line(rows, startup, timeline.since_command())):
         if line:
             console.stderr.print(line, highlight=False)

@@ -27,7 +27,7 @@ from runner.config import schema, sweep_size
 from runner.config.guards import check_job
 from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
-from runner.execution import launched, order, pool, timeline, worker
+from runner.execution import costs, gpu_compare, launched, order, pool, timeline, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
 from runner.execution.task import TrialTask, TrialTimer
@@ -187,8 +187,11 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
             if isinstance(runner_, pool.Pool):
                 with console.progress(len(tasks), job.title) as advance:
                     runner_.run(tasks, workers.pinned, stop=stop, heat_s=heat_s,
+                                costs=costs.for_tasks(tasks, cfg.results_dir),
                                 record=lambda row, task: (record(row, task),
                                                           advance(task.spec.label())))
+                job.metadata["estimated_worker_s"] = [  # the placement's estimate, per worker
+                    round(s, 3) for s in runner_.assignment.loads_s]
             else:
                 # a Ctrl-C before the first trial runs neither the heat nor any trial
                 if heat_s > 0 and tasks and not stop.requested:
@@ -224,7 +227,8 @@ def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str,
     table = journal.job_rows(job_dir, metadata, held)
     if table is None:
         return None
-    return replace_with_superset(_with_roofline(table, results_root), job_dir / JOB_FILE)
+    table = gpu_compare.annotate(_with_roofline(table, results_root))  # gpu_clock_vs_host
+    return replace_with_superset(table, job_dir / JOB_FILE)
 
 
 def _stopped(sweep_dir: Path, job_dir: Path) -> None:

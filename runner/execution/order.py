@@ -21,9 +21,8 @@ that differ only in shape together, largest first:
 
 ``trial_order=plan`` keeps the plan's order, for a study of order effects.
 
-**A pool** (``workers=N``, ``runner.execution.pool``): one queue, longest first
-(:func:`longest_first`): a slow trial started last keeps every other worker idle at the end,
-which costs more than any warm-up.
+**A pool** (``workers=N``, ``runner.execution.pool``): the same heat groups, cut where one
+is longer than a fair share and placed by estimated cost (``runner.execution.schedule``).
 """
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ def heat_order(trials: Iterable[Any]) -> list[Any]:
     trial in the plan, each group :func:`longest_first`."""
     groups: dict[str, list[Any]] = {}
     for trial in trials:
-        groups.setdefault(_without_shape(trial.spec), []).append(trial)
+        groups.setdefault(heat_key(trial.spec), []).append(trial)
     return [trial for group in groups.values() for trial in longest_first(group)]
 
 
@@ -67,6 +66,7 @@ def in_order(trials: Iterable[Any], trial_order: str) -> list[Any]:
     return heat_order(trials) if trial_order == "heat" else list(trials)
 
 
-def _without_shape(spec: Any) -> str:
-    """What a trial is besides its shape, as a key (``repr``: an op parameter may be a list)."""
+def heat_key(spec: Any) -> str:
+    """What a trial is besides its shape (its heat group), as a key (``repr``: an op
+    parameter may be a list)."""
     return repr(tuple(getattr(spec, f.name) for f in fields(spec) if f.name != "shape"))

@@ -9,8 +9,9 @@ of them. Design, on top of the crash-isolation worker (``runner.execution.worker
   whose processes own visible GPU *i*; inside it ``cuda`` / ``cuda:0`` is its GPU. A pinned
   trial's row keeps ``device=cuda:N`` and its ``trial_id``; ``gpu_index`` / ``gpu_uuid`` say
   which physical GPU ran it.
-* **Order.** One queue, longest first (``runner.execution.order.longest_first``); each
-  worker's thread takes the next trial it may run when it finishes one.
+* **Order.** Each worker gets its own list, balanced by estimated cost with heat order kept
+  on each GPU (``runner.execution.schedule``); a worker done with its list takes the last
+  trial of the busiest one.
 * **Reuse.** One pool per driver process (:func:`pool`), reused by every Hydra job of a
   multirun with the same placement: worker start (importing torch) is paid once per worker.
 * **Start.** ``python -m runner ... workers=N|per_gpu`` starts the pool before Hydra composes
@@ -32,7 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from runner.execution.order import longest_first
+from runner.execution import costs as trial_costs
 from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_gpus: job.py's)
     PER_GPU,
     Slot,
@@ -42,19 +43,22 @@ from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_
     plan_workers,
     predicted_slots,
 )
+from runner.execution.schedule import Assignment, WorkerQueues, assign
 from runner.execution.worker import START_TIMEOUT_S, Supervisor
 
 if TYPE_CHECKING:
     from runner.execution.task import TrialTask
 
 
-def prestart(workers: Any, device: list[Any] | None) -> None:
+def prestart(workers: Any, device: list[Any] | None, heat_s: float = 0.0) -> None:
     """Start the workers a job will most likely get, before Hydra composes it, and have each
     warm the device it will most likely use (:func:`guess_devices`): a pool for
     ``workers=N|per_gpu``, else the one supervised worker. ``workers``: its one value (None:
     a sweep over several, unsure); ``device``: the values given for ``device`` (None: not
-    given). Nothing is started when unsure (the job starts its workers after planning). A
-    job placed otherwise (CPU trials on a GPU machine, an experiment's own ``workers`` or
+    given); ``heat_s``: ``gpu_warmup_s`` as given (0: not given): each GPU is then kept
+    warm from its warm-up on, while the driver plans, and that heat counts towards it.
+    Nothing is started when unsure (the job starts its workers after planning). A job
+    placed otherwise (CPU trials on a GPU machine, an experiment's own ``workers`` or
     ``device``) replaces or re-warms them."""
     from runner.execution.worker import supervisor
 
@@ -67,10 +71,13 @@ def prestart(workers: Any, device: list[Any] | None) -> None:
     devices = guess_devices(device, gpus)
     if workers == "1" or (workers == PER_GPU and len(gpus) == 1):
         supervisor().prestart(devices)
+        cuda = [d for d in devices if d.startswith("cuda")]
+        if heat_s > 0 and len(cuda) == 1:
+            supervisor().keep_warm(cuda[0], KEEP_WARM_MAX_S)
         return
     slots = predicted_slots(workers, gpus, os.cpu_count() or 1) if workers else None
     if slots is not None:
-        pool(slots).prestart(devices)
+        pool(slots).prestart(devices, keep_warm=heat_s > 0)
 
 
 def warm_devices(trials: Iterable[Any]) -> tuple[str, ...]:
@@ -78,22 +85,15 @@ def warm_devices(trials: Iterable[Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(trial.spec.device for trial in trials))
 
 
-class TrialQueue:
-    """The job's one queue: a worker takes the first trial it may run (unpinned, or pinned to
-    its GPU)."""
-
-    def __init__(self, trials: Iterable[Any], pinned: dict[int, int]) -> None:
-        self.items = longest_first(trials)
-        self.pinned = pinned
-        self.lock = threading.Lock()
-
-    def take(self, slot: Slot) -> Any:
-        with self.lock:
-            for position, trial in enumerate(self.items):
-                gpu = self.pinned.get(trial.index)
-                if gpu is None or gpu == slot.gpu:
-                    return self.items.pop(position)
-        return None
+def trial_queue(trials: list[Any], pinned: dict[int, int], slots: tuple[Slot, ...],
+                costs: dict[int, trial_costs.TrialCost] | None = None) -> WorkerQueues:
+    """The job's trials as one list per worker (``runner.execution.schedule``), from
+    ``costs`` (by trial index; None: estimated for this machine's devices). ``pinned``:
+    trial index -> the visible GPU it must run on."""
+    costs = costs if costs is not None else trial_costs.for_tasks(trials)
+    owner = {slot.gpu: slot.index for slot in slots if slot.gpu is not None}
+    on_worker = {index: owner[gpu] for index, gpu in pinned.items() if gpu in owner}
+    return WorkerQueues(assign(trials, costs, len(slots), on_worker), costs, on_worker)
 
 
 class Pool:
@@ -103,16 +103,21 @@ class Pool:
         self.slots = slots
         self.supervisors = [Supervisor(dict(s.env), s.threads, f"opsweep-worker-{s.index}")
                             for s in slots]
+        #: the last :meth:`run`'s placement: each worker's trials and estimated seconds
+        self.assignment: Assignment | None = None
 
-    def prestart(self, warm: tuple[str, ...] | None = None) -> None:
+    def prestart(self, warm: tuple[str, ...] | None = None, keep_warm: bool = False) -> None:
         """Start every worker (all at once: each imports torch on its own core). ``warm``:
-        the job's devices; each worker warms its own GPU (``cuda:0`` inside it)."""
+        the job's devices; each worker warms its own GPU (``cuda:0`` inside it), and with
+        ``keep_warm`` then keeps it under load until its first request."""
         for slot, supervisor in zip(self.slots, self.supervisors):
             local = None
             if warm is not None:
                 cuda = any(device.startswith("cuda") for device in warm)
                 local = ("cuda:0",) if cuda and slot.gpu is not None else ("cpu",)
             supervisor.prestart(local)
+            if keep_warm and local == ("cuda:0",):
+                supervisor.keep_warm("cuda:0", KEEP_WARM_MAX_S)
 
     def stop(self) -> None:
         """Kill every worker first, then wait for each: N GPU contexts are torn down at once,
@@ -124,9 +129,10 @@ class Pool:
             supervisor.stop()
 
     def run(self, tasks: list[TrialTask], pinned: dict[int, int], *, stop: Any,
-            record: Callable[[dict[str, Any], TrialTask], None], heat_s: float = 0.0) -> None:
+            record: Callable[[dict[str, Any], TrialTask], None], heat_s: float = 0.0,
+            costs: dict[int, trial_costs.TrialCost] | None = None) -> None:
         """Run ``tasks`` on every worker at once; ``record(row, task)`` is called as each
-        finishes.
+        finishes; ``costs``: each task's estimated cost by index (None: estimated here).
 
         The driver's round trip stays off the workers' time: a worker's thread hands its row
         to its own writer thread and sends the worker its next trial at once, so the row is
@@ -141,7 +147,9 @@ class Pool:
         what they were running is not recorded. A failing ``record`` (a full disk) stops
         handing out trials; it is raised once the workers are idle."""
         heat = heat_s > 0 and any(t.spec.device.startswith("cuda") for t in tasks)
-        feed = _Feed(TrialQueue(tasks, pinned), stop, record, heat_s if heat else 0.0,
+        queue = trial_queue(tasks, pinned, self.slots, costs)
+        self.assignment = queue.assignment
+        feed = _Feed(queue, stop, record, heat_s if heat else 0.0,
                      threading.Barrier(len(self.slots)))
         threads = [threading.Thread(target=feed.serve, args=(slot, sup), daemon=True,
                                     name=f"opsweep-worker-{slot.index}")
@@ -167,7 +175,7 @@ class _Feed:
     """What the workers' threads of one :meth:`Pool.run` share: the queue, the stop and
     abort signals, the errors raised, and the barrier they start at."""
 
-    queue: TrialQueue
+    queue: WorkerQueues
     stop: Any
     record: Callable[[dict[str, Any], TrialTask], None]
     heat_s: float
@@ -182,14 +190,16 @@ class _Feed:
         writing: Future | None = None
         try:
             supervisor.wait_ready()  # imports done, own GPU warmed (prestart's request)
-            if self.heat_s > 0 and slot.gpu is not None and not self.stop.requested:
+            warm = self.heat_s > 0 and slot.gpu is not None
+            if warm and not self.stop.requested:
                 supervisor.heat("cuda:0", self.heat_s)
+                supervisor.keep_warm("cuda:0", KEEP_WARM_MAX_S)  # through the wait below
             try:  # all start together, so the longest trials go to different workers
                 self.barrier.wait(START_TIMEOUT_S)
             except threading.BrokenBarrierError:
                 pass
             while not self.stop.requested and not self.abort.is_set():
-                task = self.queue.take(slot)
+                task = self.queue.take(slot.index)
                 if task is None:
                     break
                 row = run_on(supervisor, slot, task)
@@ -200,6 +210,8 @@ class _Feed:
                 writing = writer.submit(self.record, row, task)
             if writing is not None:
                 writing.result()
+            if warm and not self.stop.requested and not self.abort.is_set():
+                supervisor.keep_warm("cuda:0", KEEP_WARM_MAX_S)  # until the next job's
         except BaseException as exc:  # noqa: BLE001 (SystemExit of a failed journal write)
             self.errors.append(exc)
             self.abort.set()
@@ -221,6 +233,9 @@ def run_on(supervisor: Supervisor, slot: Slot, task: TrialTask) -> dict[str, Any
 
 
 _POOL: Pool | None = None
+#: With ``gpu_warmup_s``, the longest a worker keeps its GPU under load while it waits (for
+#: the other workers to be ready, for the next job of a multirun; a request ends it).
+KEEP_WARM_MAX_S = 30.0
 
 
 def pool(slots: tuple[Slot, ...]) -> Pool:

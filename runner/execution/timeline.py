@@ -28,7 +28,7 @@ from typing import Any
 #: reuse the workers and describe no start-up).
 _MARKS: dict[str, float] = {"main": time.time()}
 #: Each worker's own report (by process name): spawned_at, main_at, torch_import_s,
-#: imports_s, ready_at, cuda_context_s, warm_s, warmed_at.
+#: imports_s, ready_at, cuda_context_s, clock_probe_s, warm_s, warmed_at.
 _WORKERS: dict[str, dict[str, Any]] = {}
 _FIRST_TRIAL: list[float] = []
 #: What the driver was like when it sent its first trial to a worker (:func:`trial_sent`).
@@ -124,7 +124,8 @@ def startup(command_at: float | None = None) -> dict[str, Any] | None:
             return max(values) if values else None
 
         parts["worker_process_s"] = max(w["main_at"] - w["spawned_at"] for w in reports)
-        for key in ("torch_import_s", "imports_s", "cuda_context_s", "warm_s"):
+        for key in ("torch_import_s", "imports_s", "cuda_context_s", "clock_probe_s",
+                    "warm_s"):
             value = slowest(key)
             if value is not None:
                 parts[f"worker_{key}"] = value
@@ -155,7 +156,8 @@ def startup_line(parts: Mapping[str, Any] | None) -> str | None:
     if "workers" in parts:
         worker = [("process start", "worker_process_s"), ("torch import",
                   "worker_torch_import_s"), ("other imports", "worker_imports_s"),
-                  ("CUDA context", "worker_cuda_context_s"), ("warm-up", "worker_warm_s")]
+                  ("CUDA context", "worker_cuda_context_s"),
+                  ("clock probe", "worker_clock_probe_s"), ("warm-up", "worker_warm_s")]
         shown = ", ".join(f"{label} {parts[key]:.2f}" for label, key in worker if key in parts)
         text += (f"; {parts['workers']} worker(s) started at {parts['workers_started_at_s']:.2f}"
                  f" s: {shown} (slowest; ready at {parts['workers_ready_at_s']:.2f} s)")

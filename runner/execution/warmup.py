@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 #: CUDA warm-ups started as soon as torch was imported (:func:`start_cuda`), by ordinal:
@@ -83,7 +84,8 @@ def _cuda_or_error(device: str, info: dict[str, Any]) -> None:
 
 def _merge(info: dict[str, Any], early: dict[str, Any]) -> None:
     """What a CUDA warm-up started early recorded, into the warm-up's ``info``."""
-    info["cuda_context_s"] = info.get("cuda_context_s", 0.0) + early.get("cuda_context_s", 0.0)
+    for key in ("cuda_context_s", "clock_probe_s"):
+        info[key] = info.get(key, 0.0) + early.get(key, 0.0)
     if "warm_error" in early:
         info.setdefault("warm_error", early["warm_error"])
 
@@ -101,6 +103,45 @@ def _cuda(device: str, info: dict[str, Any]) -> None:
     for dtype in (torch.float32, torch.bfloat16):
         probe.to(dtype) @ probe.to(dtype)
     torch.cuda.synchronize(device)
+    _clock_probe(device, info)
+
+
+def _clock_probe(device: str, info: dict[str, Any]) -> None:
+    """Build the device's clock probe (``runner.timing.clock_probe``: importing Triton and
+    compiling its kernel, a second or more in a fresh process) here, not inside the first
+    trial: there it was part of that trial's ``cost_other_s``, once in every worker, so the
+    sweep's "other" grew with the worker count."""
+    from runner.timing.clock_probe import clock_probe
+
+    begin = time.perf_counter()
+    clock_probe(device)
+    info["clock_probe_s"] = info.get("clock_probe_s", 0.0) + time.perf_counter() - begin
+
+
+def heat_while_idle(device: str, max_s: float, asked: Callable[[], bool],
+                    heat: Callable[[str, float], Any] | None = None,
+                    wall: Callable[[], float] = time.perf_counter) -> float:
+    """Keep ``device`` under sustained load (``runner.timing.heat.heat_device``, in chunks of
+    :data:`HEAT_CHUNK_S`) until ``asked()`` (a request is waiting) or ``max_s``; the seconds
+    it heated. A CPU device is not heated.
+
+    Why: a worker of a pool waits between its warm-up and its first trial (for the other
+    workers to be ready, for the driver) and between the jobs of a multirun, and a GPU left
+    idle cools: its first power-capped trial would start from another state than the rest
+    of the sweep, and than the same trial on the other GPUs. With ``gpu_warmup_s`` the pool
+    asks each worker to keep its GPU warm through these waits (docs/scale-out.md)."""
+    if not device.startswith("cuda") or max_s <= 0:
+        return 0.0
+    if heat is None:
+        from runner.timing.heat import heat_device as heat
+    start = wall()
+    while wall() - start < max_s and not asked():
+        heat(device, HEAT_CHUNK_S)
+    return wall() - start
+
+
+#: Seconds of one chunk of :func:`heat_while_idle`: how long a trial that arrives may wait.
+HEAT_CHUNK_S = 0.05
 
 
 def _records(devices: tuple[str, ...], info: dict[str, Any]) -> None:

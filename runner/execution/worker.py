@@ -244,6 +244,12 @@ class Supervisor:
         except WorkerLost as lost:
             print(f"opsweep: warning: heating {device} failed: {lost}", file=sys.stderr)
 
+    def keep_warm(self, device: str, max_s: float) -> None:
+        """Have the worker keep ``device`` under load until its next request (at most
+        ``max_s``), without waiting (``runner.execution.warmup.heat_while_idle``)."""
+        if self.worker is not None and self.worker.alive():
+            self.worker.post(("keep_warm", (device, max_s)))
+
     def _request(self, message: tuple, timeout_s: float | None) -> Any:
         self.prestart()
         worker = self.worker

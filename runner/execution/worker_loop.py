@@ -3,8 +3,8 @@ one trial into one row whatever happens (also used in the driver with ``isolatio
 
 The loop answers the driver's requests one at a time: ``trial`` (a
 :class:`~runner.execution.task.TrialTask`, exactly as the job built it; a row back, with the
-seconds the trial took, ``worker_trial_wall_s``), ``warm`` (``runner.execution.warmup``) and
-``heat``.
+seconds the trial took, ``worker_trial_wall_s``), ``warm`` (``runner.execution.warmup``),
+``heat`` and ``keep_warm`` (heat until the next request).
 """
 
 from __future__ import annotations
@@ -57,6 +57,17 @@ def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = No
     """The worker's main loop: start (:func:`_start`), then answer requests one at a time
     until the driver hangs up, or until a trial's row retires the worker."""
     _start(conn, env, threads, cuda_ordinals)
+    answer_requests(conn)
+
+
+def answer_requests(conn: Any, heat_while_idle: Any = None) -> None:
+    """Answer the driver's requests one at a time, until it hangs up or a row retires the
+    worker. ``keep_warm`` (device, max seconds) is answered at once; then the device is
+    kept under load (``runner.execution.warmup.heat_while_idle``) until the next request
+    comes."""
+    if heat_while_idle is None:
+        from runner.execution.warmup import heat_while_idle
+    heated: tuple[str, float, float] | None = None  # device, seconds, when (keep_warm's)
     from runner.execution.timed import WorkerTiming  # imported by _start already
 
     state = WorkerTiming()  # this worker's, handed from each trial to the next
@@ -65,10 +76,34 @@ def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = No
             kind, payload = conn.recv()
         except (EOFError, OSError):
             return
+        if kind == "keep_warm":
+            conn.send(("keeping", {}, False))
+            seconds = heat_while_idle(*payload, asked=conn.poll)
+            heated = (payload[0], seconds, time.perf_counter())
+            continue
+        if kind == "heat" and heated is not None:
+            payload = still_to_heat(payload, heated)
+        heated = None
         answer = handle(kind, payload, state)
         conn.send(answer)
         if answer[2]:
             return
+
+
+def still_to_heat(request: tuple[str, float], heated: tuple[str, float, float],
+                  now_s: float | None = None) -> tuple[str, float]:
+    """A ``heat`` request (device, seconds) less what ``keep_warm`` heated that device right
+    before it (device, seconds, when it stopped): ``gpu_warmup_s`` counts the heat its worker
+    gave the GPU while the driver was still planning."""
+    device, seconds = request
+    now_s = time.perf_counter() if now_s is None else now_s
+    if heated[0] == device and now_s - heated[2] <= HEAT_GAP_S:
+        seconds = max(0.0, seconds - heated[1])
+    return device, seconds
+
+
+#: Longest gap (s) between keeping a device warm and a heat request that counts it.
+HEAT_GAP_S = 0.5
 
 
 def handle(kind: str, payload: Any, state: WorkerTiming | None = None
@@ -90,7 +125,7 @@ def handle(kind: str, payload: Any, state: WorkerTiming | None = None
 
         heat_device(*payload)
         return "done", None, False
-    raise ValueError(f"unknown request {kind!r}: expected trial, warm or heat")
+    raise ValueError(f"unknown request {kind!r}: expected trial, warm, heat or keep_warm")
 
 
 def _start(conn: Any, env: dict[str, str] | None, threads: int | None,

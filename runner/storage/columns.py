@@ -190,18 +190,18 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "driver_version": (_S, "NVIDIA driver (via nvidia-ml-py)"),
     "torch_version": (_S, "torch.__version__"),
     "cuda_version": (_S, "torch.version.cuda"),
-    "cpu_model": (_S, "host CPU model"),
-    "cpu_count": (_I, "host logical CPUs"),
+    "cpu_model": (_S, "host CPU model"), "cpu_count": (_I, "host logical CPUs"),
     "num_threads_used": (_I, "torch intra-op CPU threads the trial ran with (num_threads, "
                              "else the worker's share of the cores under workers=N)"),
     "hostname": (_S, "host name"),
     "cuda_visible_devices": (_S, "CUDA_VISIBLE_DEVICES of the process that ran the trial"),
     "gpu_index": (_I, "physical GPU index on the host (NVML's numbering), null on cpu"),
     "gpu_uuid": (_S, "the GPU's UUID (GPU-...), null on cpu"),
+    "gpu_clock_vs_host": (_F, "the SM clock this GPU's capped trials sustained over the job's "
+                              "GPUs' median (docs/scale-out.md); null with one GPU or none capped"),
     "gpu_pci_bus_id": (_S, "the GPU's PCI bus id, null on cpu"),
     "power_limit_w": (_F, "the GPU's enforced board power limit, W (NVML), null on cpu"),
-    "python_version": (_S, "Python version"),
-    "platform": (_S, "platform.platform()"),
+    "python_version": (_S, "Python version"), "platform": (_S, "platform.platform()"),
     "git_commit": (_S, "opsweep's git commit"),
     "git_dirty": (_B, "true when opsweep's tree had uncommitted changes"),
     "user_git_commit": (_S, "git commit of the repository holding the code the trial ran "

@@ -1,0 +1,67 @@
+"""How the GPUs of a multi-GPU sweep compared (runner.execution.gpu_compare): the summary's
+per-GPU lines and each row's ``gpu_clock_vs_host``, from the columns rows already have."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pyarrow as pa
+
+from runner.execution import gpu_compare
+from runner.storage.columns import COLUMNS
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def row(gpu: int | None, clock: float | None, capped: bool | None, at_s: float = 0.0,
+        temperature: int | None = 60) -> dict[str, Any]:
+    return {"gpu_index": gpu, "worker": gpu, "job_num": 0, "power_capped": capped,
+            "sm_clock_mhz_samples_median": clock, "temperature_c_end": temperature,
+            "timestamp": START + timedelta(seconds=at_s), "worker_trial_wall_s": 1.0}
+
+
+def four_gpus() -> list[dict[str, Any]]:
+    """Each GPU: two capped trials and one light one; GPU 3 sustains a 5% lower clock and
+    runs hotter."""
+    clocks = {0: 1600.0, 1: 1610.0, 2: 1590.0, 3: 1520.0}
+    rows = []
+    for gpu, clock in clocks.items():
+        heat = 75 if gpu == 3 else 62
+        rows += [row(gpu, clock, True, 0.0, heat), row(gpu, clock + 2, True, 1.0, heat),
+                 row(gpu, 1980.0, False, 2.0, heat)]
+    return rows
+
+
+def test_each_gpu_s_sustained_capped_clock_against_the_host_median() -> None:
+    rows = four_gpus()
+    assert gpu_compare.capped_clocks(rows) == {0: 1601.0, 1: 1611.0, 2: 1591.0, 3: 1521.0}
+    ratios = gpu_compare.clock_ratios(rows)
+    assert ratios[0] == 1601.0 / 1596.0 and round(ratios[3], 3) == 0.953
+    assert gpu_compare.clock_ratios(rows[:3]) == {}, "one GPU compares with nothing"
+
+
+def test_the_summary_shows_every_gpu_and_flags_the_slow_one() -> None:
+    lines = gpu_compare.per_gpu_lines(four_gpus())
+    assert len(lines) == 5
+    assert "GPU 0: 3 rows, busy 100%, capped clock 1601 MHz (1.003 of the host's median), " \
+           "up to 62 °C" in lines[1]
+    assert "differs by more than 3%" in lines[4] and "up to 75 °C" in lines[4]
+    assert not any("differs" in line for line in lines[1:4])
+    cpu = [row(None, None, None, temperature=None) for _ in range(3)]
+    assert gpu_compare.per_gpu_lines(cpu) == [], "a CPU sweep has no per-GPU lines"
+    one = [r for r in four_gpus() if r["gpu_index"] == 0]
+    assert gpu_compare.per_gpu_lines(one) == []
+
+
+def test_each_row_says_how_its_gpu_compared() -> None:
+    rows = four_gpus() + [row(None, None, None)]
+    table = pa.Table.from_pylist(rows)
+    annotated = gpu_compare.annotate(table)
+    values = annotated.column(gpu_compare.COLUMN).to_pylist()
+    ratios = gpu_compare.clock_ratios(rows)
+    assert values[:12] == [ratios[r["gpu_index"]] for r in rows[:12]]
+    assert values[12] is None
+    again = gpu_compare.annotate(annotated)  # replaced, not added twice
+    assert again.column_names.count(gpu_compare.COLUMN) == 1
+    assert gpu_compare.COLUMN in COLUMNS, "the column is declared in the result schema"

@@ -1,0 +1,239 @@
+"""Placing a job's trials on ``workers=N`` by estimated cost (runner.execution.schedule,
+runner.execution.costs): balanced by seconds, not by count; a heat group cut only where it is
+longer than a fair share; heat order (largest first) kept on each worker. Fake trials and
+fake costs: no worker process, no GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from runner.execution import costs, schedule
+from runner.execution.costs import TrialCost
+from runner.timing.measurement import TimerPlan
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the schedule reads of a trial's spec (a dataclass, as ``TrialSpec``)."""
+
+    op: str
+    dtype: str
+    shape: tuple[int, ...]
+    device: str = "cuda:0"
+    backward: bool = False
+    streams: int = 1
+    seed: int = 0
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.op}-{self.dtype}-{'x'.join(map(str, self.shape))}"
+
+
+def trials_of(specs: list[Spec]) -> list[Any]:
+    return [SimpleNamespace(index=i, spec=spec) for i, spec in enumerate(specs)]
+
+
+def group_of(trial: Any) -> tuple[str, str, int]:
+    return trial.spec.op, trial.spec.dtype, trial.spec.seed
+
+
+def loads(assignment: schedule.Assignment, cost: dict[int, TrialCost]) -> list[float]:
+    """Each worker's seconds, counted from its list as it runs: a cold start at the first
+    trial of each run of one heat group."""
+    out = []
+    for mine in assignment.lists:
+        seconds, previous = 0.0, None
+        for trial in mine:
+            seconds += cost[trial.index].seconds
+            if group_of(trial) != previous:
+                seconds += cost[trial.index].cold_s
+            previous = group_of(trial)
+        out.append(seconds)
+    return out
+
+
+def test_balance_by_cost_not_by_count() -> None:
+    # one capped group of four 4-second trials and 20 light trials of 0.1 s: by count, each
+    # of two workers would get 12 trials; by cost the heavy group is cut in two
+    specs = [Spec("matmul", "bf16", (s, s, s)) for s in (8192, 6144, 4096, 3072)]
+    specs += [Spec("add", "fp32", (n,)) for n in range(1, 21)]
+    trials = trials_of(specs)
+    cost = {t.index: TrialCost(4.0, 1.5, True) if t.spec.op == "matmul" else TrialCost(0.1)
+            for t in trials}
+    placed = schedule.assign(trials, cost, 2)
+    heavy = [[t.spec.shape[0] for t in mine if t.spec.op == "matmul"] for mine in placed.lists]
+    assert sorted(map(len, heavy)) == [2, 2], heavy
+    assert max(loads(placed, cost)) <= 1.1 * (sum(loads(placed, cost)) / 2)
+    assert sorted(t.index for mine in placed.lists for t in mine) == list(range(len(trials)))
+
+
+def test_a_long_group_is_cut_in_heat_order_and_each_run_is_largest_first() -> None:
+    sizes = (8192, 6144, 4096, 3072, 2048, 1024)
+    trials = trials_of([Spec("matmul", "bf16", (s, s, s)) for s in sizes])
+    cost = {t.index: TrialCost(t.spec.shape[0] / 1024, 1.5, True) for t in trials}
+    runs = schedule.split(schedule.heat_groups(trials, {})[0], cost, fair_s=13.0)
+    assert [[t.spec.shape[0] for t in run] for run in runs] == [
+        [8192, 6144], [4096, 3072, 2048, 1024]]
+    placed = schedule.assign(trials, cost, 2)
+    for mine in placed.lists:  # each GPU: heat order, largest first
+        shown = [t.spec.shape[0] for t in mine]
+        assert shown == sorted(shown, reverse=True) and shown
+
+
+def test_a_group_no_longer_than_a_fair_share_stays_on_one_worker() -> None:
+    specs = [Spec("matmul", d, (s, s, s)) for d in ("bf16", "fp16") for s in (4096, 2048)]
+    trials = trials_of(specs)
+    cost = {t.index: TrialCost(2.0, 1.5, True) for t in trials}
+    placed = schedule.assign(trials, cost, 2)
+    assert sorted({t.spec.dtype for t in mine} == {d} for mine in placed.lists
+                  for d in ("bf16", "fp16")).count(True) == 2
+    assert all(len({group_of(t) for t in mine}) == 1 for mine in placed.lists)
+
+
+def test_pinned_trials_stay_on_their_worker_and_are_never_taken_over() -> None:
+    trials = trials_of([Spec("matmul", "bf16", (s, s, s)) for s in (4096, 2048, 1024, 512)])
+    cost = {t.index: TrialCost(1.0) for t in trials}
+    pinned = {0: 1, 1: 1}
+    placed = schedule.assign(trials, cost, 2, pinned)
+    assert {t.index for t in placed.lists[1]} >= {0, 1}
+    queues = schedule.WorkerQueues(placed, cost, pinned)
+    taken = []
+    while (trial := queues.take(0)) is not None:
+        taken.append(trial.index)
+    assert not {0, 1} & set(taken), "worker 0 took a trial pinned to worker 1"
+    assert {t.index for t in queues.items} == {0, 1}
+
+
+def test_a_worker_done_early_takes_the_last_trial_of_the_busiest() -> None:
+    trials = trials_of([Spec("add", "fp32", (n,)) for n in (5, 4, 3, 2, 1)])
+    cost = {t.index: TrialCost(1.0) for t in trials}
+    placed = schedule.Assignment(((trials[0],), tuple(trials[1:])), (1.0, 4.0))
+    queues = schedule.WorkerQueues(placed, cost, {})
+    assert queues.take(0) is trials[0]
+    assert queues.take(0) is trials[4], "not the busiest worker's last (lightest) trial"
+    assert queues.take(1) is trials[1]
+
+
+def mixed_sweep(seeds: int = 1) -> list[Any]:
+    """The 46-trial mix of a new user's first multi-GPU sweep: 24 matmuls (256³-8192³ ×
+    bf16/fp16/fp32/tf32) plus sdpa, layer_norm, softmax and linear; once per seed."""
+    specs = []
+    for seed in range(seeds):
+        specs += [Spec("matmul", d, (s, s, s), seed=seed)
+                  for s in (256, 512, 1024, 2048, 4096, 8192)
+                  for d in ("bf16", "fp16", "fp32", "tf32")]
+        specs += [Spec("sdpa", d, (8, 16, s, 64), seed=seed) for d in ("bf16", "fp16")
+                  for s in (1024, 2048, 4096)]
+        specs += [Spec(op, d, (r, 4096), seed=seed) for op in ("layer_norm", "softmax")
+                  for d in ("bf16", "fp32") for r in (1024, 4096, 16384)]
+        specs += [Spec("linear", d, (n, 4096, 4096), seed=seed) for d in ("bf16", "fp32")
+                  for n in (8192, 32768)]
+    assert len(specs) == 46 * seeds
+    return trials_of(specs)
+
+
+def tasks_of(trials: list[Any], plan: TimerPlan = TimerPlan()) -> list[Any]:
+    timer = SimpleNamespace(plan=plan, device_time=True, preset="default")
+    return [SimpleNamespace(index=t.index, spec=t.spec, timer=timer, check_accuracy=True)
+            for t in trials]
+
+
+def lower_bound(cost: dict[int, TrialCost], workers: int) -> float:
+    """No placement's busiest worker does better: the mean, and, k trials a worker being
+    too few for the (k·N+1) longest, k+1 of them on one worker, after a cold start."""
+    seconds = sorted((c.seconds for c in cost.values()), reverse=True)
+    cold = max(c.cold_s for c in cost.values())
+    mean = (sum(seconds) + cold * workers) / workers
+    pigeons = [(k + 1) * seconds[k * workers] + cold
+               for k in range(1, len(seconds)) if k * workers < len(seconds)]
+    return max([mean, seconds[0] + cold, *pigeons])
+
+
+@pytest.mark.parametrize("workers", [2, 4, 8])
+def test_dry_run_of_the_mixed_sweep_is_balanced(workers: int) -> None:
+    """Planned for 2, 4 and 8 GPUs from the estimates of an H100: the busiest worker's
+    estimate within 10% of the mean on 2 and 4; on 8, seventeen capped trials of about the
+    same length make three on one worker unavoidable: within 10% of that bound."""
+    tasks = tasks_of(mixed_sweep())
+    cost = costs.costs(tasks, costs.rates_for("cuda:0", "NVIDIA H100 80GB HBM3"))
+    placed = schedule.assign(tasks, cost, workers)
+    counted = loads(placed, cost)
+    mean = sum(counted) / workers
+    bound = mean if workers < 8 else lower_bound(cost, workers)
+    assert max(counted) <= 1.1 * bound, (counted, mean, bound)
+    assert max(counted) == pytest.approx(max(placed.loads_s))
+    assert sorted(t.index for mine in placed.lists for t in mine) == list(range(46))
+
+
+def test_dry_run_for_eight_workers_of_a_sweep_long_enough_to_balance() -> None:
+    """Eight workers, the mix with five seeds (230 trials, over four minutes on one GPU):
+    the busiest worker within 10% of the mean; every trial placed once."""
+    tasks = tasks_of(mixed_sweep(seeds=5))
+    cost = costs.costs(tasks, costs.rates_for("cuda:0", "NVIDIA H100 80GB HBM3"))
+    placed = schedule.assign(tasks, cost, 8)
+    counted = loads(placed, cost)
+    assert sum(cost[t.index].seconds for t in tasks) > 240
+    assert max(counted) <= 1.1 * sum(counted) / 8, counted
+    assert sorted(t.index for mine in placed.lists for t in mine) == list(range(230))
+
+
+def test_dry_run_for_eight_workers_with_fake_costs() -> None:
+    """Eight workers, the mixed sweep with fake costs shaped like a one-GPU run's (53 s of
+    trials: capped matmuls 2-4 s, the rest 0.2-0.6 s)."""
+    trials = mixed_sweep()
+
+    def fake(spec: Spec) -> TrialCost:
+        if spec.op == "matmul" and spec.dtype != "fp32" and spec.shape[0] >= 2048:
+            return TrialCost({2048: 2.0, 4096: 3.0, 8192: 4.0}[spec.shape[0]], 1.5, True)
+        return TrialCost(0.2 + 0.4 * (spec.shape[0] >= 4096 or spec.op == "linear"))
+
+    cost = {t.index: fake(t.spec) for t in trials}
+    placed = schedule.assign(trials, cost, 8)
+    counted = loads(placed, cost)
+    assert max(counted) <= 1.1 * lower_bound(cost, 8), counted
+    assert placed.balance <= 1.2
+
+
+def test_capped_ops_cost_their_settling_and_the_rest_little() -> None:
+    rates = costs.rates_for("cuda:0", "NVIDIA H100 80GB HBM3")
+    assert rates.name == "H100 SXM"
+    task = tasks_of(trials_of([Spec("matmul", "bf16", (8192, 8192, 8192)),
+                               Spec("matmul", "fp32", (8192, 8192, 8192)),
+                               Spec("matmul", "bf16", (256, 256, 256)),
+                               Spec("matmul", "bf16", (8192, 8192, 8192), "cpu")]))
+    capped, fp32, small, cpu = (costs.estimate(t, rates) for t in task)
+    assert capped.capped and capped.cold_s > 0
+    assert not fp32.capped and not small.capped and not cpu.capped
+    assert capped.seconds > 5 * small.seconds
+    assert costs.rates_for("cuda:0", "a GPU no table knows").name == costs.DEFAULT_GPU
+    assert costs.rates_for("cpu").name == "cpu"
+
+
+def test_what_an_earlier_sweep_measured_replaces_the_estimate(tmp_path: Any) -> None:
+    tasks = tasks_of(trials_of([Spec("matmul", "bf16", (256, 256, 256)),
+                                Spec("add", "fp32", (8,))]))
+    sweep = tmp_path / "2026-01-01_00-00-00"
+    sweep.mkdir()
+    pq.write_table(pa.table({"trial_id": [tasks[0].spec.trial_id, tasks[1].spec.trial_id],
+                             "timer_preset": ["default", "quick"], "status": ["ok", "ok"],
+                             "worker_trial_wall_s": [7.5, 9.0]}),
+                   sweep / "results.parquet")
+    walls = costs.earlier_walls(tmp_path)
+    found = costs.costs(tasks, costs.rates_for("cuda:0"), walls)
+    assert found[0].seconds == 7.5
+    assert found[1].seconds != 9.0, "a figure of another timer preset was used"
+    assert costs.earlier_walls(tmp_path / "missing") == {}
+
+
+def test_the_gpu_model_is_read_from_the_driver(tmp_path: Any) -> None:
+    gpu = tmp_path / "0000:18:00.0"
+    gpu.mkdir()
+    (gpu / "information").write_text("Model: \t\t NVIDIA H200\nIRQ: 42\n")
+    assert costs.gpu_model(tmp_path) == "NVIDIA H200"
+    assert costs.gpu_model(tmp_path / "missing") is None
