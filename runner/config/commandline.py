@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.config.ops import CONF_DIR
-from runner.core.errors import TEXT_FIX, ConfigError, unwritable
+from runner.core.errors import TEXT_FIX, ConfigError, shown, unwritable
 
 #: Hydra flags after which no trial runs (help, config printing, completion).
 NO_TRIALS = ("help", "hydra_help", "cfg", "info", "version", "shell_completion")
@@ -176,11 +176,8 @@ def _check_bytes(texts: Sequence[str]) -> None:
     for text in texts:
         problem = unwritable(text)
         if problem:
-            # the byte as Python writes bytes ('caf\xe9'), not as its surrogate
-            shown = repr(text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-                         if problem.startswith("has the byte") else text)
             raise ConfigError(f"invalid value for {text.partition('=')[0]!r} on the command "
-                              f"line: {shown.replace(chr(92) * 2, chr(92))} {problem}. {TEXT_FIX}")
+                              f"line: {shown(text)} {problem}. {TEXT_FIX}")
 
 
 def _home(texts: Sequence[str]) -> str | None:

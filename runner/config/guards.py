@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from runner.core.errors import ConfigError, unwritable
+from runner.core.errors import ConfigError, shown, unwritable
 from runner.storage.layout import RESUME_ENV, has_results
 
 #: numel and FLOP counts are int64 columns; a shape whose product passes this overflows them
@@ -251,7 +251,7 @@ def _unwritable(cfg: Any) -> str | None:
         elif isinstance(value, list):
             stack += [(f"{key}[{i}]", v) for i, v in enumerate(value)]
         elif isinstance(value, str) and (problem := unwritable(value)):
-            return f"invalid value for {key!r}: {value!r} {problem}"
+            return f"invalid value for {key!r}: {shown(value)} {problem}"
     return None
 
 

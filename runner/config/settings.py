@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.core.axes import INT64_MAX
-from runner.core.errors import TEXT_FIX, ConfigError, bad_value, unwritable
+from runner.core.errors import TEXT_FIX, ConfigError, bad_value, shown, unwritable
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def check_settings(values: Mapping[str, Any], schema: type, prefix: str = "") ->
             continue
         value = values[f.name]
         if isinstance(value, str) and (problem := unwritable(value)):  # from ${oc.env:...}
-            raise ConfigError(f"invalid value for '{prefix}{f.name}': {value!r} {problem}. "
+            raise ConfigError(f"invalid value for '{prefix}{f.name}': {shown(value)} {problem}. "
                               f"{TEXT_FIX}")
         if "rule" in f.metadata:
             f.metadata["rule"].enforce(prefix + f.name, value)

@@ -21,7 +21,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from runner.core.errors import TEXT_FIX, ConfigError, unwritable
+from runner.core.errors import ConfigError, unwritable
 
 #: Values one config file may expand to. A 5000-shape sweep is ~10^4.
 MAX_EXPANDED_NODES = 1_000_000
@@ -150,8 +150,9 @@ def check_file(path: Path, what: str) -> Any:
 
 
 def _check_text(root: Any, path: Path, what: str) -> None:
-    """Text no file can hold (a YAML escape ``"\\udce9"``): it reads, and Hydra's record of
-    the job failed on it after the sweep folder was made."""
+    """A file's text is UTF-8 (read strictly), so a lone surrogate comes from an escape in a
+    quoted string (``"caf\\udce9"``): it reads, and Hydra's record of the job failed on it
+    after the sweep folder was made."""
     stack, seen = [root], set()
     while stack:
         node = stack.pop()
@@ -159,10 +160,12 @@ def _check_text(root: Any, path: Path, what: str) -> None:
             continue
         seen.add(id(node))
         stack.extend(_children(node))
-        problem = unwritable(node.value) if isinstance(node.value, str) else None
-        if problem:
+        if isinstance(node.value, str) and unwritable(node.value):
+            char = next(c for c in node.value if 0xD800 <= ord(c) <= 0xDFFF)
             raise ConfigError(f"invalid value for {what}: {path} line {node.start_mark.line + 1}:"
-                              f" {node.value!r} {problem}. {TEXT_FIX}")
+                              f" {node.value!r} has the escape \\u{ord(char):04x}, half of a "
+                              "surrogate pair, which no text file holds. Write the character "
+                              "itself, or its code point as one escape (\\u00e9 for 'é').")
 
 
 def check_config_files(cmd: Any) -> None:

@@ -51,3 +51,13 @@ def unwritable(text: str) -> str | None:
                     f"Latin-1 it is {byte.decode('latin-1')!r})")
         return f"has U+{code:04X} {where}, half of a surrogate pair, which no text file holds"
     return None
+
+
+def shown(text: str) -> str:
+    """``repr(text)`` with each byte that was not UTF-8 written as that byte (``'caf\\xe9'``),
+    not as the surrogate Python keeps it in (``'caf\\udce9'``)."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte: as it is
+        return repr(text)
+    return repr(raw.decode("utf-8", "backslashreplace")).replace("\\\\x", "\\x")
