@@ -167,3 +167,21 @@ def test_an_unwritable_value_that_slips_past_the_checks_still_leaves_nothing(
     assert _files(tmp_path) == before, "a failed start left files behind"
     monkeypatch.undo()
     assert _run_main(args, tmp_path, monkeypatch) == 0, capsys.readouterr().err
+
+
+def test_a_sweep_folder_no_os_can_make_is_not_blamed_on_lock_wait_s(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The lock's ``ValueError`` (a NUL byte in the path) was reported as a bad
+    ``lock_wait_s``, a setting the user never touched."""
+    from omegaconf import OmegaConf
+
+    from runner.execution.callbacks import take_lock
+
+    with pytest.raises(SystemExit) as stop:
+        take_lock(OmegaConf.create({"lock_wait_s": 0}), tmp_path / "a\0b")
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "lock_wait_s" not in err, err
+    assert "cannot lock the sweep folder" in err and "null" in err, err
+    with pytest.raises(SystemExit):
+        take_lock(OmegaConf.create({"lock_wait_s": -1}), tmp_path / "s")
+    assert "invalid value for 'lock_wait_s': -1.0" in capsys.readouterr().err
