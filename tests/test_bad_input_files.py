@@ -95,6 +95,7 @@ def _write_files(folder: Path) -> None:
     (folder / "loop").symlink_to("loop")
 
 
+@pytest.mark.fast_sample(every=5)
 @pytest.mark.parametrize(("args", "words"), [(a, w) for _, a, w in CATALOG],
                          ids=[name for name, _, _ in CATALOG])
 def test_bad_input_from_files_bytes_and_paths_exits_2_with_one_line_and_leaves_nothing(

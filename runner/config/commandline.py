@@ -185,7 +185,7 @@ def _home(texts: Sequence[str]) -> str | None:
     the grammar refuses it unquoted, with a bare "LexerNoViableAltException"."""
     for text in texts:
         key, _, value = text.partition("=")
-        if value.startswith("~"):
+        if value == "~" or value.startswith("~/"):
             return (f"invalid value for {key.lstrip('+~')!r} on the command line: {text!r}: "
                     "the shell did not expand '~' (sh and zsh leave it after '='), and opsweep "
                     f"does not either. Write the path out: {key}={os.path.expanduser(value)}")
