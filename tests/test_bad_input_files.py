@@ -96,11 +96,11 @@ def _write_files(folder: Path) -> None:
 
 
 @pytest.mark.fast_sample(every=5)
-@pytest.mark.parametrize(("args", "words"), [(a, w) for _, a, w in CATALOG],
-                         ids=[name for name, _, _ in CATALOG])
+@pytest.mark.parametrize("case", CATALOG, ids=[case[0] for case in CATALOG])
 def test_bad_input_from_files_bytes_and_paths_exits_2_with_one_line_and_leaves_nothing(
-        args: list[str], words: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture) -> None:
+        case: tuple[str, list[str], list[str]], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    _, args, words = case
     _write_files(tmp_path)
     monkeypatch.setenv("OPSWEEP_LATIN1", LATIN1)
     before = _files(tmp_path)
