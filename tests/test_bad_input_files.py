@@ -55,6 +55,8 @@ CATALOG: list[tuple[str, list[str], list[str]]] = [
      ["'sweep_id'", "'a\\x00b'", "NUL", "Remove it"]),
     ("results-dir-nul", ["--config-dir", "cd", "experiment=nul_results_dir"],
      ["'results_dir'", "NUL", "Remove it"]),
+    ("notes-nested-deep", ["notes=" + "[" * 3000 + "]" * 3000],
+     ["'notes'", "on the command line", "3000 levels deep", "Flatten the value"]),
     ("results-dir-home-unquoted", ["results_dir=~/x"],
      ["'results_dir'", "'results_dir=~/x'", "did not expand '~'", "Write the path out"]),
 ]

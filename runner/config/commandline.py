@@ -132,8 +132,8 @@ def parse_command_line(args: Sequence[str]) -> CommandLine:
     try:
         overrides = OverridesParser.create().parse_overrides(texts)
     except Exception as exc:  # Hydra's grammar errors are precise: keep their first line
-        raise ConfigError(_home(texts) or _look_alike(texts) or str(exc).splitlines()[0]) \
-            from None
+        raise ConfigError(_home(texts) or _look_alike(texts) or _too_deep(texts, exc)
+                          or str(exc).splitlines()[0]) from None
     _warn_repeats(overrides)
     extra: list[Path] = []
     if flags.config_dir:
@@ -190,6 +190,23 @@ def _home(texts: Sequence[str]) -> str | None:
                     "the shell did not expand '~' (sh and zsh leave it after '='), and opsweep "
                     f"does not either. Write the path out: {key}={os.path.expanduser(value)}")
     return None
+
+
+def _too_deep(texts: Sequence[str], exc: Exception) -> str | None:
+    """A value nested thousands of lists deep overflows the parser's recursion."""
+    if not isinstance(exc, RecursionError):
+        return None
+
+    def depth(text: str) -> int:
+        level = deepest = 0
+        for char in text:
+            level += (char in "[{") - (char in "]}")
+            deepest = max(deepest, level)
+        return deepest
+
+    text = max(texts, key=depth)
+    return (f"invalid value for {text.partition('=')[0]!r} on the command line: its lists "
+            f"nest {depth(text)} levels deep, too deep to read. Flatten the value.")
 
 
 def _look_alike(texts: Sequence[str]) -> str | None:
