@@ -234,8 +234,10 @@ def _removed(sweep: Path) -> bool:
             jobs.is_dir() and any(has_results(job) for job in jobs.iterdir())):
         return False
     for path in sweep.iterdir():
-        if path.name != lock.LOCK_FILE:
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.name != lock.LOCK_FILE:
+            path.unlink()
     lock.release(sweep)  # the lock file, then each folder it made
     return not sweep.exists()
 
