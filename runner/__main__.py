@@ -40,7 +40,7 @@ from runner.config.guards import guard_hydra_record  # noqa: E402
 from runner.config.ops import CONF_DIR  # noqa: E402
 from runner.config.overrides import check_overrides  # noqa: E402
 from runner.config.preflight import check_job_count, preflight  # noqa: E402
-from runner.config.yaml_size import check_experiments  # noqa: E402
+from runner.config.yaml_size import check_config_files  # noqa: E402
 from runner.core.errors import ConfigError  # noqa: E402
 
 schema.register()
@@ -74,7 +74,7 @@ def main() -> None:
         cmd = parse_command_line(args)
         if cmd.runs_trials:
             check_job_count(cmd)  # before a huge -m sweep's values are listed or checked
-        check_experiments(cmd)  # a YAML alias bomb, before anything loads the file
+        check_config_files(cmd)  # an alias bomb or a deep file, before anything loads it
         sys.argv[1:] = cmd.argv  # flags first: Hydra's parser wants overrides last
         if cmd.runs_trials:
             _prestart(cmd)

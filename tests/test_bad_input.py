@@ -320,26 +320,35 @@ def test_a_key_given_twice_warns_and_the_last_runs(capsys: pytest.CaptureFixture
     assert capsys.readouterr().err == ""
 
 
-def test_a_full_disk_while_hydra_writes_its_record_exits_1_with_the_runs_message(
+def test_a_full_disk_while_hydra_writes_its_record_exits_1_and_leaves_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    """A resume (or a run) on a disk that is still full: Hydra's own write of ``.hydra`` was a
-    traceback; now exit 1 with what failed, the file and the resume command."""
+    """Hydra's own write of ``.hydra`` on a full disk was a traceback, and it left a folder
+    with the lock and an empty config.yaml that neither ``runner.resume`` ("not a sweep
+    folder") nor a rerun ("already exists") took. Now: exit 1 with what failed, the folder
+    this start made is removed, and the same command runs once there is space."""
     import errno
     import os
 
     import hydra.core.utils as hydra_utils
 
     def full(cfg: Any, filename: str, output_dir: Path) -> None:
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(output_dir) / filename).write_text("")  # as a full disk leaves it
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
+    before = _files(tmp_path)
     monkeypatch.setattr(hydra_utils, "_save_config", full)
-    code = _run_main(SMALL + ["op=vector_add", "shape=[8]", "sweep_id=full"], tmp_path,
-                     monkeypatch)
+    args = SMALL + ["op=vector_add", "shape=[8]", "sweep_id=full", "isolation=none"]
+    code = _run_main(args, tmp_path, monkeypatch)
     err = " ".join(capsys.readouterr().err.split())
     assert code == 1, err
     assert err.startswith("opsweep: error: could not write Hydra's record of the job"), err
     assert "No space left on device" in err and "Traceback" not in err
-    assert f"python -m runner.resume {tmp_path / 'results' / 'full'}" in err
+    assert "run the same command again" in err
+    assert _files(tmp_path) == before, "a failed start left files behind"
+    monkeypatch.undo()  # space again: the same command runs
+    assert _run_main(args, tmp_path, monkeypatch) == 0, capsys.readouterr().err
+    assert (tmp_path / "results" / "full" / "results.parquet").is_file()
 
 
 def test_a_folder_in_place_of_results_parquet_is_named_by_collect_with_the_fix(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.config.ops import CONF_DIR
-from runner.core.errors import ConfigError
+from runner.core.errors import TEXT_FIX, ConfigError, shown, unwritable
 
 #: Hydra flags after which no trial runs (help, config printing, completion).
 NO_TRIALS = ("help", "hydra_help", "cfg", "info", "version", "shell_completion")
@@ -128,10 +128,12 @@ def parse_command_line(args: Sequence[str]) -> CommandLine:
     parser.error = _argparse_error  # type: ignore[method-assign]
     flags = parser.parse_intermixed_args(list(args))
     texts = list(flags.overrides)
+    _check_bytes(texts)
     try:
         overrides = OverridesParser.create().parse_overrides(texts)
     except Exception as exc:  # Hydra's grammar errors are precise: keep their first line
-        raise ConfigError(_look_alike(texts) or str(exc).splitlines()[0]) from None
+        raise ConfigError(_home(texts) or _look_alike(texts) or _too_deep(texts, exc)
+                          or str(exc).splitlines()[0]) from None
     _warn_repeats(overrides)
     extra: list[Path] = []
     if flags.config_dir:
@@ -165,6 +167,46 @@ def _search_folder(entry: str) -> list[Path]:
 
 def _argparse_error(message: str) -> None:
     raise ConfigError(f"{message} (see python -m runner --help)")
+
+
+def _check_bytes(texts: Sequence[str]) -> None:
+    """Text that no file can hold (:func:`runner.core.errors.unwritable`): quoted, the grammar
+    took it, and Hydra's record of the job failed on it after the sweep folder was made.
+    Refused here, quoted or not."""
+    for text in texts:
+        problem = unwritable(text)
+        if problem:
+            raise ConfigError(f"invalid value for {text.partition('=')[0]!r} on the command "
+                              f"line: {shown(text)} {problem}. {TEXT_FIX}")
+
+
+def _home(texts: Sequence[str]) -> str | None:
+    """``results_dir=~/x`` where the shell left the ``~`` alone (sh and zsh do after ``=``):
+    the grammar refuses it unquoted, with a bare "LexerNoViableAltException"."""
+    for text in texts:
+        key, _, value = text.partition("=")
+        if value == "~" or value.startswith("~/"):
+            return (f"invalid value for {key.lstrip('+~')!r} on the command line: {text!r}: "
+                    "the shell did not expand '~' (sh and zsh leave it after '='), and opsweep "
+                    f"does not either. Write the path out: {key}={os.path.expanduser(value)}")
+    return None
+
+
+def _too_deep(texts: Sequence[str], exc: Exception) -> str | None:
+    """A value nested thousands of lists deep overflows the parser's recursion."""
+    if not isinstance(exc, RecursionError):
+        return None
+
+    def depth(text: str) -> int:
+        level = deepest = 0
+        for char in text:
+            level += (char in "[{") - (char in "]}")
+            deepest = max(deepest, level)
+        return deepest
+
+    text = max(texts, key=depth)
+    return (f"invalid value for {text.partition('=')[0]!r} on the command line: its lists "
+            f"nest {depth(text)} levels deep, too deep to read. Flatten the value.")
 
 
 def _look_alike(texts: Sequence[str]) -> str | None:

@@ -11,6 +11,7 @@ The catalog, one line per kind with its test, is docs/errors.md.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
@@ -21,7 +22,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from runner.core.errors import ConfigError
+from runner.core.errors import ConfigError, shown, unwritable
 from runner.storage.layout import RESUME_ENV, has_results
 
 #: numel and FLOP counts are int64 columns; a shape whose product passes this overflows them
@@ -135,10 +136,11 @@ def check_results_dir(results_dir: str) -> None:
             f"invalid value for 'results_dir': {results_dir!r}: a '~' that reaches opsweep "
             f"(quoted, or from a file) is not expanded, and a folder named '~' would be made "
             f"here. Write the path out: results_dir={os.path.expanduser(results_dir)}")
+    if "\0" in results_dir:
+        raise ConfigError(f"invalid value for 'results_dir': {results_dir!r} holds a NUL byte "
+                          "(\\0), which no path can hold. Remove it.")
     path = Path(results_dir).absolute()
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
+    probe = _nearest_existing(results_dir, path)
     if not probe.is_dir():
         raise ConfigError(f"invalid value for 'results_dir': {results_dir!r}: {probe} is not a "
                           "directory. Point results_dir at a folder (it is made if missing).")
@@ -154,6 +156,23 @@ def check_results_dir(results_dir: str) -> None:
                           f"path (a name has at most {MAX_NAME_BYTES} bytes, a path "
                           f"{MAX_PATH_BYTES}, and sweeps add folders below it). Choose a "
                           "shorter path.")
+
+
+def _nearest_existing(results_dir: str, path: Path) -> Path:
+    """The nearest folder of ``path`` that exists (what a missing one is made in). A loop of
+    symbolic links on the way is refused: ``Path.exists`` calls it missing, and Hydra's
+    ``mkdir`` then failed on it with a traceback."""
+    for probe in [*reversed(path.parents), path]:
+        try:
+            os.stat(probe)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ConfigError(
+                    f"invalid value for 'results_dir': {results_dir!r}: {probe} is a loop of "
+                    f"symbolic links ({exc.strerror}). Point results_dir at a real folder, or "
+                    f"fix the link (ls -l {probe}).") from None
+            return probe.parent  # missing (or not a folder): made from its parent
+    return path
 
 
 def check_sweep_folder(single: dict[str, Any]) -> None:
@@ -172,9 +191,11 @@ def check_sweep_folder(single: dict[str, Any]) -> None:
 
 def guard_hydra_record() -> None:
     """Hydra writes each job's record (``.hydra/config.yaml``, a resume's ``.hydra-resume-*``)
-    before opsweep's code runs; on a full disk its ``OSError`` came out as a traceback. Now
-    it is the run's own message and exit status 1, as for a result that cannot be written
-    (``runner.execution.job``): what failed, the file, and the fix."""
+    before opsweep's code runs; on a full disk its ``OSError`` came out as a traceback, and a
+    value no file can hold (a lone surrogate) as a ``UnicodeEncodeError``. Now it is one line
+    naming what failed and the fix, and a fresh start's folder, which holds only the lock and
+    a half-written record (neither a rerun nor ``runner.resume`` took it), is removed: the
+    same command then runs. A sweep with results is kept and resumed."""
     import hydra.core.utils as hydra_utils
 
     save = hydra_utils._save_config
@@ -186,16 +207,54 @@ def guard_hydra_record() -> None:
     def guarded(cfg: Any, filename: str, output_dir: Path) -> None:
         try:
             write(cfg, filename, output_dir)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             sweep = Path(output_dir).parent
             sweep = sweep.parent.parent if sweep.parent.name == "jobs" else sweep
+            what = (f"{exc.strerror or exc}. Free space or fix permissions" if
+                    isinstance(exc, OSError) else f"{_unwritable(cfg) or exc}. Fix the value")
+            again = (f"then python -m runner.resume {sweep}" if not _removed(sweep) else
+                     f"then run the same command again ({sweep} is removed: nothing ran)")
             print(f"opsweep: error: could not write Hydra's record of the job to "
-                  f"{Path(output_dir) / filename}: {exc.strerror or exc}. Free space or fix "
-                  f"permissions, then python -m runner.resume {sweep}", file=sys.stderr)
-            raise SystemExit(1) from None
+                  f"{Path(output_dir) / filename}: {what}, {again}", file=sys.stderr)
+            raise SystemExit(1 if isinstance(exc, OSError) else 2) from None
 
     guarded.opsweep_guarded = True  # type: ignore[attr-defined]
     hydra_utils._save_config = guarded
+
+
+def _removed(sweep: Path) -> bool:
+    """Empty and remove ``sweep`` where this start made it (with the folders above it that
+    it made) and no job holds results yet; whether it did."""
+    import shutil
+
+    from runner.storage import lock
+
+    jobs = sweep / "jobs"
+    if not lock.made_here(sweep) or (
+            jobs.is_dir() and any(has_results(job) for job in jobs.iterdir())):
+        return False
+    for path in sweep.iterdir():
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.name != lock.LOCK_FILE:
+            path.unlink()
+    lock.release(sweep)  # the lock file, then each folder it made
+    return not sweep.exists()
+
+
+def _unwritable(cfg: Any) -> str | None:
+    """The first setting of ``cfg`` whose text no file can hold, with its value."""
+    container = OmegaConf.to_container(cfg) if OmegaConf.is_config(cfg) else cfg
+    stack: list[tuple[str, Any]] = [("", container)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(f"{key}.{k}".lstrip("."), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+        elif isinstance(value, str) and (problem := unwritable(value)):
+            return f"invalid value for {key!r}: {shown(value)} {problem}"
+    return None
 
 
 def _save_yaml(cfg: Any, filename: str, output_dir: Path) -> None:

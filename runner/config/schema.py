@@ -49,6 +49,9 @@ def _sweep_id(key: str, value: Any) -> None:
     if not text or "/" in text or text in (".", "..") or text.startswith("."):
         raise ConfigError(f"invalid value for '{key}': {value!r}. Expected a folder name (no "
                           "'/', not starting with '.'), e.g. sweep_id=baseline-1.")
+    if "\0" in text:
+        raise ConfigError(f"invalid value for '{key}': {value!r} holds a NUL byte (\\0), which "
+                          "no folder name can hold. Remove it, e.g. sweep_id=baseline-1.")
     if len(text.encode()) > MAX_NAME_BYTES:
         raise ConfigError(f"invalid value for '{key}': {text[:40]!r}... is {len(text.encode())} "
                           f"bytes long; a folder name may have at most {MAX_NAME_BYTES}. Choose a "

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.core.axes import INT64_MAX
-from runner.core.errors import ConfigError, bad_value
+from runner.core.errors import TEXT_FIX, ConfigError, bad_value, shown, unwritable
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,9 @@ def check_settings(values: Mapping[str, Any], schema: type, prefix: str = "") ->
         if f.name not in values:
             continue
         value = values[f.name]
+        if isinstance(value, str) and (problem := unwritable(value)):  # from ${oc.env:...}
+            raise ConfigError(f"invalid value for '{prefix}{f.name}': {shown(value)} {problem}. "
+                              f"{TEXT_FIX}")
         if "rule" in f.metadata:
             f.metadata["rule"].enforce(prefix + f.name, value)
         elif dataclasses.is_dataclass(f.default_factory) and isinstance(value, Mapping):

@@ -165,9 +165,11 @@ def take_lock(config: DictConfig, sweep_dir: Path) -> None:
                   else "lock_wait_s=SECONDS")
     except lock.SweepBusy as exc:
         fail(exc)
-    except ValueError:
-        fail(f"invalid value for 'lock_wait_s': {wait_s!r}. Expected seconds >= 0 (0: exit 2 "
-             "at once while another process writes the sweep).")
+    except ValueError as exc:
+        if not wait_s >= 0:  # nan too
+            fail(f"invalid value for 'lock_wait_s': {wait_s!r}. Expected seconds >= 0 (0: exit "
+                 "2 at once while another process writes the sweep).")
+        fail(f"cannot lock the sweep folder {str(sweep_dir)!r}: {exc}")  # a path no OS holds
     except OSError as exc:
         fail(f"cannot lock the sweep folder {sweep_dir}: {exc}")
     if resuming:

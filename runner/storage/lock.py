@@ -129,6 +129,11 @@ def release(sweep_dir: Path) -> None:
     os.close(fd)
 
 
+def made_here(sweep_dir: Path) -> bool:
+    """Whether this process made ``sweep_dir`` when it took its lock (a fresh start)."""
+    return Path(sweep_dir).resolve() in _MADE
+
+
 def held(sweep_dir: Path) -> bool:
     return Path(sweep_dir).resolve() in _HELD
 
