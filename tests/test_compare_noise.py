@@ -132,3 +132,16 @@ def test_the_printed_rule_is_the_applied_rule(alpha: float, threshold: float) ->
                              (0.5, 1.1, 2.0), (None, 0.2, 0.5), (0.001, 0.9, 1.1)):
             applied = verdict(speedup, low, high, p, noise, alpha=alpha, threshold=threshold)
             assert applied == rule(speedup, noise, p, low, high), (speedup, noise, p, low, high)
+
+
+def test_a_noise_note_gives_the_samples_in_the_units_they_were_taken() -> None:
+    """Raw samples are stored in µs; the note of a 209 µs op says "209 µs", not 209e6."""
+    from runner.analysis.significance import compare_samples
+
+    quiet = np.full(40, 209.0) * np.linspace(1.0, 1.01, 40)
+    split = np.concatenate([np.full(20, 209.0), np.full(20, 9000.0)])
+    stats = compare_samples(quiet, split, 209.0, float(np.median(split)))
+    assert stats.verdict == "noisy"
+    assert "20 samples near 209 µs" in stats.noisy_reason
+    assert "9,000 µs" in stats.noisy_reason
+    assert "209,0" not in stats.noisy_reason and "9,000,000" not in stats.noisy_reason

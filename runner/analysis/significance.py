@@ -135,10 +135,10 @@ def flag_or_reason(flag: object, reason: object) -> object:
 
 
 def side_noise(samples: np.ndarray, flagged: object, side: str) -> tuple[str | None, bool]:
-    """``(reason, mixed)`` for one side: the shape of its raw samples (``mixed``: the pair
-    cannot be judged at all), else its run's ``noisy`` flag (the pair cannot make a
-    change)."""
-    mixed = mixed_reason(samples.tolist()) if len(samples) else None
+    """``(reason, mixed)`` for one side: the shape of its raw samples in µs (``mixed``: the
+    pair cannot be judged at all), else its run's ``noisy`` flag (the pair cannot make a
+    change). ``mixed_reason`` reads seconds, as the timer keeps them, and writes µs."""
+    mixed = mixed_reason((samples * 1e-6).tolist()) if len(samples) else None
     if mixed:
         return f"{side}: {mixed}", True
     if isinstance(flagged, str) and flagged:
