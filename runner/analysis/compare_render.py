@@ -152,7 +152,7 @@ def _render_rich(result: Comparison, base_name: str, new_name: str, width: int |
     console.print(summary_line(result), markup=False)
     console.print(rule_line(result), markup=False)
     if result.noisy():
-        console.print("Noisy, not judged (never a regression):", markup=False)
+        console.print("Noisy, not judged on their medians (never 'slower'):", markup=False)
         for line in result.noisy():
             console.print(f"  - {line}", markup=False)
     if len(result.not_compared):

@@ -124,7 +124,8 @@ def rule_text(alpha: float, threshold: float) -> str:
     return (f"verdict: faster needs speedup >= 1+m, slower needs speedup <= 1/(1+m), "
             f"m = max({threshold * 100:g}%, noise), each with p < {alpha:g} and a 95% CI "
             f"excluding 1; noisy: either side's samples one median cannot describe, or a "
-            f"side flagged noisy that would make a change (never a regression)")
+            f"side flagged noisy that would make a change (never 'slower'; a regression gate reads "
+            f"its fastest samples)")
 
 
 def flag_or_reason(flag: object, reason: object) -> object:
@@ -184,6 +185,13 @@ def compare_samples(base: np.ndarray | None, new: np.ndarray | None, base_median
     else:
         why = None
     return PairStats(speedup, float(lo), float(hi), p, noise, label, reps, why)
+
+
+def fastest(samples: np.ndarray | None) -> float:
+    """The fastest valid sample (NaN without any): what load cannot slow down, since load
+    only ever adds time (``runner.analysis.compare_gate``)."""
+    clean = _clean(samples)
+    return float(clean.min()) if len(clean) else float("nan")
 
 
 def _clean(samples: np.ndarray | None) -> np.ndarray:
