@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from runner.analysis.values import fmt_time_us, html_table, markdown_table
+from runner.analysis.values import fmt_time_us, html_table, markdown_table, text_console
 
 HEADERS = ["trial", "op", "time", "sweeps", "first", "last", "change", "steps"]
 
@@ -29,12 +29,10 @@ def render(result: Any, fmt: str = "table", width: int | None = None) -> str:
         return table(headers, rows) + "\n"
     if fmt != "table":
         raise ValueError(f"format {fmt!r} is not one of table, markdown, html")
-    from rich.console import Console
     from rich.table import Table
 
     buf = io.StringIO()
-    console = Console(file=buf, width=width or 140, force_terminal=False, no_color=True,
-                      highlight=False)
+    console = text_console(buf, width or 140)
     for group in groups:
         mine = trials[trials["group"] == group] if "group" in trials else trials
         table = Table(title=_title(result.points, mine, group, len(groups)))
