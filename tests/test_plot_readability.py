@@ -191,3 +191,19 @@ def test_roofline_numbers_a_trial_once_and_never_draws_numbers_over_each_other()
     assert keyed == {str(k) for k in range(1, 9)}  # 8 trials, each in 6 sweeps
     key = next(a.get_text() for a in ax.texts if a.get_text().startswith("1: "))
     assert "2026-" not in key and "11-20" not in key  # a trial, not a trial per sweep
+
+
+def test_sweeps_are_named_as_briefly_as_tells_them_apart() -> None:
+    from runner.analysis.figure import short_sweeps
+
+    def names(*ids: str) -> list[str]:
+        return list(short_sweeps(pd.DataFrame({"sweep_id": list(ids)}))["sweep_id"])
+
+    assert names("2026-11-27_08-19-57.016342", "2026-11-28_09-00-01.5") == [
+        "11-27 08:19", "11-28 09:00"]
+    assert names("2026-11-27_08-19-57.016342", "2026-11-27_08-19-59.1") == [
+        "11-27 08:19:57", "11-27 08:19:59"]  # one minute: the seconds tell them apart
+    assert names("2025-12-31_23-00-00.0", "2026-01-01_01-00-00.0") == [
+        "2025-12-31 23:00", "2026-01-01 01:00"]  # across a year: the year
+    assert names("nightly", "2026-11-27_08-19-57.016342") == [
+        "nightly", "2026-11-27_08-19-57.016342"]  # a name the user chose stays
