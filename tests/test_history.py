@@ -139,3 +139,11 @@ def test_one_sweep_is_the_first_point_of_a_history(three_sweeps, tmp_path, capsy
     assert "one sweep or more" in build_parser().format_help()
     assert main([str(three_sweeps[1]), "--out", str(tmp_path / "h")]) == 0
     assert "one sweep: the first point of each trial's history" in capsys.readouterr().err
+
+
+def test_a_lone_trial_is_named_by_its_op_and_shape(three_sweeps) -> None:
+    from runner.storage.load import load
+
+    df = load([str(p) for p in three_sweeps])
+    result = history(df[df["op"] == "add"])
+    assert list(result.trials["trial"]) == ["add 4096"]  # nothing varies: not "(all)"

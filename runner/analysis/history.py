@@ -47,7 +47,7 @@ import pandas as pd
 from runner.analysis.figure import with_modes
 from runner.analysis.history_plot import plot_history
 from runner.analysis.history_table import render, where
-from runner.analysis.selection import label_columns, spec_label
+from runner.analysis.selection import display_columns, label_columns, spec_label
 from runner.analysis.significance import compare_samples, flag_or_reason
 from runner.cli import OneLineArgumentParser, fail
 from runner.storage.load import load
@@ -112,7 +112,9 @@ def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -
     Raises ``ValueError`` when ``df`` has no timed trial.
     """
     ok, order = _timed_points(df)
-    labels_of = label_columns(ok.drop(columns=["sweep_id"]))
+    # what varies, and always the op and shape: a lone trial reads "add 4096", not "(all)"
+    shown = {*label_columns(ok.drop(columns=["sweep_id"])), "op", "shape_str"}
+    labels_of = [c for c in display_columns(ok) if c in shown]
     points, trials = [], []
     for trial_id, group in ok.groupby("trial_id", sort=False):
         time = "device" if _has(group, "gpu_time_median_us") else "loop"
