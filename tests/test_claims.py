@@ -330,8 +330,36 @@ def test_check_true_where_no_claim_can_be_judged_exits_3(start_cli: Any, tmp_pat
     run = start_cli(["experiment=dtype_cliff", "smoke=true", "check=true", "device=cpu"],
                     tmp_path).wait()
     assert run.returncode == EXIT_NOTHING_MEASURED == 3, run.explain()
-    assert "nothing measured" in run.stderr and "Traceback" not in run.stderr
+    assert "not judged (smoke)" in run.stderr and "Traceback" not in run.stderr
     assert "0 judged" in run.stderr
+    # the saved sweep remembers it ran with smoke=true: checked later, still not judged
+    (sweep,) = (tmp_path / "results").iterdir()
+    recheck = start_cli([str(sweep)], tmp_path, module="runner.check").wait()
+    assert recheck.returncode == 3, recheck.explain()
+    assert "not judged (smoke)" in recheck.stdout and "held" not in recheck.stdout
+
+
+def test_smoke_rows_are_not_judged_and_a_full_sweep_beside_them_is(conf_dir: Path) -> None:
+    """A claim that "held" on a smoke run's numbers would be luck: every claim of a sweep of
+    smoke rows is *not judged (smoke)*, and the check exits 3, not 0 or 1."""
+    from runner.claims.check import check, exit_status
+    from runner.claims.engine import SMOKE
+    from runner.claims.results import Results
+
+    (conf_dir / "experiment" / "mine.yaml").write_text(_experiment(
+        "{claim: an add takes at least 50 µs, where: {op: add}, at_least: 50}"),
+        encoding="utf-8")
+    rows = _rows({"op": "add", "shape_str": "8", "time_per_op_us": 3.3},
+                 {"op": "add", "shape_str": "8", "time_per_op_us": 3.4})
+    smoke = rows.assign(experiment="mine", sweep_id="smoke", smoke=True)
+    verdicts = check(Results(smoke), conf_dir, prefer="conf")
+    assert [v.status for _, v in verdicts] == [SMOKE]
+    assert exit_status(verdicts) == 3
+    full = rows.assign(experiment="mine", sweep_id="full", smoke=False, time_per_op_us=111.0)
+    both = check(Results(pd.concat([smoke, full], ignore_index=True)), conf_dir, prefer="conf")
+    assert [(name, v.status) for name, v in both] == [("mine @ smoke", SMOKE),
+                                                      ("mine @ full", HELD)]
+    assert exit_status(both) == 0
 
 
 def _sweep_file(folder: Path, sweep: str, time_us: float) -> Path:

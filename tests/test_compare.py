@@ -276,3 +276,23 @@ def test_ignore_axis_shape_joins_across_shapes_and_labels_both():
         assert list(pairs["trial"]) == ["matmul shape 64x64x64 → 128x128x128"], name
     with pytest.raises(ValueError, match=r"--ignore-axis 'shpae'.*axes are: .*shape"):
         compare(base, new, ignore=["shpae"])
+
+
+def test_the_table_is_plain_text_inside_a_notebook(monkeypatch) -> None:
+    """In Jupyter, rich sends a table to the cell's display by itself (raw ANSI codes in
+    its plain text, nothing for `jupyter execute` to print) unless told not to: the rendered
+    text must come back, plain, for the caller to print."""
+    import rich.console
+
+    from runner.analysis.history import history
+    from runner.analysis.history_table import render as render_history
+
+    monkeypatch.setattr(rich.console, "_is_jupyter", lambda: True)
+    base = _base()
+    text = render(compare(base, scaled(base, 1.25, sweep_id="slow")), "table")
+    assert "verdict" in text and "slower" in text and "\x1b[" not in text
+    both = pd.concat([base.assign(timestamp=pd.Timestamp("2026-01-01", tz="UTC")),
+                      scaled(base, 1.25, sweep_id="slow").assign(
+                          timestamp=pd.Timestamp("2026-01-02", tz="UTC"))], ignore_index=True)
+    table = render_history(history(both), "table")
+    assert "first" in table and "\x1b[" not in table

@@ -45,10 +45,12 @@ def test_a_loaded_run_of_the_same_commit_is_noisy_never_slower(tmp_path: Path, c
     assert result.regressions(5) == []
     assert all("NEW: two clusters" in line for line in result.noisy())
     b, n = write_sweep(tmp_path, base), write_sweep(tmp_path, new)
-    assert main([str(b), str(n), "--fail-on-regression", "5"]) == 0
+    # every pair noisy: the gate judged nothing, which is no pass (the load, not a regression)
+    assert main([str(b), str(n), "--fail-on-regression", "5"]) == 3
     captured = capsys.readouterr()
     assert "4 noisy (not judged)" in captured.out and "Noisy, not judged" in captured.out
-    assert "noisy: 4 trial(s) not judged, never a regression" in captured.err
+    assert "not judged: 4 of 4 trial(s)" in captured.err
+    assert "gate judged nothing on 0 of 4 trial(s)" in captured.err
     assert "regression:" not in captured.err
 
 
@@ -132,3 +134,59 @@ def test_the_printed_rule_is_the_applied_rule(alpha: float, threshold: float) ->
                              (0.5, 1.1, 2.0), (None, 0.2, 0.5), (0.001, 0.9, 1.1)):
             applied = verdict(speedup, low, high, p, noise, alpha=alpha, threshold=threshold)
             assert applied == rule(speedup, noise, p, low, high), (speedup, noise, p, low, high)
+
+
+def test_a_noise_note_gives_the_samples_in_the_units_they_were_taken() -> None:
+    """Raw samples are stored in µs; the note of a 209 µs op says "209 µs", not 209e6."""
+    from runner.analysis.significance import compare_samples
+
+    quiet = np.full(40, 209.0) * np.linspace(1.0, 1.01, 40)
+    split = np.concatenate([np.full(20, 209.0), np.full(20, 9000.0)])
+    stats = compare_samples(quiet, split, 209.0, float(np.median(split)))
+    assert stats.verdict == "noisy"
+    assert "20 samples near 209 µs" in stats.noisy_reason
+    assert "9,000 µs" in stats.noisy_reason
+    assert "209,0" not in stats.noisy_reason and "9,000,000" not in stats.noisy_reason
+
+
+def _some_loaded(base: pd.DataFrame, factor: float, *, sweep_id: str) -> pd.DataFrame:
+    """NEW: the first two trials taken beside bursts of other work (their medians +100% and
+    more), the others quiet; every time of the first two multiplied by ``factor``."""
+    new = scaled(base, 1.0, sweep_id=sweep_id, seed=4)
+    burst = loaded(new.iloc[:2], sweep_id=sweep_id, seed=11)
+    burst["samples_us"] = [(np.asarray(s) * factor).tolist() for s in burst["samples_us"]]
+    burst["time_median_us"] = burst["time_median_us"] * factor
+    return pd.concat([burst, new.iloc[2:]], ignore_index=True)
+
+
+def test_the_gate_names_the_pairs_it_did_not_judge(tmp_path: Path, capsys) -> None:
+    """Two pairs +100% and more by their medians, noisy because NEW ran beside bursts of
+    load: the gate passes on the two it judged and says so, naming the other two and why;
+    it never reads as a pass on all four."""
+    base = make_trials(SPECS, env=CPU, sweep_id="quiet", n_samples=200)
+    new = _some_loaded(base, 1.0, sweep_id="busy")
+    b, n = write_sweep(tmp_path, base), write_sweep(tmp_path, new)
+    assert main([str(b), str(n), "--fail-on-regression", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "not judged: 2 of 4 trial(s)" in err
+    assert err.count("noisy, +") == 2 and "NEW: two clusters" in err
+    assert err.strip().splitlines()[-1] == (
+        "gate passed on 2 of 4 trial(s) found on both sides (2 not judged)")
+
+
+def test_a_noisy_pair_whose_fastest_samples_got_slower_fails_the_gate(tmp_path: Path,
+                                                                      capsys) -> None:
+    """Load only adds time: when even NEW's fastest sample is 60% slower, the code got
+    slower whatever the load did, and the gate fails on it (noisy or not)."""
+    base = make_trials(SPECS, env=CPU, sweep_id="quiet", n_samples=200)
+    new = _some_loaded(base, 1.6, sweep_id="slow_and_busy")
+    result = compare(base, new)
+    assert list(result.pairs["verdict"][:2]) == ["noisy", "noisy"]
+    b, n = write_sweep(tmp_path, base), write_sweep(tmp_path, new)
+    assert main([str(b), str(n), "--fail-on-regression", "5"]) == 1
+    err = capsys.readouterr().err
+    assert "regression: 2 trial(s)" in err and err.count("even its fastest sample is +6") == 2
+    assert err.strip().splitlines()[-1].startswith("gate failed on 4 of 4 trial(s)")
+    # a gate wider than the fastest samples' change passes, and still names what it skipped
+    assert main([str(b), str(n), "--fail-on-regression", "70"]) == 0
+    assert "not judged: 2 of 4 trial(s)" in capsys.readouterr().err

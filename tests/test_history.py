@@ -73,3 +73,77 @@ def test_results_without_a_timed_trial_are_a_clean_error(tmp_path, capsys) -> No
     with pytest.raises(SystemExit) as exc:
         main([str(write_sweep(tmp_path, failed))])
     assert exc.value.code == 2 and "no timed (ok) trial" in capsys.readouterr().err
+
+
+def _no_git(df: pd.DataFrame) -> pd.DataFrame:
+    """As an installed wheel writes rows: no git, so no commit."""
+    return df.assign(git_commit=None, git_dirty=None)
+
+
+def test_a_wheel_install_without_git_names_sweeps_by_their_start(three_sweeps, tmp_path,
+                                                                  capsys) -> None:
+    from runner.analysis.history import plot_history
+    from runner.storage.load import load
+
+    result = history(_no_git(load([str(p) for p in three_sweeps])))
+    assert set(result.points["commit"]) == {""}
+    (figure,) = [f for name, f in plot_history(result).items() if name == "matmul"]
+    ticks = [t.get_text() for t in figure.axes[0].get_xticklabels()]
+    assert ticks == ["2026-01-01 00:00", "2026-01-02 00:00", "2026-01-03 00:00"]
+    assert figure.axes[0].get_xlabel() == "sweep (start time)"
+    step = result.trials.set_index("trial").loc["matmul 64x64x64", "steps"]
+    assert step == "slower +20.0% at sweep 2026-01-03_00-00-00.000000"
+    assert "?" not in result.trials["steps"].str.cat()
+
+
+def test_trials_that_never_shared_a_sweep_are_apart_and_the_table_reads_like_compare(
+        three_sweeps, tmp_path, capsys) -> None:
+    """A sweep over num_threads of another experiment: its trials get a table and a plot of
+    their own, never a line or an axis shared with the nightly trials; times are written
+    like compare's (209 ms, 2.17 s), not 2.09e+05."""
+    threads = make_trials([{"op": "matmul", "shape": (64, 64, 64), "num_threads": n,
+                            "median_us": 209_000.0 * n} for n in (2, 4)], env=CPU,
+                          sweep_id="2026-01-09_00-00-00.000000")
+    threads["trial_id"] = ["threads2", "threads4"]  # num_threads is part of a real trial_id
+    threads["timestamp"] = pd.Timestamp("2026-01-09", tz="UTC")
+    out = tmp_path / "history"
+    assert main([*map(str, three_sweeps), str(write_sweep(tmp_path, threads)), "--out",
+                 str(out)]) == 1
+    stdout = capsys.readouterr().out
+    assert "group 1 of 2: 3 trial(s) over 3 sweep(s)" in stdout
+    assert "group 2 of 2: 2 trial(s) over 1 sweep(s)" in stdout
+    assert "418 ms" in stdout and "836 ms" in stdout and "e+0" not in stdout
+    assert sorted(p.name for p in out.glob("*.png")) == [
+        "history_add.png", "history_matmul_1.png", "history_matmul_2.png"]
+    points = pd.read_csv(out / "history.csv")
+    assert set(points[points["trial_id"].isin(["threads2", "threads4"])]["group"]) == {2}
+    assert set(points[~points["trial_id"].isin(["threads2", "threads4"])]["group"]) == {1}
+
+
+def test_lines_follow_trials_even_where_two_share_a_label(three_sweeps) -> None:
+    from runner.analysis.history import plot_history
+    from runner.storage.load import load
+
+    df = load([str(p) for p in three_sweeps])
+    twin = df[df["op"] == "add"].assign(trial_id="another", hostname="twin")  # no label tells
+    result = history(pd.concat([df, twin], ignore_index=True))
+    (ax,) = plot_history(result)["add"].axes
+    assert len(ax.lines) == 2 and all(len(line.get_xdata()) == 3 for line in ax.lines)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(set(texts)) == 2 and any("[another]" in t for t in texts), texts
+
+
+def test_one_sweep_is_the_first_point_of_a_history(three_sweeps, tmp_path, capsys) -> None:
+    from runner.analysis.history import build_parser
+
+    assert "one sweep or more" in build_parser().format_help()
+    assert main([str(three_sweeps[1]), "--out", str(tmp_path / "h")]) == 0
+    assert "one sweep: the first point of each trial's history" in capsys.readouterr().err
+
+
+def test_a_lone_trial_is_named_by_its_op_and_shape(three_sweeps) -> None:
+    from runner.storage.load import load
+
+    df = load([str(p) for p in three_sweeps])
+    result = history(df[df["op"] == "add"])
+    assert list(result.trials["trial"]) == ["add 4096"]  # nothing varies: not "(all)"

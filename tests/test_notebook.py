@@ -51,5 +51,9 @@ def test_explore_notebook_runs(tmp_path_factory, tmp_path, monkeypatch):
     assert f"sweep: {sweep}" in text_of(code[0]) and f"base:  {base}" in text_of(code[0])
     assert "ok" in text_of(code[1])
     assert "compared:" in text_of(code[2]) and "0 faster, 0 slower" in text_of(code[2])
+    # the table is printed text (what `jupyter execute` and nbconvert show), never raw ANSI
+    streams = "".join(o.get("text", "") for o in code[2].outputs if o.output_type == "stream")
+    assert "verdict" in streams and "speedup" in streams
+    assert "\x1b[" not in text_of(code[2])
     images = [o for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) >= 2, "the roofline and the custom pandas plot should both draw"

@@ -4,6 +4,8 @@ series over many sweeps, one sweep, a sweep over threads)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
@@ -33,7 +35,21 @@ def unreadable(figure: Figure) -> list[str]:
             if len(set(looks)) < len(looks):
                 found.append(f"legend entries that look alike: {looks}")
     found += [f"overlapping labels {a!r} and {b!r}" for a, b in overlapping_labels(figure)]
+    found += [f"cut off at the figure's edge: {text!r}" for text in cut_off(figure)]
     return found
+
+
+def cut_off(figure: Figure) -> list[str]:
+    """Axis labels and titles drawn partly outside the figure (``mediar`` for ``median``)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer, edge = canvas.get_renderer(), figure.bbox
+    texts = [t for ax in figure.axes for t in (ax.xaxis.label, ax.yaxis.label, ax.title)]
+    return [t.get_text() for t in texts if t.get_text() and t.get_visible() and not (
+        edge.x0 - 1 <= t.get_window_extent(renderer).x0
+        and t.get_window_extent(renderer).x1 <= edge.x1 + 1)]
 
 
 def test_the_check_catches_a_planted_unreadable_plot() -> None:
@@ -114,3 +130,80 @@ def test_a_slow_trials_median_is_written_in_plain_digits() -> None:
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert any("(15,900 µs)" in label for label in labels), labels
     assert not any("e+" in label for label in labels)
+
+
+def _many_sweeps(n_sweeps: int = 6) -> pd.DataFrame:
+    """A quickstart-like sweep run again and again: matmuls at two sizes (8x apart) under
+    two implementations, with the long labels a custom op's parameters make."""
+    frames = []
+    for s in range(n_sweeps):
+        specs = [{"op": "matmul", "dtype": dtype, "shape": (n, n, n),
+                  "params": {"impl": impl, "block_size_m": 128},
+                  "median_us": 2 * n**3 / (peak * 0.7) * 1e6 * (1 + 0.01 * s)}
+                 for n in (512, 1024) for dtype, peak in (("fp32", 50e12), ("bf16", 780e12))
+                 for impl in ("cublas_reference", "triton_persistent_tma")]
+        df = make_trials(specs, sweep_id=f"2026-11-2{s}_09-1{s}-0{s}.12345{s}", seed=s)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_two_sizes_scale_on_a_log_axis_with_a_tick_at_each_size() -> None:
+    specs = [{"op": "matmul", "dtype": "fp32", "shape": (n, n, n), "median_us": n**3 / 1e6}
+             for n in (512, 1024)]
+    plots = {p.name: p for p in all_plots(make_trials(specs), [])}
+    for ax in plots["scaling_matmul"].figure.axes:
+        assert ax.get_xscale() == "log"
+        ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert ticks == ["134M", "1.07G"], ticks
+        for axis in (ax.xaxis, ax.yaxis):  # no "1e8" that a reader must multiply in
+            assert axis.get_offset_text().get_text() == ""
+            assert not any("e+" in t.get_text() or "e-" in t.get_text()
+                           for t in axis.get_ticklabels())
+    assert unreadable(plots["scaling_matmul"].figure) == []
+
+
+def test_labels_name_a_sweep_briefly_and_every_plot_of_many_sweeps_reads() -> None:
+    plots = {p.name: p for p in all_plots(_many_sweeps(), [])}
+    assert {"scaling_matmul", "roofline", "samples"} <= {n for n, p in plots.items() if p.figure}
+    for name, plot in plots.items():
+        if plot.figure is not None:
+            assert unreadable(plot.figure) == [], name
+    samples = [t.get_text() for t in plots["samples"].figure.axes[0].get_yticklabels()]
+    assert samples[0].startswith("11-20 09:10 "), samples[0]
+    assert not any("2026-11-2" in label or ".12345" in label for label in samples)
+
+
+def test_roofline_numbers_a_trial_once_and_never_draws_numbers_over_each_other() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from runner.analysis.ceilings import ceilings_for
+
+    df = _many_sweeps().assign(device="cuda:0", device_name="NVIDIA H100 80GB HBM3")
+    figure = next(p for p in all_plots(df, ceilings_for(df)) if p.name == "roofline").figure
+    (ax,) = figure.axes
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    numbers = [a for a in ax.texts if a.get_text()[:1].isdigit() and ":" not in a.get_text()]
+    boxes = [a.get_window_extent(canvas.get_renderer()) for a in numbers]
+    assert not [(a.get_text(), b.get_text()) for (a, p), (b, q)
+                in itertools.combinations(zip(numbers, boxes, strict=True), 2) if p.overlaps(q)]
+    keyed = {n for a in numbers for n in a.get_text().split(",")}
+    assert keyed == {str(k) for k in range(1, 9)}  # 8 trials, each in 6 sweeps
+    key = next(a.get_text() for a in ax.texts if a.get_text().startswith("1: "))
+    assert "2026-" not in key and "11-20" not in key  # a trial, not a trial per sweep
+
+
+def test_sweeps_are_named_as_briefly_as_tells_them_apart() -> None:
+    from runner.analysis.figure import short_sweeps
+
+    def names(*ids: str) -> list[str]:
+        return list(short_sweeps(pd.DataFrame({"sweep_id": list(ids)}))["sweep_id"])
+
+    assert names("2026-11-27_08-19-57.016342", "2026-11-28_09-00-01.5") == [
+        "11-27 08:19", "11-28 09:00"]
+    assert names("2026-11-27_08-19-57.016342", "2026-11-27_08-19-59.1") == [
+        "11-27 08:19:57", "11-27 08:19:59"]  # one minute: the seconds tell them apart
+    assert names("2025-12-31_23-00-00.0", "2026-01-01_01-00-00.0") == [
+        "2025-12-31 23:00", "2026-01-01 01:00"]  # across a year: the year
+    assert names("nightly", "2026-11-27_08-19-57.016342") == [
+        "nightly", "2026-11-27_08-19-57.016342"]  # a name the user chose stays

@@ -22,10 +22,12 @@ pair) and :mod:`~runner.analysis.compare_render` (:func:`render`: table, Markdow
 Their entry points are importable from here (``from runner.analysis.compare import render``).
 
 Exit status: 0, or with ``--fail-on-regression PCT``: 1 when some trial got significantly
-slower by at least PCT percent (or failed in NEW after passing in BASE), 3
-(:data:`EXIT_NOTHING_COMPARED`) when no trial of NEW matched one of BASE with an ok time on
-both sides, so the gate judged nothing (the notes name the axes that differ; ``--ignore-axis``
-joins across one); 2 for bad arguments.
+slower by at least PCT percent (or failed in NEW after passing in BASE, or is noisy yet even
+its fastest sample is PCT slower: :mod:`~runner.analysis.compare_gate`), 3
+(:data:`EXIT_NOTHING_COMPARED`) when the gate judged nothing: no trial of NEW matched one of
+BASE with an ok time on both sides (the notes name the axes that differ; ``--ignore-axis``
+joins across one), or every pair was noisy; 2 for bad arguments. The gate names every pair it
+did not judge, and its last line says on how many it passed.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import sys
 from collections.abc import Sequence
 
 from runner.analysis.compare_engine import METRICS, TIME_CHOICES, Comparison, compare
+from runner.analysis.compare_gate import gate
 from runner.analysis.compare_render import render
 from runner.analysis.significance import N_BOOT
 from runner.cli import OneLineArgumentParser, fail
@@ -68,9 +71,10 @@ def build_parser() -> OneLineArgumentParser:
                         "rows have one, else the loop time; gpu = device time only; loop = "
                         "the loop time, host cost included (default auto)")
     p.add_argument("--fail-on-regression", type=float, metavar="PCT",
-                   help="exit 1 if a trial is significantly slower by >= PCT percent "
-                        "or fails in NEW after passing in BASE; exit 3 if no trial matched "
-                        "(nothing compared)")
+                   help="exit 1 if a trial is significantly slower by >= PCT percent, "
+                        "fails in NEW after passing in BASE, or is noisy yet even its fastest "
+                        "sample is PCT slower; exit 3 if the gate judged nothing (no trial "
+                        "matched, or every pair noisy). Pairs not judged are named on stderr")
     p.add_argument("--n-boot", type=int, default=N_BOOT, help="bootstrap replicates (default 1000)")
     p.add_argument("--metric", choices=tuple(METRICS), default="time",
                    help="what decides: time (default, by --time), or a per-trial scalar, lower "
@@ -104,8 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         sys.stdout.write(text)
     if args.fail_on_regression is not None:
-        bad = result.regressions(args.fail_on_regression)
-        if not bad and result.pairs.empty:
+        if result.pairs.empty and not result.regressions(args.fail_on_regression):
             counts = result.counts()
             print(f"nothing compared: no trial matched on both sides with an ok time "
                   f"({counts['only_base']} only in BASE, {counts['only_new']} only in NEW, "
@@ -113,17 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"nothing fails (exit {EXIT_NOTHING_COMPARED}). The notes above name the "
                   "axes that differ; --ignore-axis AXIS joins across one.", file=sys.stderr)
             return EXIT_NOTHING_COMPARED
-        if result.noisy():
-            print(f"noisy: {len(result.noisy())} trial(s) not judged, never a regression "
-                  "(re-run them on a quiet host):", file=sys.stderr)
-            for line in result.noisy():
-                print(f"  {line}", file=sys.stderr)
-        if bad:
-            print(f"regression: {len(bad)} trial(s) slower by >= {args.fail_on_regression:g}% "
-                  "or newly failing:", file=sys.stderr)
-            for line in bad:
-                print(f"  {line}", file=sys.stderr)
+        outcome = gate(result, args.fail_on_regression)
+        for line in outcome.lines():
+            print(line, file=sys.stderr)
+        if outcome.failed:
             return EXIT_REGRESSION
+        if not outcome.judged:
+            return EXIT_NOTHING_COMPARED
     return 0
 
 

@@ -41,7 +41,7 @@ from runner.analysis.compare_join import (
     timer_note,
 )
 from runner.analysis.selection import canonical, spec_label
-from runner.analysis.significance import N_BOOT, compare_samples, geomean_ci
+from runner.analysis.significance import N_BOOT, compare_samples, fastest, geomean_ci
 from runner.analysis.values import fmt_time_us
 
 #: Statuses of NEW that count as a regression when BASE was ok.
@@ -59,7 +59,8 @@ METRIC_SETTING = {"kernel_time_sum_us": "profile=true", "kernel_count": "profile
 
 _PAIR_COLUMNS = ["trial", "verdict", "time", "base_us", "new_us", "speedup", "ci_low",
                  "ci_high", "p_value", "change_pct", "noise_pct", "base_other_us",
-                 "new_other_us", "base_trials", "new_trials", "note"]
+                 "new_other_us", "base_fastest_us", "new_fastest_us", "base_trials",
+                 "new_trials", "note"]
 
 
 @dataclass
@@ -70,6 +71,8 @@ class Comparison:
         One row per spec present and ``ok`` on both sides: ``trial`` (label), ``verdict``,
         ``time`` (``gpu`` or ``loop``: the time that decided), ``base_us``/``new_us`` (its
         medians), ``base_other_us``/``new_other_us`` (the other time's medians),
+        ``base_fastest_us``/``new_fastest_us`` (the fastest raw sample of the time that
+        decided: what the regression gate reads on a noisy pair),
         ``speedup`` (base/new, > 1 = NEW faster),
         ``ci_low``/``ci_high`` (95%), ``p_value``, ``change_pct`` ((new/base - 1) * 100),
         ``noise_pct``, ``base_trials``/``new_trials`` (rows pooled), plus the spec columns.
@@ -121,7 +124,7 @@ class Comparison:
         return out
 
     def noisy(self) -> list[str]:
-        """One line per ``noisy`` pair (never a regression): the trial, its change, and what
+        """One line per ``noisy`` pair (never ``slower``): the trial, its change, and what
         was seen on which side."""
         return [f"{row['trial']}: {row['change_pct']:+.1f}% not judged ({row['note']})"
                 for _, row in self.pairs.iterrows() if row["verdict"] == "noisy"]
@@ -260,7 +263,8 @@ def _judge(b: dict, n: dict, time: str, metric: str, **stats_kw) -> tuple[dict, 
                              new_noisy=nt.get("noisy"), **stats_kw)
         row = {"base_us": bt["median"], "new_us": nt["median"],
                "base_other_us": median_of(b["times"].get(other)),
-               "new_other_us": median_of(n["times"].get(other))}
+               "new_other_us": median_of(n["times"].get(other)),
+               "base_fastest_us": fastest(bt["samples"]), "new_fastest_us": fastest(nt["samples"])}
     else:  # one value per trial: no samples, no p-value; the auto-rule time as context
         which = pick_time(b["times"], n["times"], "auto")
         st = compare_samples(None, None, b["value"], n["value"], **stats_kw)

@@ -12,7 +12,14 @@ import pandas as pd
 
 from runner.analysis.compare_engine import Comparison
 from runner.analysis.significance import rule_text
-from runner.analysis.values import fmt_p, fmt_ratio, fmt_time_us, is_missing, markdown_table
+from runner.analysis.values import (
+    fmt_p,
+    fmt_ratio,
+    fmt_time_us,
+    is_missing,
+    markdown_table,
+    text_console,
+)
 
 _PAIR_HEADERS = ["trial", "time", "base", "new", "speedup", "95% CI", "p", "noise", "verdict",
                  "other time"]
@@ -129,12 +136,10 @@ def _reason(row: pd.Series) -> str:
 
 
 def _render_rich(result: Comparison, base_name: str, new_name: str, width: int | None) -> str:
-    from rich.console import Console
     from rich.table import Table
 
     buf = io.StringIO()
-    console = Console(file=buf, width=width or 140, force_terminal=False, no_color=True,
-                      highlight=False)
+    console = text_console(buf, width or 140)
     if len(result.pairs):
         title = f"{base_name} → {new_name}" + (
             "" if result.metric == "time" else f": {result.metric}")
@@ -152,7 +157,7 @@ def _render_rich(result: Comparison, base_name: str, new_name: str, width: int |
     console.print(summary_line(result), markup=False)
     console.print(rule_line(result), markup=False)
     if result.noisy():
-        console.print("Noisy, not judged (never a regression):", markup=False)
+        console.print("Noisy, not judged on their medians (never 'slower'):", markup=False)
         for line in result.noisy():
             console.print(f"  - {line}", markup=False)
     if len(result.not_compared):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from runner.analysis.selection import MODE_AXES, ok_rows
 from runner.core.axes import EAGER, mode_label
@@ -65,12 +65,68 @@ def spans_decade(values: pd.Series) -> bool:
     return len(values) > 1 and values.max() / values.min() >= 10
 
 
-def short_number(value: float) -> str:
-    """Tick text: ``0.02``, ``5``, ``50k``, ``2M``, ``1G`` (SI suffixes past a thousand)."""
+def short_number(value: float, digits: int = 6) -> str:
+    """Tick text: ``0.02``, ``5``, ``50k``, ``2M``, ``1.07G`` (SI suffixes past a thousand,
+    at most ``digits`` significant digits)."""
     for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
-            return f"{value / scale:g}{suffix}"
-    return f"{value:g}"
+            return f"{value / scale:.{digits}g}{suffix}"
+    return f"{value:.{digits}g}"
+
+
+#: Fewest distinct sizes past which a size axis gets the usual 1-2-5 ticks instead of one
+#: tick at each size measured.
+MAX_SIZE_TICKS = 8
+
+
+def size_axis(ax, values: pd.Series) -> None:
+    """Problem sizes on ``ax``'s x axis: on a log scale always (sizes grow by factors, and
+    two sizes on a linear axis read as a line with a ``1e9`` offset), with a tick at each size
+    measured while there are few (``134M``, ``1.07G``)."""
+    values = pd.to_numeric(values, errors="coerce")
+    sizes = sorted(set(values[values > 0]))
+    ax.set_xscale("log")
+    if len(sizes) > MAX_SIZE_TICKS:
+        log_axis(ax.xaxis, values)
+        return
+    digits = next(d for d in (3, 4, 5, 6, 12)  # as few digits as tell the sizes apart
+                  if d == 12 or len({short_number(v, d) for v in sizes}) == len(sizes))
+    ax.xaxis.set_major_locator(FixedLocator(sizes))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: short_number(v, digits)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if len(sizes) == 2 or sizes and sizes[-1] / sizes[0] < 10:  # room beside the outer points
+        ax.set_xlim(sizes[0] / 1.3, sizes[-1] * 1.3)
+
+
+def plain_axis(axis) -> None:
+    """A linear axis whose labels are the values themselves (``2,171,000``, ``0.25``), never
+    a shared ``1e8`` offset or a scientific exponent that a reader must multiply in."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.10g}"))
+
+
+#: How a sweep id (its start time) is written: ``2026-11-27_08-19-57.016342``.
+SWEEP_ID_FORMAT = "%Y-%m-%d_%H-%M-%S.%f"
+
+
+def short_sweeps(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with each sweep id written as briefly as still tells the sweeps apart
+    (``11-27 08:19``, the seconds where two started in one minute, the year where they span
+    years), so that a label of several sweeps does not repeat 26 characters per line. Ids
+    that are not start times (a ``sweep_id=`` the user chose) stay as they are."""
+    if "sweep_id" not in df.columns or df["sweep_id"].nunique() < 2:
+        return df
+    ids = list(dict.fromkeys(df["sweep_id"].astype(str)))
+    times = pd.to_datetime(pd.Series(ids), format=SWEEP_ID_FORMAT, errors="coerce")
+    if times.isna().any():
+        return df
+    year = "" if times.dt.year.nunique() == 1 else "%Y-"
+    names = ids
+    for form in (f"{year}%m-%d %H:%M", f"{year}%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f"):
+        names = [t.strftime(form) for t in times]
+        if len(set(names)) == len(names):
+            break
+    return df.assign(sweep_id=df["sweep_id"].astype(str).map(dict(zip(ids, names, strict=True))))
 
 
 def log_axis(axis, values: pd.Series) -> None:

@@ -13,12 +13,22 @@ The time followed is the device time (``gpu_time_*``) where every point of the t
 one, else the loop time (CPU trials, or results from before the device time). Sweeps are
 ordered by their first trial's timestamp; each point carries opsweep's commit
 (``git_commit``, ``+`` when the tree was dirty) and the user code's commit when it lives in
-another repository (``user_git_commit``).
+another repository (``user_git_commit``); an install without git records none, and a sweep is
+then named by its start time alone.
+
+Trials that never ran in a sweep together are not one history: a sweep over ``num_threads``
+of another experiment shares no sweep with the nightly trials. So trials are grouped
+(``group``): two trials are in one group when some sweep ran both, and each group gets its
+own table and plots, over its own sweeps.
+
+One sweep is accepted: it is the first point of a history (the first commit of a project),
+with no step to judge yet, and says so.
 
 Writes into ``--out`` (default ``<first source>/history``): ``history.csv`` (one row per
-trial and sweep) and ``history_<op>.png`` (time against sweep, one line per trial, steps
-marked). Exit status: 1 when a step got slower (``--fail-on slower``, the default; ``any``
-counts faster steps too, ``never`` only reports), 2 for bad arguments, else 0.
+trial and sweep) and ``history_<op>.png`` per op and group (``history_<op>_<group>.png``
+where an op has several groups: time against sweep, one line per trial, steps marked).
+Exit status: 1 when a step got slower (``--fail-on slower``, the default; ``any`` counts
+faster steps too, ``never`` only reports), 2 for bad arguments, else 0.
 """
 
 from __future__ import annotations
@@ -36,9 +46,9 @@ import pandas as pd
 
 from runner.analysis.figure import with_modes
 from runner.analysis.history_plot import plot_history
-from runner.analysis.selection import label_columns, spec_label
+from runner.analysis.history_table import render, where
+from runner.analysis.selection import display_columns, label_columns, spec_label
 from runner.analysis.significance import compare_samples, flag_or_reason
-from runner.analysis.values import html_table, markdown_table
 from runner.cli import OneLineArgumentParser, fail
 from runner.storage.load import load
 
@@ -66,7 +76,8 @@ class History:
 
 def sweep_order(df: pd.DataFrame) -> pd.DataFrame:
     """One row per sweep, in the order the sweeps ran: ``sweep_id``, ``started``, ``commit``
-    (opsweep's, short, ``+`` when dirty, and the user code's after a ``/`` when recorded)."""
+    (opsweep's, short, ``+`` when dirty, and the user code's after a ``/`` when recorded;
+    empty without git)."""
     rows = []
     for sweep, group in df.groupby(df["sweep_id"].astype(str), sort=False):
         started = pd.to_datetime(group["timestamp"], utc=True, errors="coerce").min() \
@@ -91,7 +102,7 @@ def _commit_text(group: pd.DataFrame) -> str:
         if value is not None:
             part = str(value)[:7] + ("+" if first(dirty) is True else "")
             text = f"{text}/{part}" if text else part
-    return text or "?"
+    return text
 
 
 def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -> History:
@@ -101,7 +112,9 @@ def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -
     Raises ``ValueError`` when ``df`` has no timed trial.
     """
     ok, order = _timed_points(df)
-    labels_of = label_columns(ok.drop(columns=["sweep_id"]))
+    # what varies, and always the op and shape: a lone trial reads "add 4096", not "(all)"
+    shown = {*label_columns(ok.drop(columns=["sweep_id"])), "op", "shape_str"}
+    labels_of = [c for c in display_columns(ok) if c in shown]
     points, trials = [], []
     for trial_id, group in ok.groupby("trial_id", sort=False):
         time = "device" if _has(group, "gpu_time_median_us") else "loop"
@@ -114,7 +127,32 @@ def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -
             before = row
         points += mine
         trials.append(_summary(trial_id, label, time, group, pd.DataFrame(mine)))
-    return History(pd.DataFrame(points), pd.DataFrame(trials))
+    points, trials = pd.DataFrame(points), pd.DataFrame(trials)
+    groups = trial_groups(points)
+    return History(points.assign(group=points["trial_id"].map(groups)),
+                   trials.assign(group=trials["trial_id"].map(groups)))
+
+
+def trial_groups(points: pd.DataFrame) -> dict[str, int]:
+    """``trial_id`` -> its group: trials are in one group when a chain of shared sweeps links
+    them. Groups are numbered from 1 in the order of their first sweep."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    for sweep, rows in points.groupby("sweep_index", sort=True):
+        keys = [f"t:{t}" for t in rows["trial_id"]]
+        for key in keys:
+            parent[root(key)] = root(f"s:{sweep}")
+    first = points.groupby("trial_id")["sweep_index"].min()
+    roots = {t: root(f"t:{t}") for t in first.index}
+    order = sorted(set(roots.values()), key=lambda r: min(first[t] for t in first.index
+                                                          if roots[t] == r))
+    number = {r: i + 1 for i, r in enumerate(order)}
+    return {t: number[r] for t, r in roots.items()}
 
 
 def _timed_points(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -171,7 +209,7 @@ def _summary(trial_id: str, label: str, time: str, group: pd.DataFrame,
     return {"trial": label, "op": group["op"].iloc[0], "time": time, "sweeps": len(group),
             "first_us": mine["median_us"].iloc[0], "last_us": mine["median_us"].iloc[-1],
             "change_pct": (mine["median_us"].iloc[-1] / mine["median_us"].iloc[0] - 1) * 100,
-            "steps": "; ".join(f"{r.step} {r.change_pct:+.1f}% at {r.commit} ({r.sweep_id})"
+            "steps": "; ".join(f"{r.step} {r.change_pct:+.1f}% at {where(r.commit, r.sweep_id)}"
                                for r in flagged.itertuples()),
             "trial_id": trial_id}
 
@@ -197,31 +235,14 @@ def _samples(value: object) -> np.ndarray | None:
 
 
 
-def render(result: History, fmt: str) -> str:
-    """The per-trial table as text, Markdown or HTML."""
-    table = result.trials.drop(columns=["trial_id"])
-    table = table.assign(first_us=table["first_us"].map(lambda v: f"{v:.4g}"),
-                         last_us=table["last_us"].map(lambda v: f"{v:.4g}"),
-                         change_pct=table["change_pct"].map(lambda v: f"{v:+.1f}"))
-    headers = ["trial", "op", "time", "sweeps", "first µs", "last µs", "change %", "steps"]
-    rows = list(table.itertuples(index=False))
-    if fmt == "markdown":
-        return markdown_table(headers, rows) + "\n"
-    if fmt == "html":
-        return html_table(headers, rows) + "\n"
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths))]
-    lines += ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)) for r in rows]
-    return "\n".join(line.rstrip() for line in lines) + "\n"
-
-
 def write(result: History, out: Path) -> list[Path]:
-    """``history.csv`` and one ``history_<op>.png`` per op into ``out``; the paths written."""
+    """``history.csv`` and one ``history_<name>.png`` per op and group into ``out``; the
+    paths written."""
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "history.csv"]
     result.points.to_csv(written[0], index=False)
-    for op, fig in plot_history(result).items():
-        path = out / f"history_{re.sub(r'[^A-Za-z0-9_.-]+', '_', str(op))}.png"
+    for name, fig in plot_history(result).items():
+        path = out / f"history_{re.sub(r'[^A-Za-z0-9_.-]+', '_', str(name))}.png"
         fig.savefig(path, dpi=110)
         written.append(path)
     return written
@@ -233,7 +254,8 @@ def build_parser() -> OneLineArgumentParser:
         description="Each trial's time across sweeps and commits, with step changes flagged "
                     "by the statistics of runner.compare.")
     p.add_argument("sources", nargs="+", metavar="RESULTS",
-                   help="sweep dirs, .parquet files, results roots or globs (two or more sweeps)")
+                   help="sweep dirs, .parquet files, results roots or globs: one sweep or more "
+                        "(one sweep is the first point of a history, with no step yet)")
     p.add_argument("--out", "-o", metavar="DIR",
                    help="where history.csv and the plots go (default <first source>/history)")
     p.add_argument("--format", choices=("table", "markdown", "html"), default="table")
@@ -258,14 +280,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         written = write(result, out)
     except OSError as exc:
         fail(f"cannot write the history: {exc}", prog=parser.prog)
-    sys.stdout.write(render(result, "table" if args.format == "table" else args.format))
+    sys.stdout.write(render(result, args.format))
     sweeps = result.points["sweep_id"].nunique()
-    print(f"{len(result.trials)} trials over {sweeps} sweeps → {os.fspath(out)} "
+    print(f"{len(result.trials)} trials over {sweeps} sweep(s) → {os.fspath(out)} "
           f"({len(written) - 1} plot(s), history.csv)", file=sys.stderr)
+    if sweeps == 1:
+        print("one sweep: the first point of each trial's history, no step to judge yet; "
+              "run history again over this sweep and later ones", file=sys.stderr)
     verdicts = {"slower": ("slower",), "any": ("slower", "faster"), "never": ()}[args.fail_on]
     flagged = result.steps(verdicts)
     for r in flagged.itertuples():
-        print(f"step: {r.trial}: {r.step} {r.change_pct:+.1f}% at {r.commit} ({r.sweep_id})",
+        print(f"step: {r.trial}: {r.step} {r.change_pct:+.1f}% at {where(r.commit, r.sweep_id)}",
               file=sys.stderr)
     return 1 if len(flagged) else 0
 

@@ -25,6 +25,9 @@ from runner.analysis.figure import (
     MARKERS,
     Plot,
     log_axis,
+    plain_axis,
+    short_sweeps,
+    size_axis,
     spans_decade,
     time_column,
     timed_rows,
@@ -106,19 +109,16 @@ def _scaling_figure(op: str, group: pd.DataFrame, tcol: str) -> Plot:
         ax_t.plot(part["numel"], part[tcol], **look)
         if rate_col in part.columns:
             ax_r.plot(part["numel"], part[rate_col], **look)
-    for ax, ylabel in ((ax_t, "time per op (µs)"), (ax_r, rate_label)):
+    for ax, ylabel, col in ((ax_t, "time per op (µs)", tcol), (ax_r, rate_label, rate_col)):
         ax.set_xlabel("problem size (numel = product of shape)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="major", alpha=0.3)
-        if spans_decade(group["numel"]):
-            ax.set_xscale("log")
-            log_axis(ax.xaxis, group["numel"])
-    if spans_decade(group[tcol]):
-        ax_t.set_yscale("log")
-        log_axis(ax_t.yaxis, group[tcol])
-    if rate_col in group.columns and spans_decade(group[rate_col]):
-        ax_r.set_yscale("log")
-        log_axis(ax_r.yaxis, group[rate_col])
+        size_axis(ax, group["numel"])
+        if col in group.columns and spans_decade(group[col]):
+            ax.set_yscale("log")
+            log_axis(ax.yaxis, group[col])
+        else:
+            plain_axis(ax.yaxis)
     ax_t.set_title(f"{op}: median time per op")
     ax_r.set_title(f"{op}: {rate_label.split(' (')[0]}")
     _legend(ax_r, len(names))
@@ -171,10 +171,10 @@ def plot_roofline(df: pd.DataFrame, ceilings: list) -> Plot:
                     label=f"ceiling {dtype}: {peak:.4g} TFLOP/s, {bw:.4g} GB/s")
             drawn.append(dtype)
     _key_points(ax, with_modes(placed), x, y)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set(xscale="log", yscale="log")
     ax.set_xlim(xmin, xmax)  # room for the numbers beside the outermost points
     log_axis(ax.xaxis, pd.concat([x, pd.Series([xmin, xmax])]))
+    log_axis(ax.yaxis, y)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved throughput (TFLOP/s)")
     ax.grid(True, which="major", alpha=0.3)
@@ -195,22 +195,30 @@ MAX_KEYED = 30
 
 
 def _key_points(ax, placed: pd.DataFrame, x: pd.Series, y: pd.Series) -> None:
-    """Number each point and list what each number is beside the plot: colour and marker say
-    dtype and bound; the key says which trial (what varies between them)."""
-    labels = [spec_label(row, label_columns(placed)) for _, row in placed.iterrows()]
+    """Number each trial and list what each number is beside the plot: colour and marker say
+    dtype and bound; the key says which trial (what varies between them). One trial measured
+    in several sweeps is one number; points that fall on one spot (closer than 1/30 of the
+    y span, log, at one x) share one annotation, ``3,4``, never numbers drawn over each
+    other or strung out to the right where they would read as points of other x."""
+    columns = [c for c in label_columns(placed) if c != "sweep_id"] or ["op"]
+    labels = [spec_label(row, columns) for _, row in placed.iterrows()]
     names = list(dict.fromkeys(labels))
     numbers = {name: k + 1 for k, name in enumerate(names[:MAX_KEYED])}
-    # points closer than 1/30 of the y span (log) at one x: their numbers side by side
     logs = np.log10(y.to_numpy(dtype=float))
     step = max(float(logs.max() - logs.min()), 0.5) / 30
-    seen: dict[tuple[float, int], int] = {}
+    spots: list[tuple[float, float, float, float, set[int]]] = []  # log x, log y, x, y, keys
     for label, xv, log_y, yv in zip(labels, x, logs, y, strict=True):
         if label not in numbers:
             continue
-        spot = (round(float(np.log10(xv)), 2), int(log_y // step))
-        used = seen.get(spot, 0)  # characters already written at this spot
-        seen[spot] = used + len(str(numbers[label])) + 1
-        ax.annotate(str(numbers[label]), (xv, yv), xytext=(5 + 5 * used, 3),
+        log_x = float(np.log10(xv))
+        near = next((s for s in spots if abs(s[0] - log_x) < 0.01 and abs(s[1] - log_y) < step),
+                    None)
+        if near is None:
+            near = (log_x, log_y, xv, yv, set())
+            spots.append(near)
+        near[4].add(numbers[label])
+    for _, _, xv, yv, keyed in spots:
+        ax.annotate(",".join(map(str, sorted(keyed))), (xv, yv), xytext=(5, 3),
                     textcoords="offset points", fontsize="x-small", zorder=4)
     key = "\n".join(f"{n}: {name}" for name, n in numbers.items())
     if len(names) > MAX_KEYED:
@@ -324,7 +332,10 @@ def plot_samples(df: pd.DataFrame) -> Plot:
         keep = sorted(order[:MAX_ROWS])
         note = f"the {MAX_ROWS} noisiest of {len(data)} trials are shown"
         data, labels = [data[i] for i in keep], [labels[i] for i in keep]
-    fig = Figure(figsize=(10, 1.2 + 0.32 * len(data)), layout="constrained")
+    # the labels take what they need beside an axes at least 5.5 inches wide
+    width = 5.5 + 0.08 * max(len(label) for label in labels)
+    fig = Figure(figsize=(min(max(10.0, width), 20.0), 1.2 + 0.32 * len(data)),
+                 layout="constrained")
     ax = fig.subplots()
     try:
         ax.boxplot(data, orientation="horizontal", widths=0.6, showfliers=False)
@@ -341,7 +352,7 @@ def plot_samples(df: pd.DataFrame) -> Plot:
         ax.set_xscale("log")
         log_axis(ax.xaxis, pd.Series(np.concatenate(data)))
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-    ax.set_xlabel("sample time relative to the trial's median (100% = median)")
+    ax.set_xlabel("sample / the trial's median (100% = median)")
     ax.set_ylabel("trial (its median)")
     ax.set_title("Raw samples per trial (box: quartiles; dots: samples)", fontsize="medium")
     ax.grid(True, axis="x", alpha=0.3)
@@ -352,8 +363,10 @@ def all_plots(df: pd.DataFrame, ceilings: list) -> list[Plot]:
     """Every plot of the report, in report order.
 
     A plot that fails on unexpected data becomes a note naming the error, so one bad
-    column never costs the whole report.
+    column never costs the whole report. Sweeps are named briefly in every label
+    (:func:`runner.analysis.figure.short_sweeps`).
     """
+    df = short_sweeps(df)
     makers = [("scaling", "Time and throughput against size", lambda: plot_scaling(df)),
               ("roofline", "Roofline", lambda: [plot_roofline(df, ceilings)]),
               ("against", "Time against a numeric axis", lambda: plot_against_axes(df)),

@@ -124,7 +124,8 @@ def rule_text(alpha: float, threshold: float) -> str:
     return (f"verdict: faster needs speedup >= 1+m, slower needs speedup <= 1/(1+m), "
             f"m = max({threshold * 100:g}%, noise), each with p < {alpha:g} and a 95% CI "
             f"excluding 1; noisy: either side's samples one median cannot describe, or a "
-            f"side flagged noisy that would make a change (never a regression)")
+            f"side flagged noisy that would make a change (never 'slower'; a regression gate reads "
+            f"its fastest samples)")
 
 
 def flag_or_reason(flag: object, reason: object) -> object:
@@ -135,10 +136,10 @@ def flag_or_reason(flag: object, reason: object) -> object:
 
 
 def side_noise(samples: np.ndarray, flagged: object, side: str) -> tuple[str | None, bool]:
-    """``(reason, mixed)`` for one side: the shape of its raw samples (``mixed``: the pair
-    cannot be judged at all), else its run's ``noisy`` flag (the pair cannot make a
-    change)."""
-    mixed = mixed_reason(samples.tolist()) if len(samples) else None
+    """``(reason, mixed)`` for one side: the shape of its raw samples in µs (``mixed``: the
+    pair cannot be judged at all), else its run's ``noisy`` flag (the pair cannot make a
+    change). ``mixed_reason`` reads seconds, as the timer keeps them, and writes µs."""
+    mixed = mixed_reason((samples * 1e-6).tolist()) if len(samples) else None
     if mixed:
         return f"{side}: {mixed}", True
     if isinstance(flagged, str) and flagged:
@@ -184,6 +185,13 @@ def compare_samples(base: np.ndarray | None, new: np.ndarray | None, base_median
     else:
         why = None
     return PairStats(speedup, float(lo), float(hi), p, noise, label, reps, why)
+
+
+def fastest(samples: np.ndarray | None) -> float:
+    """The fastest valid sample (NaN without any): what load cannot slow down, since load
+    only ever adds time (``runner.analysis.compare_gate``)."""
+    clean = _clean(samples)
+    return float(clean.min()) if len(clean) else float("nan")
 
 
 def _clean(samples: np.ndarray | None) -> np.ndarray:

@@ -70,6 +70,17 @@ def fmt_num(value: object, digits: int = 3) -> str:
     return str(value)
 
 
+def text_console(buf: object, width: int = 140) -> object:
+    """A rich ``Console`` that writes plain text into ``buf`` (a ``StringIO``): no colour, no
+    bold or italic codes, and never a notebook's display. Inside Jupyter rich would otherwise
+    send the table to the cell's output itself, with raw ANSI codes in its plain text, and
+    leave ``buf`` (what the caller prints or returns) empty."""
+    from rich.console import Console
+
+    return Console(file=buf, width=width, force_terminal=False, force_jupyter=False,
+                   no_color=True, color_system=None, highlight=False)
+
+
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
     def cell(v: object) -> str:

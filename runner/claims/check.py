@@ -11,8 +11,9 @@ Exit status (so that CI can tell the cases apart):
 * 1 (:data:`EXIT_FAILED`): a claim did not hold, or errored;
 * 2: bad arguments or malformed claims;
 * 3 (:data:`EXIT_NOTHING_MEASURED`): no claim could be judged: every one was *not measured*
-  (e.g. ``experiment=dtype_cliff smoke=true check=true`` on a CPU) or the results state none.
-  A gate that passes on nothing is no gate.
+  (a GPU claim on a CPU run), *not judged (smoke)* (rows of ``smoke=true``, whose numbers only
+  show that the configs run), or the results state none. A gate that
+  passes on nothing is no gate.
 
 Several sweeps of one experiment (a results root, two sweep directories) are judged each on
 its own rows, one verdict per sweep: a median pooled over a smoke run and a full run is a
@@ -24,9 +25,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from runner.claims.engine import ERROR, FAILING, HELD, NOT_HELD, Verdict, judge
-from runner.claims.results import CONF_DIR, Results, add_results_arguments, load_results
-from runner.claims.spec import ClaimSpecError
+import pandas as pd
+
+from runner.claims.engine import ERROR, FAILING, HELD, NOT_HELD, SMOKE, Verdict, judge
+from runner.claims.results import (
+    CONF_DIR,
+    SMOKE_COLUMN,
+    Results,
+    add_results_arguments,
+    load_results,
+)
+from runner.claims.spec import Claim, ClaimSpecError
 
 PROG = "python -m runner.check"
 EXIT_FAILED = 1
@@ -47,12 +56,25 @@ def check(results: Results, conf_dir: Path = CONF_DIR, prefer: str = "conf",
         rows = results.of(name)
         sweeps = list(dict.fromkeys(rows["sweep_id"].astype(str))) if "sweep_id" in rows else []
         if len(sweeps) <= 1:
-            out += [(name, verdict) for verdict in judge(claims, rows)]
+            out += [(name, verdict) for verdict in judge_timed(claims, rows)]
             continue
         for sweep in sweeps:
             own = rows[rows["sweep_id"].astype(str) == sweep]
-            out += [(f"{name} @ {sweep}", verdict) for verdict in judge(claims, own)]
+            out += [(f"{name} @ {sweep}", verdict) for verdict in judge_timed(claims, own)]
     return out
+
+
+def judge_timed(claims: Sequence[Claim], rows: pd.DataFrame) -> list[Verdict]:
+    """The claims judged on the rows of full runs; rows of ``smoke=true`` (clamped sizes, the
+    smoke timer) are set aside, and where nothing else is left every claim is *not judged
+    (smoke)*: a smoke run proves that the configs run, and a claim that "held" on its
+    numbers would be luck."""
+    smoke = (rows[SMOKE_COLUMN].fillna(False).astype(bool) if SMOKE_COLUMN in rows
+             else pd.Series(False, index=rows.index))
+    if len(rows) and smoke.all():
+        return [Verdict(c.claim, SMOKE, f"{len(rows)} rows, all smoke: numbers that only "
+                        "show the configs run", source=c.source) for c in claims]
+    return judge(claims, rows[~smoke])
 
 
 def print_table(verdicts: Sequence[tuple[str, Verdict]]) -> None:
@@ -78,7 +100,13 @@ def print_table(verdicts: Sequence[tuple[str, Verdict]]) -> None:
     console.stderr.print(f"check: {len(verdicts)} claims, {len(judged)} judged, "
                          f"{len(failed)} failed"
                          + (" (did not hold or error)" if failed else ""), highlight=False)
-    if not judged and not failed:
+    if not judged and not failed and any(v.status == SMOKE for _, v in verdicts):
+        console.stderr.print(
+            f"check: not judged (smoke): these rows come from a smoke=true run (sizes clamped, "
+            f"the smoke timer), whose numbers only show that the configs run (exit "
+            f"{EXIT_NOTHING_MEASURED}). Run without smoke=true to judge the claims.",
+            highlight=False)
+    elif not judged and not failed:
         console.stderr.print(
             f"check: nothing measured: no claim could be judged on these results (exit "
             f"{EXIT_NOTHING_MEASURED}). The rows the claims need are missing: a GPU claim on a "
@@ -111,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineArgumentParser(
         prog=PROG, description="Judge the claims (expect:) of saved results; exit 1 when one "
                                "did not hold or errored, 3 when none could be judged (nothing "
-                               "measured).")
+                               "measured, or only rows of smoke=true, reported as 'not judged "
+                               "(smoke)').")
     add_results_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -9,7 +9,9 @@ words. The statuses:
   a size a smoke run clamped away, a column an older file lacks);
 * **error**: the claim itself failed (an exception in a ``_target_`` function, a selector that
   matched several rows under ``aggregate: one``), with the exception. Never "not measured";
-* **measured**: a number reported without a criterion (a ``_target_`` without a comparison).
+* **measured**: a number reported without a criterion (a ``_target_`` without a comparison);
+* **not judged (smoke)**: the rows come from a ``smoke=true`` run, whose numbers mean nothing
+  (``runner.claims.check`` gives this status before any claim reads them).
 
 "Half of the claimed gain": a claimed speedup of X× held if the measured one is at least
 ``1 + (X − 1) / 2``, so a claim from slower hardware is judged by its direction and rough size,
@@ -32,6 +34,9 @@ from runner.claims.spec import TIME_METRICS, Aggregate, Claim, Pivot, Time, reso
 
 HELD, NOT_HELD, NOT_MEASURED, MEASURED, ERROR = (
     "held", "did not hold", "not measured", "measured", "error")
+#: A claim on rows of a ``smoke=true`` run: their numbers only show that the configs run, so
+#: no claim is judged on them (``runner.claims.check``).
+SMOKE = "not judged (smoke)"
 #: Statuses that make ``check=true`` and ``python -m runner.check`` exit non-zero.
 FAILING = (NOT_HELD, ERROR)
 MIB = 1 << 20

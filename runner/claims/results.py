@@ -1,7 +1,8 @@
 """Result files as experiments: which rows belong to which experiment, and what it claims.
 
-A row's experiment is read from the file's Parquet metadata (``jobs[i].choices.experiment``
-of the job that produced it), so one multirun over several experiments works; a file without
+A row's experiment, and whether its job ran with ``smoke=true``, are read from the file's
+Parquet metadata (``jobs[i].choices.experiment`` and ``jobs[i].config`` of the job that
+produced it), so one multirun over several experiments works; a file without
 that metadata falls back to its stem (``dtype_cliff.parquet`` → ``dtype_cliff``).
 
 An experiment's claims and pivots come from its YAML, ``<conf_dir>/experiment/<name>.yaml``
@@ -26,6 +27,10 @@ from omegaconf import OmegaConf
 from runner.analysis.values import is_missing
 from runner.claims.spec import Claim, ClaimSpecError, Pivot, parse
 from runner.core.install import CONF_DIR
+
+#: The column :func:`load_results` adds: the row's job ran with ``smoke=true`` (its numbers
+#: only show that the configs run).
+SMOKE_COLUMN = "smoke"
 
 
 @dataclass
@@ -109,6 +114,7 @@ def load_results(paths: Sequence[str | Path]) -> Results:
         meta = next(iter(read_metadata(file).values()), {})
         jobs = meta.get("jobs") if isinstance(meta.get("jobs"), list) else [meta]
         by_job = _experiments_by_job(jobs)
+        smoke_jobs = {_as_int(job.get("job_num")) for job in jobs if _smoke(job)}
         fallback = _stem_experiment(file)
         job_nums = df["job_num"] if "job_num" in df else pd.Series([None] * len(df),
                                                                    index=df.index)
@@ -116,8 +122,11 @@ def load_results(paths: Sequence[str | Path]) -> Results:
         # (pandas' PerformanceWarning)
         added = pd.DataFrame({"experiment": [by_job.get(_as_int(j)) or fallback
                                              for j in job_nums],
-                              "source_file": str(file)}, index=df.index)
-        frames.append(pd.concat([df.drop(columns=["experiment", "source_file"],
+                              "source_file": str(file),
+                              SMOKE_COLUMN: [_as_int(j) in smoke_jobs or (
+                                  len(jobs) == 1 and bool(smoke_jobs)) for j in job_nums]},
+                             index=df.index)
+        frames.append(pd.concat([df.drop(columns=["experiment", "source_file", SMOKE_COLUMN],
                                          errors="ignore"), added], axis=1))
         for job in jobs:
             name = by_job.get(_as_int(job.get("job_num"))) or fallback
@@ -130,17 +139,29 @@ def load_results(paths: Sequence[str | Path]) -> Results:
     return Results(rows, stored)
 
 
-def _stored(job: dict[str, Any]) -> Any:
-    """The ``expect``/``pivots`` node of a job's stored config (data, not parsed yet), or None
-    when it predates them or is not a mapping."""
+def _config(job: dict[str, Any]) -> Any:
+    """A job's stored config as a node, or None (no config, malformed text, not a mapping)."""
     text = job.get("config") if isinstance(job, dict) else None
     if not isinstance(text, str):
         return None
     try:
         node = OmegaConf.create(text)
-    except Exception:  # noqa: BLE001 (any malformed text: the file states no claims)
+    except Exception:  # noqa: BLE001 (any malformed text: the file states no config)
         return None
-    if not hasattr(node, "get") or ("expect" not in node and "pivots" not in node):
+    return node if hasattr(node, "get") else None
+
+
+def _smoke(job: dict[str, Any]) -> bool:
+    """Whether a job ran with ``smoke=true`` (its stored config says so)."""
+    node = _config(job)
+    return node is not None and node.get("smoke") is True
+
+
+def _stored(job: dict[str, Any]) -> Any:
+    """The ``expect``/``pivots`` node of a job's stored config (data, not parsed yet), or None
+    when it predates them or is not a mapping."""
+    node = _config(job)
+    if node is None or ("expect" not in node and "pivots" not in node):
         return None
     return OmegaConf.create({"expect": node.get("expect"), "pivots": node.get("pivots")})
 
