@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from runner.analysis.compare_engine import METRICS, TIME_CHOICES, Comparison, compare
 from runner.analysis.compare_render import render
 from runner.analysis.significance import N_BOOT
-from runner.cli import OneLineArgumentParser, fail
+from runner.cli import OneLineArgumentParser, fail, program
 from runner.storage.load import load
 
 __all__ = ["Comparison", "build_parser", "compare", "main", "render"]
@@ -47,7 +47,7 @@ EXIT_NOTHING_COMPARED = 3
 
 def build_parser() -> OneLineArgumentParser:
     p = OneLineArgumentParser(
-        prog="python -m runner.compare",
+        prog=program("runner.compare"),
         description="Compare two sweeps (or result trees, files, globs) trial by trial.")
     p.add_argument("base", metavar="BASE",
                    help="baseline results: sweep dir, .parquet, results root or glob")

@@ -39,7 +39,7 @@ from runner.analysis.history_plot import plot_history
 from runner.analysis.selection import label_columns, spec_label
 from runner.analysis.significance import compare_samples, flag_or_reason
 from runner.analysis.values import html_table, markdown_table
-from runner.cli import OneLineArgumentParser, fail
+from runner.cli import OneLineArgumentParser, fail, program
 from runner.storage.load import load
 
 #: The two times a point can follow: (median, raw samples, CI low, CI high) columns.
@@ -229,7 +229,7 @@ def write(result: History, out: Path) -> list[Path]:
 
 def build_parser() -> OneLineArgumentParser:
     p = OneLineArgumentParser(
-        prog="python -m runner.history",
+        prog=program("runner.history"),
         description="Each trial's time across sweeps and commits, with step changes flagged "
                     "by the statistics of runner.compare.")
     p.add_argument("sources", nargs="+", metavar="RESULTS",

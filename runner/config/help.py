@@ -51,6 +51,18 @@ def _commands() -> str:
                       for module, script, args, what in COMMANDS[1:])
 
 
+#: What the command prints instead of running (``runner/__main__.py`` answers them).
+MORE = (
+    ("--columns [WORD]", "each result column's type, unit and meaning"),
+    ("--docs", "where the guides (Markdown) are, with their titles"),
+    ("--version", "versions of opsweep, torch, Hydra and Python"),
+)
+
+
+def _more() -> str:
+    return "\n".join(f"  {_program() + ' ' + flag:<36} {what}" for flag, what in MORE)
+
+
 def first_comment(path: Path, limit: int = 100) -> str:
     """A YAML file's description: an experiment's one-line ``title:`` key, else the first
     sentence of its opening comment block (directives such as ``# @package`` skipped), cut to
@@ -183,8 +195,24 @@ python -m runner op=NAME --help lists that op's parameters.
 == Other commands (installed scripts; each is also its python -m form) ==
 {_commands()}
 
-Docs: README.md, docs/. Hydra's own flags: --hydra-help. This config: --cfg job.
+== Columns, guides, version ==
+{_more()}
+  Hydra's own flags: --hydra-help. This config: --cfg job.
 """
+
+
+def docs_listing(docs_dir: Path) -> str:
+    """``opsweep --docs``: the folder of the guides (shipped inside an installed opsweep) and
+    each guide's title, its first Markdown heading."""
+    guides = sorted(docs_dir.glob("*.md"))
+    if not guides:
+        return f"no guides found in {docs_dir}"
+    lines = [f"opsweep's guides (Markdown) are in {docs_dir}:"]
+    for path in guides:
+        title = next((line.lstrip("#").strip() for line in path.read_text().splitlines()
+                      if line.startswith("#")), "")
+        lines.append(f"  {path.name:<18} {title}")
+    return "\n".join(lines)
 
 
 def register(conf_dir: Path, settings: type, op: str | None = None) -> None:
