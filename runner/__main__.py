@@ -92,7 +92,7 @@ def main() -> None:
         if not (cmd.flags.help or cmd.flags.hydra_help or cmd.flags.shell_completion):
             check_overrides(cmd)
         if cmd.flags.help:
-            _help_for_op(cmd)
+            _help_page(cmd)
         if cmd.runs_trials:
             timeline.mark("checked")
             preflight(cmd)
@@ -127,14 +127,15 @@ def _print_columns(words: list[str]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _help_for_op(cmd: CommandLine) -> None:
-    """``op=NAME --help``: put that op's parameters on the help page."""
-    ops = cmd.values_of("op")
-    if ops:
-        from runner.config import help
-        from runner.config.schema import RunConfig
+def _help_page(cmd: CommandLine) -> None:
+    """``--help``: the page with every launcher Hydra can run (its plugins found only now,
+    not on every start), and with ``op=NAME``, that op's parameters first."""
+    from runner.config import help
+    from runner.config.schema import RunConfig
 
-        help.register(CONF_DIR, RunConfig, op=str(ops[0]))
+    ops = cmd.values_of("op")
+    help.register(CONF_DIR, RunConfig, op=str(ops[0]) if ops else None,
+                  launchers=help.launcher_options())
 
 
 def _prestart(cmd: CommandLine) -> None:
