@@ -139,6 +139,14 @@ def test_every_installed_command_answers_version_and_names_itself(
     assert bad.returncode == 2 and bad.stderr.startswith("opsweep-compare: error: ")
 
 
+def test_python_3_13_may_install_it() -> None:
+    """torch (cp313 wheels) and Hydra 1.3 run on Python 3.13."""
+    from packaging.specifiers import SpecifierSet
+
+    allowed = SpecifierSet(PYPROJECT["project"]["requires-python"])
+    assert {"3.10.0", "3.13.0"} <= set(allowed.filter(["3.9.0", "3.10.0", "3.13.0"]))
+
+
 def test_version_names_opsweep_torch_and_hydra() -> None:
     from runner.cli import version_text
 
