@@ -69,7 +69,7 @@ def main() -> None:
     if "--version" in args:  # before the parse: Hydra's parser would print only its own
         print(version_text())
         return
-    if args[:1] == ["--columns"]:  # the column reference, from the schema (no Hydra)
+    if args[:1] == ["--columns"]:  # the column reference, from the schema: no parse
         _print_columns(args[1:])
         return
     if args == ["--docs"]:
