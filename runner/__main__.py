@@ -12,6 +12,7 @@ from __future__ import annotations
 from runner.execution import timeline  # first: its import time is the "main" mark
 
 # isort: split
+import os
 import sys
 from multiprocessing import current_process
 from pathlib import Path
@@ -68,6 +69,15 @@ def main() -> None:
     if "--version" in args:  # before the parse: Hydra's parser would print only its own
         print(version_text())
         return
+    if args[:1] == ["--columns"]:  # the column reference, from the schema: no parse
+        _print_columns(args[1:])
+        return
+    if args == ["--docs"]:
+        from runner.config.help import docs_listing
+        from runner.core.install import DOCS_DIR
+
+        print(docs_listing(DOCS_DIR))
+        return
     hydra_lists.install()  # before the first override is parsed
     hydra_reuse.install()  # one parse and one composition, shared with Hydra's run
     try:
@@ -82,7 +92,7 @@ def main() -> None:
         if not (cmd.flags.help or cmd.flags.hydra_help or cmd.flags.shell_completion):
             check_overrides(cmd)
         if cmd.flags.help:
-            _help_for_op(cmd)
+            _help_page(cmd)
         if cmd.runs_trials:
             timeline.mark("checked")
             preflight(cmd)
@@ -100,14 +110,32 @@ def main() -> None:
         raise SystemExit(1)
 
 
-def _help_for_op(cmd: CommandLine) -> None:
-    """``op=NAME --help``: put that op's parameters on the help page."""
-    ops = cmd.values_of("op")
-    if ops:
-        from runner.config import help
-        from runner.config.schema import RunConfig
+def _print_columns(words: list[str]) -> None:
+    """``opsweep --columns [WORD]``: every result column (or those whose name holds WORD)."""
+    if len(words) > 1:
+        fail(f"--columns takes at most one word to look for, got {' '.join(words)!r}; "
+             "e.g. opsweep --columns gpu_time")
+    from runner.storage.column_reference import text_reference
 
-        help.register(CONF_DIR, RunConfig, op=str(ops[0]))
+    try:
+        text = text_reference(words[0] if words else "")
+    except ValueError as exc:
+        fail(exc)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `opsweep --columns | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _help_page(cmd: CommandLine) -> None:
+    """``--help``: the page with every launcher Hydra can run (its plugins found only now,
+    not on every start), and with ``op=NAME``, that op's parameters first."""
+    from runner.config import help
+    from runner.config.schema import RunConfig
+
+    ops = cmd.values_of("op")
+    help.register(CONF_DIR, RunConfig, op=str(ops[0]) if ops else None,
+                  launchers=help.launcher_options())
 
 
 def _prestart(cmd: CommandLine) -> None:

@@ -1,8 +1,11 @@
-"""What every opsweep command shares: one form of error and its exit status.
+"""What every opsweep command shares: its name, ``--version`` and one form of error.
 
 ``python -m runner`` and the commands beside it (compare, report, collect, ...) fail on bad
 input the same way: one line ``PROG: error: MESSAGE`` on stderr and exit status 2, never a
-traceback. Imports only the standard library.
+traceback. A command names itself as the user called it (:func:`program`: the installed
+``opsweep-compare`` or ``python -m runner.compare``), and every parser built on
+:class:`OneLineArgumentParser` answers ``--version`` (:func:`version_text`). Imports only the
+standard library.
 """
 
 from __future__ import annotations
@@ -12,13 +15,40 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 EXIT_BAD_ARGS = 2
 
 
+def program(module: str) -> str:
+    """The name a command was called by: its installed script when run as that, else its
+    ``python -m`` form. The script is named after the module (pyproject's
+    [project.scripts]): ``runner`` is ``opsweep``, ``runner.claims.report`` is
+    ``opsweep-claims-report``."""
+    name = module.removeprefix("runner").lstrip(".").replace(".", "-")
+    script = f"opsweep-{name}" if name else "opsweep"
+    return script if Path(sys.argv[0]).stem == script else f"python -m {module}"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print :func:`version_text` and exit 0 (read only when asked)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the versions of opsweep, torch, Hydra and Python, and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(version_text())
+        parser.exit()
+
+
 class OneLineArgumentParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line (``prog: error: ...``) and exit 2."""
+    """An ``ArgumentParser`` whose errors are one line (``prog: error: ...``) and exit 2, with
+    ``--version`` as on every opsweep command."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--version", action=_VersionAction)
 
     def error(self, message: str) -> NoReturn:
         fail(f"{message} (see {self.prog} --help)", prog=self.prog)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,16 @@ CONF = Path(__file__).resolve().parent.parent / "conf"
 def test_help_lists_every_op_experiment_preset_and_axis(start_cli, tmp_path) -> None:
     run = start_cli(["--help"], tmp_path).wait()
     assert run.returncode == 0, run.explain()
-    for group in ("op", "experiment", "timer"):
+    for group in ("op", "experiment", "timer", "hydra/launcher"):
         for path in CONF.glob(f"{group}/*.yaml"):
             assert f"  {path.stem} " in run.stdout, f"{group} {path.stem} missing from --help"
+    # the launchers Hydra and its plugins name, which no file of conf/ shows
+    launchers = " ".join(run.stdout.partition("== Launchers")[2].partition("\n==")[0].split())
+    assert "basic (the default" in launchers and "submitit_local" in launchers
+    if importlib.util.find_spec("hydra_plugins.hydra_ray_launcher") is not None:
+        assert " ray," in launchers
+    for flag in ("--columns", "--docs", "--version"):  # what a wheel's user can read
+        assert f"python -m runner {flag}" in run.stdout
     for axis in AXES:
         assert f"  {axis.name} " in run.stdout and axis.doc in run.stdout
     assert "gpu_warmup_s=0.0" in run.stdout  # a setting with its default

@@ -268,15 +268,16 @@ def test_collect_command_line(tmp_path: Path, start_cli: Any) -> None:
 
 
 def test_results_readme_column_table_is_generated_from_the_schema() -> None:
-    """``results/README.md``'s column table is ``python -m runner.storage.columns``'s output:
-    a column declared in runner/storage/columns.py and not regenerated into the docs fails."""
+    """``results/README.md``'s column table is ``python -m runner.storage.column_reference``'s
+    output: a column declared in runner/storage/columns.py and not regenerated into the docs
+    fails."""
     from pathlib import Path
 
-    from runner.storage.columns import markdown_table
+    from runner.storage.column_reference import markdown_table
 
     readme = (Path(__file__).resolve().parent.parent / "results" / "README.md").read_text()
     assert markdown_table() in readme, ("results/README.md is stale: regenerate its column "
-                                        "table with python -m runner.storage.columns")
+                                        "table with python -m runner.storage.column_reference")
 
 
 def test_every_row_names_the_experiment_its_job_was_composed_from(tmp_path: Path,

@@ -39,7 +39,7 @@ from runner.analysis.compare_engine import METRICS, TIME_CHOICES, Comparison, co
 from runner.analysis.compare_gate import gate
 from runner.analysis.compare_render import render
 from runner.analysis.significance import N_BOOT
-from runner.cli import OneLineArgumentParser, fail
+from runner.cli import OneLineArgumentParser, fail, program
 from runner.storage.load import load
 
 __all__ = ["Comparison", "build_parser", "compare", "main", "render"]
@@ -50,7 +50,7 @@ EXIT_NOTHING_COMPARED = 3
 
 def build_parser() -> OneLineArgumentParser:
     p = OneLineArgumentParser(
-        prog="python -m runner.compare",
+        prog=program("runner.compare"),
         description="Compare two sweeps (or result trees, files, globs) trial by trial.")
     p.add_argument("base", metavar="BASE",
                    help="baseline results: sweep dir, .parquet, results root or glob")

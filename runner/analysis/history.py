@@ -49,7 +49,7 @@ from runner.analysis.history_plot import plot_history
 from runner.analysis.history_table import render, where
 from runner.analysis.selection import display_columns, label_columns, spec_label
 from runner.analysis.significance import compare_samples, flag_or_reason
-from runner.cli import OneLineArgumentParser, fail
+from runner.cli import OneLineArgumentParser, fail, program
 from runner.storage.load import load
 
 #: The two times a point can follow: (median, raw samples, CI low, CI high) columns.
@@ -250,7 +250,7 @@ def write(result: History, out: Path) -> list[Path]:
 
 def build_parser() -> OneLineArgumentParser:
     p = OneLineArgumentParser(
-        prog="python -m runner.history",
+        prog=program("runner.history"),
         description="Each trial's time across sweeps and commits, with step changes flagged "
                     "by the statistics of runner.compare.")
     p.add_argument("sources", nargs="+", metavar="RESULTS",

@@ -46,7 +46,7 @@ from runner.analysis.values import (
     is_missing,
     markdown_table,
 )
-from runner.cli import OneLineArgumentParser, fail
+from runner.cli import OneLineArgumentParser, fail, program
 from runner.storage.load import find_result_files, load
 
 #: Most trial rows written into the HTML/Markdown table (all are in trials.csv).
@@ -267,7 +267,7 @@ def _markdown(summary, plots: list[Plot], table: pd.DataFrame) -> str:
 
 
 def build_parser() -> OneLineArgumentParser:
-    p = OneLineArgumentParser(prog="python -m runner.report",
+    p = OneLineArgumentParser(prog=program("runner.report"),
                               description="Write an HTML or Markdown report with plots.")
     p.add_argument("source", nargs="+", metavar="DIR",
                    help="sweep dir (results/<sweep_id>), .parquet file, results root or glob")

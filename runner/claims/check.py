@@ -37,7 +37,6 @@ from runner.claims.results import (
 )
 from runner.claims.spec import Claim, ClaimSpecError
 
-PROG = "python -m runner.check"
 EXIT_FAILED = 1
 EXIT_NOTHING_MEASURED = 3
 
@@ -133,19 +132,19 @@ def check_sweep(merged: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from runner.cli import OneLineArgumentParser, fail
+    from runner.cli import OneLineArgumentParser, fail, program
     from runner.storage.load import ResultsNotFoundError
 
     parser = OneLineArgumentParser(
-        prog=PROG, description="Judge the claims (expect:) of saved results; exit 1 when one "
-                               "did not hold or errored, 3 when none could be judged (nothing "
-                               "measured, or only rows of smoke=true, reported as 'not judged "
-                               "(smoke)').")
+        prog=program("runner.check"),
+        description="Judge the claims (expect:) of saved results; exit 1 when one did not "
+                    "hold or errored, 3 when none could be judged (nothing measured, or only "
+                    "rows of smoke=true, reported as 'not judged (smoke)').")
     add_results_arguments(parser)
     args = parser.parse_args(argv)
     try:
         verdicts = check(load_results(args.results), Path(args.conf_dir), args.claims_from)
     except (ResultsNotFoundError, ClaimSpecError) as exc:
-        fail(str(exc), prog=PROG)
+        fail(str(exc), prog=parser.prog)
     print_table(verdicts)
     return exit_status(verdicts)

@@ -236,11 +236,12 @@ def _display_path(path: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from runner.cli import OneLineArgumentParser, fail
+    from runner.cli import OneLineArgumentParser, fail, program
     from runner.storage.load import ResultsNotFoundError
 
     parser = OneLineArgumentParser(
-        prog=PROG, description="Write the experiments report (docs/experiments.md).")
+        prog=program("runner.claims.report"),
+        description="Write the experiments report (docs/experiments.md).")
     add_results_arguments(parser)
     parser.add_argument("--out", help="write the Markdown here (default: stdout)")
     parser.add_argument("--banner", default="",
@@ -255,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = render(results, banner=args.banner, sources=args.results,
                       conf_dir=Path(args.conf_dir), prefer=args.claims_from, since=since)
     except (ResultsNotFoundError, ClaimSpecError) as exc:
-        fail(str(exc), prog=PROG)
+        fail(str(exc), prog=parser.prog)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")

@@ -132,7 +132,8 @@ def parse_command_line(args: Sequence[str]) -> CommandLine:
     try:
         overrides = OverridesParser.create().parse_overrides(texts)
     except Exception as exc:  # Hydra's grammar errors are precise: keep their first line
-        raise ConfigError(_home(texts) or _look_alike(texts) or _too_deep(texts, exc)
+        raise ConfigError(_home(texts) or _look_alike(texts) or _unbalanced(texts)
+                          or _too_deep(texts, exc)
                           or str(exc).splitlines()[0]) from None
     _warn_repeats(overrides)
     extra: list[Path] = []
@@ -231,6 +232,35 @@ def _look_alike(texts: Sequence[str]) -> str | None:
             return (f"invalid value for {key!r} on the command line: {text!r} has "
                     f"U+{ord(char):04X} {name} at character {position}, which the "
                     f"override grammar does not accept: {fix}.")
+    return None
+
+
+#: The brackets of the override grammar: a list, a mapping, a sweep function's arguments.
+_CLOSING = {"[": "]", "{": "}", "(": ")"}
+
+
+def _unbalanced(texts: Sequence[str]) -> str | None:
+    """The first override whose brackets do not pair up (``dtype=[fp32,bf16``), named with the
+    fix: Hydra's grammar says only "no viable alternative at input". Quoted text is skipped.
+    A space inside the brackets is the usual cause: the shell splits the override in two."""
+    for text in texts:
+        opened: list[str] = []
+        quote = None
+        for char in text:
+            if quote or char in "'\"":
+                quote = None if char == quote else (quote or char)
+            elif char in _CLOSING:
+                opened.append(char)
+            elif char in _CLOSING.values() and (not opened or _CLOSING[opened.pop()] != char):
+                opened = [char]  # a closing bracket that closes nothing it opened
+                break
+        if opened:
+            what = (f"an unclosed {opened[-1]!r}" if opened[-1] in _CLOSING
+                    else f"a {opened[-1]!r} that closes no bracket")
+            return (f"invalid override {text!r}: it has {what}. Close each [ with ], {{ with }} "
+                    "and ( with ), and quote the whole override so that the shell passes it "
+                    "as one argument, e.g. 'dtype=[fp32,bf16]' (a space inside the brackets "
+                    "splits it in two).")
     return None
 
 

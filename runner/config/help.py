@@ -16,6 +16,7 @@ import dataclasses
 import re
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 from runner.core.axes import AXES, yaml_text
@@ -49,6 +50,18 @@ COMMANDS = (
 def _commands() -> str:
     return "\n".join(f"  {script + ' ' + args:<36} {what}\n  {'':<36} python -m {module}"
                       for module, script, args, what in COMMANDS[1:])
+
+
+#: What the command prints instead of running (``runner/__main__.py`` answers them).
+MORE = (
+    ("--columns [WORD]", "each result column's type, unit and meaning"),
+    ("--docs", "where the guides (Markdown) are, with their titles"),
+    ("--version", "versions of opsweep, torch, Hydra and Python"),
+)
+
+
+def _more() -> str:
+    return "\n".join(f"  {_program() + ' ' + flag:<36} {what}" for flag, what in MORE)
 
 
 def first_comment(path: Path, limit: int = 100) -> str:
@@ -147,9 +160,35 @@ def _program() -> str:
     return "opsweep" if Path(sys.argv[0]).name.startswith("opsweep") else "python -m runner"
 
 
-def help_template(conf_dir: Path, settings: type, op: str | None = None) -> str:
+def launcher_options() -> list[str]:
+    """Every ``hydra/launcher`` option Hydra offers besides the presets in ``conf/``: its
+    own and those of the installed plugins (``basic``, ``submitit_local``, ``ray``, ...),
+    found as Hydra finds them."""
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # imports the installed plugins: they store their launchers' configs
+    stored = ConfigStore.instance().repo.get("hydra", {}).get("launcher", {})
+    return sorted(name.removesuffix(".yaml") for name in stored)
+
+
+def _launchers(conf_dir: Path, launchers: Sequence[str]) -> str:
+    presets = _listing(conf_dir / "hydra" / "launcher")
+    if not launchers:
+        return presets
+    names = ", ".join(f"{name} (the default: each job here, in turn)" if name == "basic"
+                      else name for name in launchers)
+    own = textwrap.fill(f"  {'and':<24} {names}: Hydra's own and its installed plugins' "
+                        "launchers, which the presets above build on", width=100,
+                        subsequent_indent=" " * 27, break_on_hyphens=False)
+    return f"{presets}\n{own}"
+
+
+def help_template(conf_dir: Path, settings: type, op: str | None = None,
+                  launchers: Sequence[str] = ()) -> str:
     """The whole ``--help`` text; ``settings`` is the structured config (``RunConfig``); with
-    ``op``, that op's parameters come first."""
+    ``op``, that op's parameters come first; ``launchers``: Hydra's own launchers and its
+    plugins' (:func:`launcher_options`), listed beside the presets."""
     axes = "\n".join(f"  {axis.name:<16} {axis.describe()}\n  {'':<16} {axis.doc}"
                      for axis in AXES)
     return f"""\
@@ -174,6 +213,9 @@ python -m runner op=NAME --help lists that op's parameters.
 == Timer presets (timer=NAME; or timer.KEY=VALUE) ==
 {_listing(conf_dir / "timer")}
 
+== Launchers (hydra/launcher=NAME with -m: where the jobs run; docs/scale-out.md) ==
+{_launchers(conf_dir, launchers)}
+
 == Axes (a value or a list) ==
 {axes}
 
@@ -183,15 +225,33 @@ python -m runner op=NAME --help lists that op's parameters.
 == Other commands (installed scripts; each is also its python -m form) ==
 {_commands()}
 
-Docs: README.md, docs/. Hydra's own flags: --hydra-help. This config: --cfg job.
+== Columns, guides, version ==
+{_more()}
+  Hydra's own flags: --hydra-help. This config: --cfg job.
 """
 
 
-def register(conf_dir: Path, settings: type, op: str | None = None) -> None:
+def docs_listing(docs_dir: Path) -> str:
+    """``opsweep --docs``: the folder of the guides (shipped inside an installed opsweep) and
+    each guide's title, its first Markdown heading."""
+    guides = sorted(docs_dir.glob("*.md"))
+    if not guides:
+        return f"no guides found in {docs_dir}"
+    lines = [f"opsweep's guides (Markdown) are in {docs_dir}:"]
+    for path in guides:
+        title = next((line.lstrip("#").strip() for line in path.read_text().splitlines()
+                      if line.startswith("#")), "")
+        lines.append(f"  {path.name:<18} {title}")
+    return "\n".join(lines)
+
+
+def register(conf_dir: Path, settings: type, op: str | None = None,
+             launchers: Sequence[str] = ()) -> None:
     """Store the ``hydra/help=opsweep`` option (selected in ``conf/config.yaml``); with ``op``,
-    the page starts with that op's parameters (``op=NAME --help``)."""
+    the page starts with that op's parameters (``op=NAME --help``); ``launchers`` as in
+    :func:`help_template`."""
     from hydra.core.config_store import ConfigStore
 
     node = {"app_name": "opsweep", "header": "", "footer": "",
-            "template": help_template(conf_dir, settings, op)}
+            "template": help_template(conf_dir, settings, op, launchers)}
     ConfigStore.instance().store(group="hydra/help", name="opsweep", node=node)

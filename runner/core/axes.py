@@ -155,18 +155,24 @@ class Axis:
                 return value
             raise bad_value(self.name, value, self.choices or [])
         if self.kind is int:
-            if (isinstance(value, bool) or not isinstance(value, int) or value > INT64_MAX
+            null = " or null" if self.nullable else ""
+            if (isinstance(value, bool) or not isinstance(value, int)
                     or (self.minimum is not None and value < self.minimum)):
-                null = " or null" if self.nullable else ""
                 raise ConfigError(f"invalid value for '{self.name}': {value!r}. Expected an "
-                                  f"integer >= {self.minimum} and <= {INT64_MAX} (an int64 "
-                                  f"column){null}.")
+                                  f"{self.int_range()}{null}.")
             if self.maximum is not None and value > self.maximum:
                 raise ConfigError(f"invalid value for '{self.name}': {value!r}. Expected an "
-                                  f"integer from {self.minimum} to {self.maximum}: "
-                                  f"{self.maximum_why}.")
+                                  f"{self.int_range()}: {self.maximum_why}.")
+            if value > INT64_MAX:  # no declared maximum: the result column's own
+                raise ConfigError(f"invalid value for '{self.name}': {value!r}. Expected an "
+                                  f"{self.int_range()} and <= {INT64_MAX} (an int64 column).")
             return value
         raise ConfigError(f"axis '{self.name}' has no check for kind {self.kind!r}")
+
+    def int_range(self) -> str:
+        """An integer axis's declared range, as its help and its errors both say it."""
+        low = "integer" if self.minimum is None else f"integer >= {self.minimum}"
+        return low if self.maximum is None else f"integer from {self.minimum} to {self.maximum}"
 
     def column_value(self, value: Any) -> Any:
         """The trial's value as stored in its Parquet column."""
@@ -181,9 +187,7 @@ class Axis:
         if self.choices:
             values = " | ".join(self.choices)
         elif self.kind is int:
-            values = (f"integer >= {self.minimum}" + (f", <= {self.maximum}" if self.maximum
-                                                      else "")
-                      + (" or null" if self.nullable else ""))
+            values = self.int_range() + (" or null" if self.nullable else "")
         elif self.kind == "device":
             values = "auto | cpu | cuda | cuda:N"
         else:

@@ -30,6 +30,8 @@ def _first_dir(*candidates: Path) -> Path:
 
 #: The config folder: ``runner/conf`` in a wheel, the repository's ``conf/`` otherwise.
 CONF_DIR = _first_dir(RUNNER_DIR / "conf", RUNNER_DIR.parent / "conf")
+#: The guides (Markdown): ``runner/docs`` in a wheel, the repository's ``docs/`` otherwise.
+DOCS_DIR = _first_dir(RUNNER_DIR / "docs", RUNNER_DIR.parent / "docs")
 
 
 def bundled_ops_dir() -> Path | None:

@@ -17,13 +17,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from runner.cli import OneLineArgumentParser, add_wait_option, not_a_sweep
+from runner.cli import OneLineArgumentParser, add_wait_option, not_a_sweep, program
 from runner.execution.callbacks import finish_sweep
 from runner.storage import lock
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineArgumentParser(prog="python -m runner.collect", description=__doc__,
+    parser = OneLineArgumentParser(prog=program("runner.collect"), description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dirs", nargs="+", type=Path, metavar="DIR",
                         help="sweep folder(s), e.g. results/2026-11-21_10-00-00.000000")

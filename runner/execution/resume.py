@@ -34,7 +34,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from runner.cli import add_wait_option, not_a_sweep
+from runner.cli import OneLineArgumentParser, add_wait_option, not_a_sweep, program
 from runner.storage.layout import RESUME_ENV
 
 #: Hydra overrides that describe where and how the original run went, not what it ran.
@@ -89,8 +89,8 @@ def _original_record(sweep_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runner.resume", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineArgumentParser(prog=program("runner.resume"), description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dir", type=Path, metavar="DIR",
                         help="sweep folder, e.g. results/2026-11-21_10-00-00.000000")
     add_wait_option(parser)

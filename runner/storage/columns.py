@@ -2,8 +2,10 @@
 columns are derived from the axis registry (:mod:`runner.core.axes`).
 
 ``runner.storage.files.rows_to_table`` writes known columns with these types (an all-null
-column keeps its real type), and ``results/README.md``'s column table is generated from here
-(``python -m runner.storage.columns``). Op parameters become ``param_<name>`` columns and
+column keeps its real type); :mod:`runner.storage.column_reference` derives each column's unit,
+the description and unit every result file carries in its field metadata, ``opsweep
+--columns`` and ``results/README.md``'s column table
+(``python -m runner.storage.column_reference``). Op parameters become ``param_<name>`` columns and
 op-specific measurements ``extra_<name>``; their types are inferred."""
 
 from __future__ import annotations
@@ -289,20 +291,3 @@ _GPU_STATE = {
 for _name, (_type, _text) in _GPU_STATE.items():
     for _when in ("start", "end"):
         COLUMNS[f"{_name}_{_when}"] = (_type, f"{_text}, at the trial's {_when}")
-
-
-def _escape_pipes(text: str) -> str:
-    return text.replace("|", r"\|")
-
-
-def markdown_table() -> str:
-    lines = ["| column | type | meaning |", "| --- | --- | --- |"]
-    lines += [f"| `{name}` | {dtype} | {_escape_pipes(text)} |"
-              for name, (dtype, text) in COLUMNS.items()]
-    lines += ["| `param_<name>` | inferred | one column per op parameter |",
-              "| `extra_<name>` | inferred | op-specific measurements (e.g. allocator bytes) |"]
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(markdown_table())

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from runner.storage.attempts import compare_rows, row_keys
+from runner.storage.column_reference import with_descriptions
 from runner.storage.columns import COLUMNS, MODE_COLUMNS
 from runner.storage.layout import JOB_FILE, job_number
 
@@ -106,7 +107,8 @@ def _write_tmp(table: pa.Table, path: Path, durable: bool) -> Path:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "wb") as handle:
-            pq.write_table(table, handle)
+            # every column says what it is and its unit: read_schema shows it
+            pq.write_table(with_descriptions(table), handle)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
