@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from runner.config import hydra_reuse, sweep_size
+from runner.config import hydra_reuse, search, sweep_size
 from runner.config.commandline import CommandLine
 from runner.config.launchers import check_ray_request, runs_here
 from runner.config.ops import CONF_DIR
@@ -160,9 +160,13 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     check_ray_request(launcher, OmegaConf.select(cfg, "hydra.launcher.ray"))
     devices_here = runs_here(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
     params = OmegaConf.select(cfg, "hydra.sweeper.params") if cmd.multirun and expand else None
+    sweeper = OmegaConf.select(cfg, "hydra.sweeper._target_")
+    if cmd.multirun and expand and search.is_search(sweeper):
+        search.check_objective(cfg.get("objective"), sweeper)
     if params:  # an experiment's sweep: its jobs are composed and planned here too
         _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
-                            OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
+                            OmegaConf.select(cfg, "hydra.runtime.choices.experiment"),
+                            by_value=search.is_search(sweeper))
     elif shared is not None and hydra_reuse.shareable(cfg, plain):
         shared.configs[key] = (cfg, launcher, devices_here)
     hydra_node = cfg.hydra
@@ -202,10 +206,11 @@ def _check_task(cfg: DictConfig, job: list[str], launcher: Any, devices_here: bo
 
 
 def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
-                        params: Any, experiment: str | None) -> None:
+                        params: Any, experiment: str | None, by_value: bool = False) -> None:
     """``hydra.sweeper.params`` of an experiment (``dtype: fp32,fp8``): Hydra's sweeper makes
     them jobs after these checks, so a bad value ran the jobs before it and left the sweep
-    folder behind. Each of its jobs is composed and planned here, named by its file."""
+    folder behind. Each of its jobs is composed and planned here, named by its file; for a
+    search (``by_value``), each value of each parameter (``runner.config.search``)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -214,7 +219,9 @@ def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: 
     where = f"in experiment/{experiment}.yaml" if experiment else "in the config"
     try:
         parsed = OverridesParser.create().parse_overrides(texts)
-        for extra in BasicSweeper.split_arguments(parsed, None)[0]:
+        jobs = search.value_jobs(parsed) if by_value else \
+            BasicSweeper.split_arguments(parsed, None)[0]
+        for extra in jobs:
             _check_job(hydra, cmd, [*job, *extra], conf_dir, expand=False)
     except ConfigError as exc:
         raise ConfigError(f"{where} (hydra.sweeper.params): {exc} Fix the value in that "
@@ -258,7 +265,7 @@ def explain(exc: BaseException) -> str:
             options = ", ".join(error.options or [])
             return (f"invalid value for '{group or 'config'}': {name!r}{where}: no such "
                     f"config. Valid choices: {options}. Fix the name in the override or in "
-                    "the experiment's defaults list.")
+                    f"the experiment's defaults list.{search.install_hint(group, name)}")
         if not isinstance(error, OmegaConfBaseException):
             continue
         key = getattr(error, "full_key", None) or getattr(error, "key", None)
