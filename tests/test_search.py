@@ -86,8 +86,22 @@ def test_a_search_space_is_checked_value_by_value_not_as_its_grid() -> None:
         ["op.impl=choice(mul_sum,bmm,einsum)", "seed=range(0,1000)",
          "num_threads=int(interval(1,8))", "dtype=fp32"])
     jobs = value_jobs(parsed)
-    assert len(jobs) == 3 + 1000 + 2 + 1  # the grid would be 3 x 1000 x (every thread count)
+    assert len(jobs) == 3 + 2 + 2 + 1  # the grid would be 3 x 1000 x (every thread count)
     assert ["op.impl=bmm"] in jobs and ["num_threads=1"] in jobs and ["num_threads=8"] in jobs
+    assert ["seed=0"] in jobs and ["seed=1000"] in jobs  # Optuna's range includes its stop
+
+
+def test_a_search_on_the_command_line_is_checked_value_by_value(tmp_path: Path,
+                                                                capsys) -> None:
+    base = ["-m", "op=batched_dot", "shape=[8,8]", "device=cpu", "hydra/sweeper=optuna",
+            "objective=time_median_us", f"results_dir={tmp_path / 'results'}"]
+    # a space of 24 million points: refused as a grid (max_trials), checked here in 7 values
+    preflight(parse_command_line([*base, "op.impl=choice(mul_sum,bmm,einsum)",
+                                  "seed=range(0,1000000)", "num_threads=range(1,8)"]))
+    assert "search: 7 value(s) of the space checked" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="in the search space .*'num_threads': 0"):
+        preflight(parse_command_line([*base, "num_threads=int(interval(0,4))"]))
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_misspelt_objective_names_the_column_it_resembles() -> None:

@@ -46,7 +46,8 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
     from hydra.core.global_hydra import GlobalHydra
 
     check_job_count(cmd)
-    jobs = cmd.job_overrides()
+    searching = search.names_search(cmd)  # its jobs: each value of the space, not the grid
+    jobs = search.command_line_jobs(cmd) if searching else cmd.job_overrides()
     hydra = _hydra(cmd, conf_dir)
     # a multirun's jobs that differ only in values are composed once, here and in Hydra
     hydra_reuse.share_bases() if cmd.multirun else hydra_reuse.forget()
@@ -57,6 +58,7 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
     try:
         for number, job in enumerate(jobs):
             where = f"job {number} ({' '.join(job)}): " if len(jobs) > 1 else ""
+            where = f"in the search space ({' '.join(job)}): " if searching else where
             try:
                 count, limit, timer, no_trials = _check_job(hydra, cmd, job, conf_dir,
                                                             shared=shared)
@@ -65,16 +67,19 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
                 if count is None:
                     continue
                 counts.append(count)
-                if number == 0 and len(jobs) > 1:  # refused now, not after every compose
+                if number == 0 and len(jobs) > 1 and not searching:  # refused now, not later
                     sweep_size.check_trials(count * len(jobs), limit, timer, jobs=len(jobs),
                                             estimated=True)
-                if number == 0 and len(jobs) > SAY_EARLY_JOBS:  # checking them all takes a while
+                if number == 0 and len(jobs) > SAY_EARLY_JOBS and not searching:  # a while
                     _say(sweep_size.size_line([count] * len(jobs), timer, estimated=True))
             except ConfigError as exc:
                 raise ConfigError(f"{where}{exc}") from None
             except Exception as exc:  # Hydra's and OmegaConf's errors, in opsweep's words
                 raise ConfigError(f"{where}{explain(exc)}") from None
-        if counts:
+        if searching:
+            _say(f"opsweep: search: {len(jobs)} value(s) of the space checked; the sweeper "
+                 "chooses the points it runs (hydra.sweeper.n_trials)")
+        elif counts:
             sweep_size.check_trials(sum(counts), limit, timer, jobs=len(counts))
             # one job says its size once planned (runner.execution.job): an error only the
             # job can find (its workers) then comes first, alone
@@ -91,7 +96,10 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
 
 def check_job_count(cmd: CommandLine) -> None:
     """Every job has a trial at least: more jobs than ``max_trials`` is refused before the
-    jobs are listed or their values checked (``-m seed=range(0,1000000)``: milliseconds)."""
+    jobs are listed or their values checked (``-m seed=range(0,1000000)``: milliseconds).
+    A search runs the points its sweeper chooses, never its grid: not counted here."""
+    if search.names_search(cmd):
+        return
     n_jobs = sweep_size.job_count(cmd)
     limit = sweep_size.max_trials_given(cmd) or RunConfig.max_trials
     if n_jobs > limit:
@@ -163,6 +171,7 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     sweeper = OmegaConf.select(cfg, "hydra.sweeper._target_")
     if cmd.multirun and expand and search.is_search(sweeper):
         search.check_objective(cfg.get("objective"), sweeper)
+        search.quiet_optuna()
     if params:  # an experiment's sweep: its jobs are composed and planned here too
         _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
                             OmegaConf.select(cfg, "hydra.runtime.choices.experiment"),
