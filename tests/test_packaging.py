@@ -8,6 +8,7 @@ outside the repository with the repository off ``PYTHONPATH``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -109,6 +110,9 @@ def test_the_installed_commands_work_outside_the_repository(
     compare = _run([str(bin_dir / "opsweep-compare"), str(results),
                     str(tmp_path / "results" / "two" / "results.parquet")], tmp_path)
     assert "compared" in compare.stdout
+    exported = _run([str(bin_dir / "opsweep-export"), str(results), "--format",
+                     "benchmark-action"], tmp_path).stdout
+    assert {"name", "unit", "value"} <= set(json.loads(exported)[0])
 
 
 def test_version_names_opsweep_torch_and_hydra() -> None:
