@@ -25,6 +25,7 @@ import io
 import json
 import math
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -108,9 +109,9 @@ def benchmark_action(df: pd.DataFrame) -> tuple[list[dict[str, Any]], int]:
         time = next((t for t in _TIMES if native(row.get(t[1])) is not None), None)
         if time is not None:
             timed.append((row, _entry(row, spec_label(row, label_by), *time)))
-    names = [entry["name"] for _, entry in timed]
+    names = Counter(entry["name"] for _, entry in timed)
     for row, entry in timed:
-        if names.count(entry["name"]) > 1:  # the action keys a series by its name
+        if names[entry["name"]] > 1:  # the action keys a series by its name
             entry["name"] += (f" [{native(row.get('sweep_id'))} job "
                               f"{native(row.get('job_num'))} trial "
                               f"{native(row.get('trial_index'))}]")
