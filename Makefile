@@ -52,8 +52,9 @@ test-fast: setup  ## under a minute: every module in-process; no process, compil
 
 # Ray (~300 MB with its dependencies) is left out of a plain `make setup`; CI installs it so
 # that the launcher tests run a local Ray cluster for real, and fail rather than skip without it.
-ci:  ## what CI runs (.ci/run): `make test` with the ray extra, the Ray tests required
-	OPSWEEP_REQUIRE_RAY=1 $(MAKE) test EXTRAS="$(EXTRAS) ray"
+# It names the search extra (the Optuna sweeper) too, which dev already includes.
+ci:  ## what CI runs (.ci/run): `make test` with the ray and search extras, the Ray tests required
+	OPSWEEP_REQUIRE_RAY=1 $(MAKE) test EXTRAS="$(EXTRAS) ray search"
 
 lint: setup  ## ruff
 	$(PY) -m ruff check .

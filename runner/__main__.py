@@ -61,7 +61,13 @@ def _hydra_main(cfg: DictConfig) -> object:
     launched.prestart_worker(cfg, launched.launcher_name(target))
     from runner.execution.job import run_job  # the job's code: keep `--help` fast
 
-    return run_job(cfg)
+    path = run_job(cfg)
+    if cfg.get("objective"):  # a search sweeper (hydra/sweeper=optuna) minimises this
+        from runner.execution.objective import job_objective
+
+        number = OmegaConf.select(HydraConfig.get(), "job.num", default=0)
+        return job_objective(path, cfg.objective, f"job {number}")
+    return path
 
 
 def main() -> None:

@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNNER = ROOT / "runner"
 
 #: The commands: thin modules beside the packages (each hands over to one package's main).
-COMMANDS = ("__main__", "__init__", "check", "collect", "compare", "experiments", "history",
-            "report", "resume")
+COMMANDS = ("__main__", "__init__", "check", "collect", "compare", "experiments", "export",
+            "history", "report", "resume")
 #: part -> the ``runner`` modules it may import (prefixes). A part is a package of ``runner``
 #: or a module beside them; every part may import itself. Listed bottom-up.
 ALLOWED: dict[str, tuple[str, ...]] = {

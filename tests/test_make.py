@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make")
-#: What an outer make hands its children (``make ci`` runs the suite with EXTRAS="dev ray"):
+#: What an outer make hands its children (``make ci`` runs the suite with EXTRAS="dev ray search"):
 #: these tests read the Makefile's own defaults, so none of it reaches them.
 MAKE_ENV = {key: value for key, value in os.environ.items()
             if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "EXTRAS",

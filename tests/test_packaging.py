@@ -8,6 +8,7 @@ outside the repository with the repository off ``PYTHONPATH``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -124,6 +125,9 @@ def test_the_installed_commands_work_outside_the_repository(
     assert "gpu_time_median_us  [double, µs]" in columns and "energy_per_call_mJ" in columns
     docs = _run([str(bin_dir / "opsweep"), "--docs"], tmp_path).stdout
     assert "timing.md" in docs and str(bin_dir.parent) in docs  # inside the installed runner
+    exported = _run([str(bin_dir / "opsweep-export"), str(results), "--format",
+                     "benchmark-action"], tmp_path).stdout
+    assert {"name", "unit", "value"} <= set(json.loads(exported)[0])
 
 
 @pytest.mark.wheel

@@ -37,6 +37,8 @@ COMMANDS = (
     ("runner.report", "opsweep-report", "RESULTS", "HTML report with plots"),
     ("runner.history", "opsweep-history", "RESULTS...",
      "each trial's time across sweeps and commits; step changes flagged"),
+    ("runner.export", "opsweep-export", "SWEEP --format F",
+     "one record per trial as json, csv or benchmark-action (github-action-benchmark)"),
     ("runner.collect", "opsweep-collect", "SWEEP_DIR", "merge a sweep that did not finish"),
     ("runner.resume", "opsweep-resume", "SWEEP_DIR",
      "run the trials of a sweep that are missing or failed"),

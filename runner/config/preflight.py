@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from runner.config import hydra_reuse, sweep_size
+from runner.config import hydra_reuse, search, sweep_size
 from runner.config.commandline import CommandLine
 from runner.config.launchers import check_ray_request, runs_here
 from runner.config.ops import CONF_DIR
@@ -46,7 +46,8 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
     from hydra.core.global_hydra import GlobalHydra
 
     check_job_count(cmd)
-    jobs = cmd.job_overrides()
+    searching = search.names_search(cmd)  # its jobs: each value of the space, not the grid
+    jobs = search.command_line_jobs(cmd) if searching else cmd.job_overrides()
     hydra = _hydra(cmd, conf_dir)
     # a multirun's jobs that differ only in values are composed once, here and in Hydra
     hydra_reuse.share_bases() if cmd.multirun else hydra_reuse.forget()
@@ -57,6 +58,7 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
     try:
         for number, job in enumerate(jobs):
             where = f"job {number} ({' '.join(job)}): " if len(jobs) > 1 else ""
+            where = f"in the search space ({' '.join(job)}): " if searching else where
             try:
                 count, limit, timer, no_trials = _check_job(hydra, cmd, job, conf_dir,
                                                             shared=shared)
@@ -65,16 +67,19 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
                 if count is None:
                     continue
                 counts.append(count)
-                if number == 0 and len(jobs) > 1:  # refused now, not after every compose
+                if number == 0 and len(jobs) > 1 and not searching:  # refused now, not later
                     sweep_size.check_trials(count * len(jobs), limit, timer, jobs=len(jobs),
                                             estimated=True)
-                if number == 0 and len(jobs) > SAY_EARLY_JOBS:  # checking them all takes a while
+                if number == 0 and len(jobs) > SAY_EARLY_JOBS and not searching:  # a while
                     _say(sweep_size.size_line([count] * len(jobs), timer, estimated=True))
             except ConfigError as exc:
                 raise ConfigError(f"{where}{exc}") from None
             except Exception as exc:  # Hydra's and OmegaConf's errors, in opsweep's words
                 raise ConfigError(f"{where}{explain(exc)}") from None
-        if counts:
+        if searching:
+            _say(f"opsweep: search: {len(jobs)} value(s) of the space checked; the sweeper "
+                 "chooses the points it runs (hydra.sweeper.n_trials)")
+        elif counts:
             sweep_size.check_trials(sum(counts), limit, timer, jobs=len(counts))
             # one job says its size once planned (runner.execution.job): an error only the
             # job can find (its workers) then comes first, alone
@@ -91,7 +96,10 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
 
 def check_job_count(cmd: CommandLine) -> None:
     """Every job has a trial at least: more jobs than ``max_trials`` is refused before the
-    jobs are listed or their values checked (``-m seed=range(0,1000000)``: milliseconds)."""
+    jobs are listed or their values checked (``-m seed=range(0,1000000)``: milliseconds).
+    A search runs the points its sweeper chooses, never its grid: not counted here."""
+    if search.names_search(cmd):
+        return
     n_jobs = sweep_size.job_count(cmd)
     limit = sweep_size.max_trials_given(cmd) or RunConfig.max_trials
     if n_jobs > limit:
@@ -160,9 +168,14 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     check_ray_request(launcher, OmegaConf.select(cfg, "hydra.launcher.ray"))
     devices_here = runs_here(launcher, OmegaConf.select(cfg, "hydra.launcher.ray.init.address"))
     params = OmegaConf.select(cfg, "hydra.sweeper.params") if cmd.multirun and expand else None
+    sweeper = OmegaConf.select(cfg, "hydra.sweeper._target_")
+    if cmd.multirun and expand and search.is_search(sweeper):
+        search.check_objective(cfg.get("objective"), sweeper)
+        search.quiet_optuna()
     if params:  # an experiment's sweep: its jobs are composed and planned here too
         _check_sweeper_jobs(hydra, cmd, job, conf_dir, params,
-                            OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
+                            OmegaConf.select(cfg, "hydra.runtime.choices.experiment"),
+                            by_value=search.is_search(sweeper))
     elif shared is not None and hydra_reuse.shareable(cfg, plain):
         shared.configs[key] = (cfg, launcher, devices_here)
     hydra_node = cfg.hydra
@@ -202,10 +215,11 @@ def _check_task(cfg: DictConfig, job: list[str], launcher: Any, devices_here: bo
 
 
 def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
-                        params: Any, experiment: str | None) -> None:
+                        params: Any, experiment: str | None, by_value: bool = False) -> None:
     """``hydra.sweeper.params`` of an experiment (``dtype: fp32,fp8``): Hydra's sweeper makes
     them jobs after these checks, so a bad value ran the jobs before it and left the sweep
-    folder behind. Each of its jobs is composed and planned here, named by its file."""
+    folder behind. Each of its jobs is composed and planned here, named by its file; for a
+    search (``by_value``), each value of each parameter (``runner.config.search``)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -214,7 +228,9 @@ def _check_sweeper_jobs(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: 
     where = f"in experiment/{experiment}.yaml" if experiment else "in the config"
     try:
         parsed = OverridesParser.create().parse_overrides(texts)
-        for extra in BasicSweeper.split_arguments(parsed, None)[0]:
+        jobs = search.value_jobs(parsed) if by_value else \
+            BasicSweeper.split_arguments(parsed, None)[0]
+        for extra in jobs:
             _check_job(hydra, cmd, [*job, *extra], conf_dir, expand=False)
     except ConfigError as exc:
         raise ConfigError(f"{where} (hydra.sweeper.params): {exc} Fix the value in that "
@@ -258,7 +274,7 @@ def explain(exc: BaseException) -> str:
             options = ", ".join(error.options or [])
             return (f"invalid value for '{group or 'config'}': {name!r}{where}: no such "
                     f"config. Valid choices: {options}. Fix the name in the override or in "
-                    "the experiment's defaults list.")
+                    f"the experiment's defaults list.{search.install_hint(group, name)}")
         if not isinstance(error, OmegaConfBaseException):
             continue
         key = getattr(error, "full_key", None) or getattr(error, "key", None)

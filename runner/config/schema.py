@@ -16,6 +16,7 @@ checks enforce the element type before any trial runs.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -59,6 +60,24 @@ def _sweep_id(key: str, value: Any) -> None:
 
 
 SHARDS_EXAMPLE = "-m shard='range(4)' num_shards=4"
+
+
+def _objective(key: str, value: Any) -> None:
+    """A numeric result column (runner.storage.columns), or null: what a search minimises."""
+    if value is None:
+        return
+    import pyarrow as pa
+
+    from runner.storage.columns import COLUMNS
+
+    columns = [name for name, (dtype, _) in COLUMNS.items()
+               if pa.types.is_floating(dtype) or pa.types.is_integer(dtype)]
+    if value not in columns:
+        close = difflib.get_close_matches(str(value), columns, n=1)
+        raise ConfigError(f"invalid value for '{key}': {value!r}. Expected a numeric result "
+                          "column, e.g. objective=time_median_us (the loop time) or "
+                          "objective=gpu_time_median_us (the device time; CUDA only)"
+                          + (f". Did you mean '{close[0]}'?" if close else "."))
 
 
 @dataclass
@@ -134,6 +153,12 @@ class RunConfig(InsightSettings, AxisFields):
     lock_wait_s: float = setting(0.0, "seconds to wait while another process writes the same "
                                       "sweep (0: exit 2 at once)", minimum=0)
     notes: str = field(default="", metadata={"doc": "free text stored with the results"})
+    # Search instead of a grid (hydra/sweeper=optuna, docs/scale-out.md): the sweeper
+    # minimises what each job returns (runner.execution.objective).
+    objective: Any = setting(None, "the result column a search sweeper (hydra/sweeper=optuna) "
+                                   "minimises: each job returns its value, the geometric mean "
+                                   "over the job's trials", kind=str, nullable=True,
+                             check=_objective)
 
     CONSTRAINTS: ClassVar[tuple[Constraint, ...]] = (
         Constraint(("shard", "num_shards"), lambda shard, num_shards: shard < num_shards,
