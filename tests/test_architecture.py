@@ -62,7 +62,6 @@ MAX_LINES = 300
 LARGE: dict[str, str] = {
     "storage/load.py": "runner.load and its file discovery; the public reading API",
     "analysis/plots.py": "one function per report figure; shared pieces are in figure.py",
-    "storage/columns.py": "the result schema: a table of one declaration per column, no logic",
 }
 
 

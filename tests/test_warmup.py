@@ -181,7 +181,7 @@ def test_keep_warm_is_answered_at_once_then_heats_until_the_next_request(
         heats.append((device, max_s, list(conn.sent), asked()))
         return 0.0
 
-    monkeypatch.setattr(worker_loop, "handle", lambda kind, payload: ("done", kind, False))
+    monkeypatch.setattr(worker_loop, "handle", lambda kind, payload, state: ("done", kind, False))
     conn = FakeConn([("keep_warm", ("cuda:0", 30.0)), ("heat", ("cuda:0", 1.0)),
                      ("keep_warm", ("cuda:0", 30.0))])
     worker_loop.answer_requests(conn, heat_while_idle)
@@ -210,7 +210,7 @@ def test_a_heat_request_right_after_keep_warm_heats_only_the_rest(
 
     handled: list[tuple] = []
     monkeypatch.setattr(worker_loop, "handle",
-                        lambda kind, payload: handled.append((kind, payload)) or
+                        lambda kind, payload, state: handled.append((kind, payload)) or
                         ("done", None, False))
     conn = FakeConn([("keep_warm", ("cuda:0", 30.0)), ("heat", ("cuda:0", 5.0)),
                      ("heat", ("cuda:0", 5.0))])
