@@ -23,11 +23,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from runner.config import hydra_reuse, sweep_size
+from runner.config import hydra_reuse, job_values, sweep_size
 from runner.config.commandline import CommandLine
 from runner.config.launchers import check_ray_request, runs_here
 from runner.config.ops import CONF_DIR
-from runner.config.schema import RunConfig
 from runner.core.errors import ConfigError
 
 #: With more jobs than this, the sweep's estimated size is said after the first job is
@@ -91,9 +90,14 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
 
 def check_job_count(cmd: CommandLine) -> None:
     """Every job has a trial at least: more jobs than ``max_trials`` is refused before the
-    jobs are listed or their values checked (``-m seed=range(0,1000000)``: milliseconds)."""
+    jobs are listed or their values checked (``-m seed=range(0,1000000)``: milliseconds).
+    A sweep without ``-m`` is refused here too, counted and not listed, with a fix that
+    passes this check (:func:`runner.config.sweep_size.needs_multirun`)."""
+    limit = sweep_size.trial_limit(cmd)
+    for override in cmd.overrides if not cmd.multirun else ():
+        if override.is_sweep_override() and not override.is_hydra_override():
+            raise sweep_size.needs_multirun(override, limit)
     n_jobs = sweep_size.job_count(cmd)
-    limit = sweep_size.max_trials_given(cmd) or RunConfig.max_trials
     if n_jobs > limit:
         sweep_size.check_trials(n_jobs, limit, None, jobs=n_jobs, estimated=True)
 
@@ -130,6 +134,10 @@ class _Shared:
     checked."""
 
     configs: dict[Any, tuple[DictConfig, Any]] = field(default_factory=dict)
+    #: the plain override text of each key that each group's config holds now
+    applied: dict[Any, dict[str, str]] = field(default_factory=dict)
+    #: each group's job checked whole, that its others are checked against by their values
+    checked: dict[Any, job_values.CheckedJob | None] = field(default_factory=dict)
     results_dirs: set[str] = field(default_factory=set)
 
 
@@ -150,8 +158,13 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     _, plain, key = hydra_reuse.plain_part(hydra.config_loader, job)
     if shared is not None and key in shared.configs:
         cfg, launcher, devices_here = shared.configs[key]
-        hydra_reuse.apply_values(cfg, plain)
-        return _check_task(cfg, job, launcher, devices_here, conf_dir, shared)
+        applied = shared.applied[key]  # the values cfg holds: only the others are set
+        hydra_reuse.apply_values(cfg, [o for o in plain
+                                       if applied.get(o.key_or_group) != o.input_line])
+        applied.update((o.key_or_group, o.input_line) for o in plain)
+        like = shared.checked.get(key)
+        alike = None if like is None else job_values.check_alike(like, cfg, plain)
+        return alike or _check_task(cfg, job, launcher, devices_here, conf_dir, shared)
     config_name = cmd.flags.config_name or "config"
     cfg = hydra.compose_config(config_name, job,
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
@@ -165,10 +178,13 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
                             OmegaConf.select(cfg, "hydra.runtime.choices.experiment"))
     elif shared is not None and hydra_reuse.shareable(cfg, plain):
         shared.configs[key] = (cfg, launcher, devices_here)
+        shared.applied[key] = {o.key_or_group: o.input_line for o in plain}
     hydra_node = cfg.hydra
     with open_dict(cfg):
         del cfg["hydra"]  # the checks read the job's own config, as Hydra's job gets it
     checked = _check_task(cfg, job, launcher, devices_here, conf_dir, shared)
+    if shared is not None and key in shared.configs and not checked[3]:
+        shared.checked[key] = job_values.checked_job(cfg, plain, *checked[:3])
     if not cmd.multirun:  # Hydra runs this very config: its hydra node back (a small copy)
         with open_dict(cfg):
             cfg["hydra"] = hydra_node

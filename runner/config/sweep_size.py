@@ -23,6 +23,8 @@ OVERHEAD_S = 0.003
 #: of journal, ~1 kB in each Parquet file), and per raw sample (JSON text + two Parquet copies).
 BYTES_PER_TRIAL = 6_000
 BYTES_PER_SAMPLE = 40
+#: Values a message shows of a sweep: the first ones, "...", the last.
+LISTED_VALUES = 12
 
 
 class TooManyTrials(ConfigError):
@@ -49,6 +51,66 @@ def _sweep_length(override: Any) -> int:
         start, stop, step = value.start, value.stop, value.step or 1
         return max(0, math.ceil((stop - start) / step))
     return sum(1 for _ in override.sweep_iterator())
+
+
+def needs_multirun(override: Any, limit: int) -> ConfigError:
+    """The error for a discrete sweep (``seed='range(0,10000000)'``) on a command line
+    without ``-m``, its fix one that passes: ``-m`` where its jobs fit ``limit`` (the
+    ``max_trials`` in force), else a range of at most ``limit`` values. Counted, not listed."""
+    from itertools import islice
+
+    text, key = override.input_line, override.key_or_group
+    if not override.is_discrete_sweep():  # interval(0,1): a sweeper samples it
+        return ConfigError(f"{_shortened(text)!r} is a sweep, which needs -m: add -m "
+                           f"(python -m runner -m {_shortened(text)} ...).")
+    count = _sweep_length(override)
+    shown = [str(v) for v in islice(override.sweep_iterator(), LISTED_VALUES + 1)]
+    if len(shown) > LISTED_VALUES:
+        shown[LISTED_VALUES - 2:] = ["...", str(_last(override))]
+    start = f"{_shortened(text)!r} is a sweep over {count:,} jobs, which needs -m"
+    if count <= limit:
+        return ConfigError(f"{start}: add -m (python -m runner -m {_shortened(text)} ...), or "
+                           f"write a list to run them in one job: {key}=[{','.join(shown)}].")
+    first = _first_range(override, limit)
+    fix = (f"python -m runner -m {key}='{first[0]}' ..., then {key}='{first[1]}', and so on"
+           if first else f"sweep at most {limit:,} of its values with -m")
+    return ConfigError(f"{start}, and more jobs than max_trials={limit} allows (every job runs "
+                       f"a trial at least). Run at most {limit:,} of them at a time: {fix}.")
+
+
+def _last(override: Any) -> Any:
+    from hydra.core.override_parser.types import RangeSweep
+
+    value = override.value()
+    if isinstance(value, RangeSweep):
+        return value.start + (_sweep_length(override) - 1) * (value.step or 1)
+    return list(override.sweep_iterator())[-1]
+
+
+def _first_range(override: Any, limit: int) -> tuple[str, str] | None:
+    """``range(0,100000)`` and ``range(100000,200000)`` for a range of ints past ``limit``."""
+    from hydra.core.override_parser.types import RangeSweep
+
+    value = override.value()
+    if not isinstance(value, RangeSweep) or value.shuffle or not all(
+            isinstance(n, int) for n in (value.start, value.stop, value.step or 1)):
+        return None
+    step = value.step or 1
+    bounds = [value.start + n * limit * step for n in range(3)]
+    tail = "" if step == 1 else f",{step}"
+    return (f"range({bounds[0]},{bounds[1]}{tail})", f"range({bounds[1]},{bounds[2]}{tail})")
+
+
+def _shortened(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def trial_limit(cmd: Any) -> int:
+    """The ``max_trials`` in force: the command line's, else the declared default (an
+    experiment's own is read when its jobs are planned)."""
+    from runner.config.schema import RunConfig
+
+    return max_trials_given(cmd) or RunConfig.max_trials
 
 
 def max_trials_given(cmd: Any) -> int | None:
