@@ -52,7 +52,7 @@ def test_a_huge_sweep_without_m_is_refused_by_the_count_guard_unlisted(
         check_overrides(cmd)  # and the same words where no trial runs (--cfg job)
     message = str(guard.value)
     assert str(overrides.value) == message
-    assert "10,000,000 jobs" in message and "max_trials=100000" in message
+    assert "10000000 jobs" in message and "max_trials=100000" in message
     assert "Traceback" not in message and "\n" not in message
     # the fix it gives passes the guard that refused it (no second refusal)
     fix = re.search(r"python -m runner (-m \S+)", message)

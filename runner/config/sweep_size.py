@@ -67,7 +67,7 @@ def needs_multirun(override: Any, limit: int) -> ConfigError:
     shown = [str(v) for v in islice(override.sweep_iterator(), LISTED_VALUES + 1)]
     if len(shown) > LISTED_VALUES:
         shown[LISTED_VALUES - 2:] = ["...", str(_last(override))]
-    start = f"{_shortened(text)!r} is a sweep over {count:,} jobs, which needs -m"
+    start = f"{_shortened(text)!r} is a sweep over {count} jobs, which needs -m"
     if count <= limit:
         return ConfigError(f"{start}: add -m (python -m runner -m {_shortened(text)} ...), or "
                            f"write a list to run them in one job: {key}=[{','.join(shown)}].")
