@@ -9,7 +9,9 @@ Hydra's merge and struct errors become opsweep's message naming the key, the val
 
 Hydra then reuses this work (``runner.config.hydra_reuse``): a single run's config is composed
 here only, and a multirun's jobs that differ only in plain values (``seed=range(100)``) are
-composed once per group, each job checked on its own values.
+composed once per group, each job checked on its own values; those that differ only in
+trial-axis values (``seed=range(10000)``) are checked value by value and planned when launched
+(``runner.config.job_values``).
 """
 
 from __future__ import annotations
