@@ -73,6 +73,16 @@ def test_a_small_sweep_without_m_is_told_to_add_m(monkeypatch: pytest.MonkeyPatc
     check_job_count(parse_command_line([*BASE, "seed=range(0,100)", "-m"]))  # the fix passes
 
 
+def test_a_sweep_without_m_starts_no_worker_before_its_refusal() -> None:
+    from runner.config.commandline import plainly_one_worker
+
+    for sweep in ["seed=range(0,10000000)", "dtype=fp16,fp32", "seed=choice(1,2)"]:
+        assert not plainly_one_worker([*BASE[:1], sweep]), sweep
+        assert plainly_one_worker([*BASE[:1], sweep, "-m"]), sweep
+    for single in ["shape=[1,2]", "shape=[[1],[2]]", "notes='a,b'", "notes=x"]:
+        assert plainly_one_worker([*BASE[:1], single]), single
+
+
 def test_the_cli_refuses_a_huge_sweep_without_m_in_one_line(start_cli: Any,
                                                            tmp_path: Path) -> None:
     refused = start_cli([*BASE, "seed=range(0,10000000)"], tmp_path).wait()
