@@ -192,6 +192,7 @@ def _doc_blocks() -> tuple[str, str]:
     return script.group(1), command.group(1)
 
 
+@pytest.mark.slow
 def test_the_documented_hundred_thousand_trial_sweep_is_counted_from_its_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script, command = _doc_blocks()
