@@ -64,6 +64,20 @@ def test_a_huge_sweep_without_m_is_refused_by_the_count_guard_unlisted(
     assert "then seed='range(100000,200000)'" in message
 
 
+@pytest.mark.parametrize("others", [[], ["dtype=fp32,fp64"]])
+def test_a_multirun_of_too_many_jobs_is_given_ranges_that_fit(others: list[str]) -> None:
+    """Raising max_trials to 10^7 jobs would list them all before the first ran: the fix
+    given is the range that fits beside the other sweeps, and it passes the check."""
+    cmd = parse_command_line([*BASE, "seed=range(0,10000000)", *others, "-m"])
+    with pytest.raises(ConfigError) as caught:
+        check_job_count(cmd)
+    fix = re.search(r"(-m seed='range\(0,\d+\)')", str(caught.value))
+    assert fix is not None, caught.value
+    assert "max_trials=10000000" not in str(caught.value)
+    check_job_count(parse_command_line([*BASE, *others,
+                                        *shlex.split(fix.group(1).replace("'", ""))]))
+
+
 def test_a_small_sweep_without_m_is_told_to_add_m(monkeypatch: pytest.MonkeyPatch) -> None:
     cmd = parse_command_line([*BASE, "seed=range(0,100)"])
     _never_listed(monkeypatch)

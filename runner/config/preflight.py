@@ -101,7 +101,8 @@ def check_job_count(cmd: CommandLine) -> None:
             raise sweep_size.needs_multirun(override, limit)
     n_jobs = sweep_size.job_count(cmd)
     if n_jobs > limit:
-        sweep_size.check_trials(n_jobs, limit, None, jobs=n_jobs, estimated=True)
+        sweep_size.check_trials(n_jobs, limit, None, jobs=n_jobs, estimated=True,
+                                fix=sweep_size.jobs_fix(cmd, limit, n_jobs))
 
 
 def _say(line: str) -> None:

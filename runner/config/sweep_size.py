@@ -123,16 +123,36 @@ def max_trials_given(cmd: Any) -> int | None:
 
 
 def check_trials(count: int, limit: Any, timer: Any, *, jobs: int = 1,
-                 estimated: bool = False) -> None:
-    """:class:`TooManyTrials` when ``count`` (the sweep's trials) exceeds ``limit``."""
+                 estimated: bool = False, fix: str = "") -> None:
+    """:class:`TooManyTrials` when ``count`` (the sweep's trials) exceeds ``limit``; ``fix``:
+    the way out, where one fits better than raising the limit."""
     if not isinstance(limit, int) or count <= limit:
         return
     about = "about " if estimated else ""
     where = f" in {jobs} jobs" if jobs > 1 else ""
     raise TooManyTrials(
         f"invalid value for 'max_trials': {limit}. The sweep plans {about}{count:,} "
-        f"trials{where} ({estimate(count, timer)}), more than max_trials={limit}. Cut an "
-        f"axis or a sweep, or allow it with max_trials={count}.")
+        f"trials{where} ({estimate(count, timer)}), more than max_trials={limit}. "
+        + (fix or f"Cut an axis or a sweep, or allow it with max_trials={count}."))
+
+
+def jobs_fix(cmd: Any, limit: int, jobs: int) -> str:
+    """For a multirun of ``jobs`` jobs, more than ``limit``, with one range sweep past it:
+    the ranges that fit beside its other sweeps, one run each (raising ``max_trials`` to
+    millions of jobs would list them all before the first ran; Hydra launches each in ~0.1 s).
+    """
+    longest = max((o for o in cmd.overrides if o.is_discrete_sweep()
+                   and not o.is_hydra_override()), key=_sweep_length, default=None)
+    if longest is None:
+        return ""
+    fits = limit // (jobs // max(_sweep_length(longest), 1))  # beside the other sweeps' jobs
+    ranges = _first_range(longest, fits) if fits >= 1 else None
+    if ranges is None:
+        return ""
+    key = longest.key_or_group
+    return (f"Run at most {fits:,} {key} values at a time: -m {key}='{ranges[0]}', "
+            f"then {key}='{ranges[1]}', and so on; or sweep the values inside a job, as a "
+            "list in an experiment file (docs/scale-out.md).")
 
 
 def estimate(count: int, timer: Any) -> str:
