@@ -191,21 +191,24 @@ def test_a_job_that_differs_in_plain_values_is_composed_from_the_first(
 
 def test_every_job_of_a_shared_composition_is_still_checked(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A violation planted in job 57 of 100 (all composed from job 0): exit 2 naming it."""
+    """A violation planted in job 57 of 100 (all composed from job 0): exit 2 naming it.
+    (Jobs that differ only in trial-axis values are checked by their values:
+    tests/test_big_sweeps.py.)"""
     from runner.config import planner
     from runner.core.errors import ConfigError
 
     plan_job = planner.plan_job
 
     def planted(cfg: Any, *args: Any, **kwargs: Any) -> Any:
-        if cfg.seed == 57:
-            raise ConfigError("invalid value for 'seed': 57 (planted)")
+        if cfg.max_trials == 1057:
+            raise ConfigError("invalid value for 'max_trials': 1057 (planted)")
         return plan_job(cfg, *args, **kwargs)
 
     monkeypatch.setattr(planner, "plan_job", planted)
-    cmd = parse_command_line(["op=add", "device=cpu", "timer=smoke", "seed=range(100)",
-                              f"results_dir={tmp_path}", "-m"])
-    with pytest.raises(ConfigError, match=r"^job 57 \(.*seed=57.*\): invalid value for 'seed'"):
+    cmd = parse_command_line(["op=add", "device=cpu", "timer=smoke",
+                              "max_trials=range(1000,1100)", f"results_dir={tmp_path}", "-m"])
+    with pytest.raises(ConfigError,
+                       match=r"^job 57 \(.*max_trials=1057.*\): invalid value for 'max_trials'"):
         preflight(cmd)
 
 

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from runner.config.commandline import parse_command_line
-from runner.config.preflight import explain, preflight
+from runner.config.hydra_errors import explain
+from runner.config.preflight import preflight
 from runner.config.schema import RunConfig
 from runner.config.search import value_jobs
 from runner.config.settings import rules

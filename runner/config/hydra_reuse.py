@@ -47,6 +47,8 @@ _SHARING: list[bool] = []
 _GROUPS: dict[tuple[Any, ...], bool] = {}
 #: the jobs the pre-flight check composed and checked (:func:`mark_checked`)
 _CHECKED: set[tuple[str, ...]] = set()
+#: the parser :func:`plain_part` reads overrides with
+_PARSER: list[Any] = []
 #: what ``Hydra.get_mode``'s caller appends to a run's overrides when no config sets a mode
 RUN_MODE = "hydra.mode=RUN"
 
@@ -101,14 +103,17 @@ def install() -> None:
     _INSTALLED.append(True)
 
 
-#: ``key=[[1],[2,3],...]``: a list of non-negative integers and lists of them, nothing else
-_PLAIN_LIST = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\[[0-9,\[\]]*\])")
+#: ``key=[[1],[2,3],...]``: a list of non-negative integers and lists of them, nothing else;
+#: or ``key=57``: one integer, written as JSON writes it
+_PLAIN_LIST = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\[[0-9,\[\]]*\]|-?[1-9][0-9]*|0)")
 
 
 def plain_list(text: str) -> Any:
     """The ``Override`` Hydra's grammar makes of ``key=[...]`` when the list holds only
     integers and lists of them (a long ``shape=`` list), read as JSON: 0.5 s of ANTLR for a
-    5000-shape list becomes milliseconds. None for anything else (the grammar reads it)."""
+    5000-shape list becomes milliseconds. The same for ``key=57``: each job of
+    ``-m seed='range(0,10000)'`` has its own such text, ~1 ms of ANTLR each. None for
+    anything else (the grammar reads it)."""
     match = _PLAIN_LIST.fullmatch(text)
     if match is None:
         return None
@@ -188,7 +193,9 @@ def plain_part(loader: Any, overrides: list[str]) -> tuple[list[Any], list[Any],
     plain keys, the folder they are composed in and the search path."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides(overrides)  # remembered: no parse
+    if not _PARSER:  # one parser: making one registers Hydra's grammar functions (~1 ms)
+        _PARSER.append(OverridesParser.create())
+    parsed = _PARSER[0].parse_overrides(overrides)  # remembered: no parse
     plain = [_is_plain(o, loader) for o in parsed]
     # A plain value whose key another override also touches (``notes=a ++notes=z``, a parent's
     # merge) is not set apart: set on the shared base, it would win where Hydra's last wins.

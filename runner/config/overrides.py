@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner.config import guards
+from runner.config import guards, sweep_size
 from runner.config.commandline import CommandLine, parse_command_line
 from runner.config.ops import (
     CONF_DIR,
@@ -63,23 +63,6 @@ def check_command_line(args: Sequence[str] | CommandLine, conf_dir: Path = CONF_
     return cmd
 
 
-#: Values a message lists in full; past it, the first few, "..." and the last.
-LISTED_VALUES = 12
-
-
-def _listed(values: list[Any]) -> str:
-    """``values`` comma-separated as a list's items, shortened past :data:`LISTED_VALUES`
-    (``range(0,5000)`` is 5000 values, which no message should print)."""
-    shown = [str(v) for v in values]
-    if len(shown) > LISTED_VALUES:
-        shown = [*shown[:LISTED_VALUES - 2], "...", shown[-1]]
-    return ",".join(shown)
-
-
-def _shortened(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def check_overrides(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
     """Each ``key=value`` against its key's declared rule; files and folders it names."""
     dirs = [*cmd.extra_dirs, conf_dir]
@@ -91,12 +74,9 @@ def check_overrides(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
             guards.check_output_subdir(cmd.values(ov))
         if ov.is_hydra_override() or ov.is_delete():
             continue
+        if ov.is_sweep_override() and not cmd.multirun:  # counted, before it is listed
+            raise sweep_size.needs_multirun(ov, sweep_size.trial_limit(cmd))
         values = cmd.values(ov)
-        if ov.is_sweep_override() and not cmd.multirun:
-            raise ConfigError(
-                f"'{_shortened(ov.input_line)}' is a sweep over {len(values)} jobs, which needs "
-                f"-m: add -m (python -m runner -m {_shortened(ov.input_line)} ...), or write a "
-                f"list to run them in one job: {key}=[{_listed(values)}].")
         if len(values) == 1:
             single[key] = values[0]
         if key in CONFIG_GROUPS:

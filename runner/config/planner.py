@@ -189,19 +189,27 @@ def _case_grid(values: dict[str, Any], case: dict[str, Any], where: str, conf_di
     plan, param_choices = plan_op({**op_node, **case_params})
     axes: dict[str, list[Any]] = {}
     for key in AXIS_NAMES:
-        raw = case.get(key, values[key])
         try:
-            if key == "shape":
-                axes[key] = _shape_axis(raw, plan, smoke=bool(values.get("smoke")))
-            elif key == "device" and not devices_here:  # resolved where the job runs
-                axes[key] = list(dict.fromkeys(str(v) for v in as_choices(raw)))
-            else:
-                axes[key] = list(dict.fromkeys(AXES_BY_NAME[key].check(v) for v in as_choices(raw)))
-            if not axes[key]:
-                raise no_trials(key)
+            axes[key] = axis_choices(key, case.get(key, values[key]), plan,
+                                     smoke=bool(values.get("smoke")), devices_here=devices_here)
         except ConfigError as exc:
             raise ConfigError(f"{where}{exc}" if where else str(exc)) from None
     return plan, axes, param_choices
+
+
+def axis_choices(key: str, raw: Any, plan: Any, *, smoke: bool = False,
+                 devices_here: bool = True) -> list[Any]:
+    """The checked, distinct choices of axis ``key`` given ``raw`` (a value or a list);
+    ``plan``: the op, which only ``shape`` reads (its rank)."""
+    if key == "shape":
+        choices = _shape_axis(raw, plan, smoke=smoke)
+    elif key == "device" and not devices_here:  # resolved where the job runs
+        choices = list(dict.fromkeys(str(v) for v in as_choices(raw)))
+    else:
+        choices = list(dict.fromkeys(AXES_BY_NAME[key].check(v) for v in as_choices(raw)))
+    if not choices:
+        raise no_trials(key)
+    return choices
 
 
 def expand(axes: Mapping[str, list[Any]], params: Mapping[str, list[Any]], *,

@@ -9,13 +9,14 @@ Hydra's merge and struct errors become opsweep's message naming the key, the val
 
 Hydra then reuses this work (``runner.config.hydra_reuse``): a single run's config is composed
 here only, and a multirun's jobs that differ only in plain values (``seed=range(100)``) are
-composed once per group, each job checked on its own values.
+composed once per group, each job checked on its own values; those that differ only in
+trial-axis values (``seed=range(10000)``) are checked value by value and planned when launched
+(``runner.config.job_values``).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +24,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from runner.config import hydra_reuse, search, sweep_size
+from runner.config import hydra_reuse, job_values, search, sweep_size
 from runner.config.commandline import CommandLine
+from runner.config.hydra_errors import explain
 from runner.config.launchers import check_ray_request, runs_here
 from runner.config.ops import CONF_DIR
-from runner.config.schema import RunConfig
 from runner.core.errors import ConfigError
 
 #: With more jobs than this, the sweep's estimated size is said after the first job is
@@ -97,13 +98,19 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
 def check_job_count(cmd: CommandLine) -> None:
     """Every job has a trial at least: more jobs than ``max_trials`` is refused before the
     jobs are listed or their values checked (``-m seed=range(0,1000000)``: milliseconds).
-    A search runs the points its sweeper chooses, never its grid: not counted here."""
+    A search runs the points its sweeper chooses, never its grid: not counted here. A sweep
+    without ``-m`` is refused here too, counted and not listed, with a fix that passes this
+    check (:func:`runner.config.sweep_size.needs_multirun`)."""
     if search.names_search(cmd):
         return
+    limit = sweep_size.trial_limit(cmd)
+    for override in cmd.overrides if not cmd.multirun else ():
+        if override.is_sweep_override() and not override.is_hydra_override():
+            raise sweep_size.needs_multirun(override, limit)
     n_jobs = sweep_size.job_count(cmd)
-    limit = sweep_size.max_trials_given(cmd) or RunConfig.max_trials
     if n_jobs > limit:
-        sweep_size.check_trials(n_jobs, limit, None, jobs=n_jobs, estimated=True)
+        sweep_size.check_trials(n_jobs, limit, None, jobs=n_jobs, estimated=True,
+                                fix=sweep_size.jobs_fix(cmd, limit, n_jobs))
 
 
 def _say(line: str) -> None:
@@ -138,6 +145,10 @@ class _Shared:
     checked."""
 
     configs: dict[Any, tuple[DictConfig, Any]] = field(default_factory=dict)
+    #: the plain override text of each key that each group's config holds now
+    applied: dict[Any, dict[str, str]] = field(default_factory=dict)
+    #: each group's job checked whole, that its others are checked against by their values
+    checked: dict[Any, job_values.CheckedJob | None] = field(default_factory=dict)
     results_dirs: set[str] = field(default_factory=set)
 
 
@@ -158,8 +169,13 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
     _, plain, key = hydra_reuse.plain_part(hydra.config_loader, job)
     if shared is not None and key in shared.configs:
         cfg, launcher, devices_here = shared.configs[key]
-        hydra_reuse.apply_values(cfg, plain)
-        return _check_task(cfg, job, launcher, devices_here, conf_dir, shared)
+        applied = shared.applied[key]  # the values cfg holds: only the others are set
+        hydra_reuse.apply_values(cfg, [o for o in plain
+                                       if applied.get(o.key_or_group) != o.input_line])
+        applied.update((o.key_or_group, o.input_line) for o in plain)
+        like = shared.checked.get(key)
+        alike = None if like is None else job_values.check_alike(like, cfg, plain)
+        return alike or _check_task(cfg, job, launcher, devices_here, conf_dir, shared)
     config_name = cmd.flags.config_name or "config"
     cfg = hydra.compose_config(config_name, job,
                                run_mode=RunMode.MULTIRUN if cmd.multirun else RunMode.RUN,
@@ -178,10 +194,13 @@ def _check_job(hydra: Any, cmd: CommandLine, job: list[str], conf_dir: Path,
                             by_value=search.is_search(sweeper))
     elif shared is not None and hydra_reuse.shareable(cfg, plain):
         shared.configs[key] = (cfg, launcher, devices_here)
+        shared.applied[key] = {o.key_or_group: o.input_line for o in plain}
     hydra_node = cfg.hydra
     with open_dict(cfg):
         del cfg["hydra"]  # the checks read the job's own config, as Hydra's job gets it
     checked = _check_task(cfg, job, launcher, devices_here, conf_dir, shared)
+    if shared is not None and key in shared.configs and not checked[3]:
+        shared.checked[key] = job_values.checked_job(cfg, plain, *checked[:3])
     if not cmd.multirun:  # Hydra runs this very config: its hydra node back (a small copy)
         with open_dict(cfg):
             cfg["hydra"] = hydra_node
@@ -249,48 +268,3 @@ def _check_experiment_package(cfg: DictConfig) -> None:
                           "'experiment.' instead of the top level, so they would change "
                           "nothing. Make '# @package _global_' the experiment file's first "
                           "line.")
-
-
-def explain(exc: BaseException) -> str:
-    """One line naming what Hydra or OmegaConf refused: the key, the value and the fix."""
-    from hydra.errors import MissingConfigException
-    from omegaconf.errors import (
-        ConfigKeyError,
-        InterpolationResolutionError,
-        OmegaConfBaseException,
-    )
-
-    chain: list[BaseException] = []
-    seen: BaseException | None = exc
-    while seen is not None and seen not in chain:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
-    first = " ".join(str(exc).split())
-    source = re.match(r"In '([^']+)'", first)
-    where = f" (in {source.group(1)}.yaml)" if source and source.group(1) != "config" else ""
-    for error in chain:
-        if isinstance(error, MissingConfigException) and error.missing_cfg_file:
-            group, _, name = str(error.missing_cfg_file).rpartition("/")
-            options = ", ".join(error.options or [])
-            return (f"invalid value for '{group or 'config'}': {name!r}{where}: no such "
-                    f"config. Valid choices: {options}. Fix the name in the override or in "
-                    f"the experiment's defaults list.{search.install_hint(group, name)}")
-        if not isinstance(error, OmegaConfBaseException):
-            continue
-        key = getattr(error, "full_key", None) or getattr(error, "key", None)
-        detail = " ".join(str(getattr(error, "msg", "") or "").split())
-        detail = detail.partition(" full_key:")[0].rstrip(".")
-        if key and isinstance(error, ConfigKeyError):
-            return (f"unknown config key '{key}'{where}: {detail}. Remove it or fix its name "
-                    "(python -m runner --help lists the keys).")
-        if key and isinstance(error, InterpolationResolutionError):
-            # its value is the interpolation that failed, never None
-            return (f"invalid value for '{key}'{where}: its interpolation does not resolve: "
-                    f"{detail}. Set what it reads (export the variable) or give a default, "
-                    "e.g. ${oc.env:NAME,fallback}.")
-        if key:
-            return (f"invalid value for '{key}'{where}: {getattr(error, 'value', None)!r}: "
-                    f"{detail}. Give it a value of the declared type (python -m runner --help "
-                    "lists the keys and their types).")
-    return (f"the config does not compose: {first}. Fix the file or override it names "
-            "(python -m runner --help lists the groups and keys).")

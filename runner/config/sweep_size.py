@@ -23,6 +23,8 @@ OVERHEAD_S = 0.003
 #: of journal, ~1 kB in each Parquet file), and per raw sample (JSON text + two Parquet copies).
 BYTES_PER_TRIAL = 6_000
 BYTES_PER_SAMPLE = 40
+#: Values a message shows of a sweep: the first ones, "...", the last.
+LISTED_VALUES = 12
 
 
 class TooManyTrials(ConfigError):
@@ -51,6 +53,66 @@ def _sweep_length(override: Any) -> int:
     return sum(1 for _ in override.sweep_iterator())
 
 
+def needs_multirun(override: Any, limit: int) -> ConfigError:
+    """The error for a discrete sweep (``seed='range(0,10000000)'``) on a command line
+    without ``-m``, its fix one that passes: ``-m`` where its jobs fit ``limit`` (the
+    ``max_trials`` in force), else a range of at most ``limit`` values. Counted, not listed."""
+    from itertools import islice
+
+    text, key = override.input_line, override.key_or_group
+    if not override.is_discrete_sweep():  # interval(0,1): a sweeper samples it
+        return ConfigError(f"{_shortened(text)!r} is a sweep, which needs -m: add -m "
+                           f"(python -m runner -m {_shortened(text)} ...).")
+    count = _sweep_length(override)
+    shown = [str(v) for v in islice(override.sweep_iterator(), LISTED_VALUES + 1)]
+    if len(shown) > LISTED_VALUES:
+        shown[LISTED_VALUES - 2:] = ["...", str(_last(override))]
+    start = f"{_shortened(text)!r} is a sweep over {count} jobs, which needs -m"
+    if count <= limit:
+        return ConfigError(f"{start}: add -m (python -m runner -m {_shortened(text)} ...), or "
+                           f"write a list to run them in one job: {key}=[{','.join(shown)}].")
+    first = _first_range(override, limit)
+    fix = (f"python -m runner -m {key}='{first[0]}' ..., then {key}='{first[1]}', and so on"
+           if first else f"sweep at most {limit:,} of its values with -m")
+    return ConfigError(f"{start}, and more jobs than max_trials={limit} allows (every job runs "
+                       f"a trial at least). Run at most {limit:,} of them at a time: {fix}.")
+
+
+def _last(override: Any) -> Any:
+    from hydra.core.override_parser.types import RangeSweep
+
+    value = override.value()
+    if isinstance(value, RangeSweep):
+        return value.start + (_sweep_length(override) - 1) * (value.step or 1)
+    return list(override.sweep_iterator())[-1]
+
+
+def _first_range(override: Any, limit: int) -> tuple[str, str] | None:
+    """``range(0,100000)`` and ``range(100000,200000)`` for a range of ints past ``limit``."""
+    from hydra.core.override_parser.types import RangeSweep
+
+    value = override.value()
+    if not isinstance(value, RangeSweep) or value.shuffle or not all(
+            isinstance(n, int) for n in (value.start, value.stop, value.step or 1)):
+        return None
+    step = value.step or 1
+    bounds = [value.start + n * limit * step for n in range(3)]
+    tail = "" if step == 1 else f",{step}"
+    return (f"range({bounds[0]},{bounds[1]}{tail})", f"range({bounds[1]},{bounds[2]}{tail})")
+
+
+def _shortened(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def trial_limit(cmd: Any) -> int:
+    """The ``max_trials`` in force: the command line's, else the declared default (an
+    experiment's own is read when its jobs are planned)."""
+    from runner.config.schema import RunConfig
+
+    return max_trials_given(cmd) or RunConfig.max_trials
+
+
 def max_trials_given(cmd: Any) -> int | None:
     """``max_trials=N`` from the command line, if given as one int."""
     override = cmd.last("max_trials")
@@ -61,16 +123,36 @@ def max_trials_given(cmd: Any) -> int | None:
 
 
 def check_trials(count: int, limit: Any, timer: Any, *, jobs: int = 1,
-                 estimated: bool = False) -> None:
-    """:class:`TooManyTrials` when ``count`` (the sweep's trials) exceeds ``limit``."""
+                 estimated: bool = False, fix: str = "") -> None:
+    """:class:`TooManyTrials` when ``count`` (the sweep's trials) exceeds ``limit``; ``fix``:
+    the way out, where one fits better than raising the limit."""
     if not isinstance(limit, int) or count <= limit:
         return
     about = "about " if estimated else ""
     where = f" in {jobs} jobs" if jobs > 1 else ""
     raise TooManyTrials(
         f"invalid value for 'max_trials': {limit}. The sweep plans {about}{count:,} "
-        f"trials{where} ({estimate(count, timer)}), more than max_trials={limit}. Cut an "
-        f"axis or a sweep, or allow it with max_trials={count}.")
+        f"trials{where} ({estimate(count, timer)}), more than max_trials={limit}. "
+        + (fix or f"Cut an axis or a sweep, or allow it with max_trials={count}."))
+
+
+def jobs_fix(cmd: Any, limit: int, jobs: int) -> str:
+    """For a multirun of ``jobs`` jobs, more than ``limit``, with one range sweep past it:
+    the ranges that fit beside its other sweeps, one run each (raising ``max_trials`` to
+    millions of jobs would list them all before the first ran; Hydra launches each in ~0.1 s).
+    """
+    longest = max((o for o in cmd.overrides if o.is_discrete_sweep()
+                   and not o.is_hydra_override()), key=_sweep_length, default=None)
+    if longest is None:
+        return ""
+    fits = limit // (jobs // max(_sweep_length(longest), 1))  # beside the other sweeps' jobs
+    ranges = _first_range(longest, fits) if fits >= 1 else None
+    if ranges is None:
+        return ""
+    key = longest.key_or_group
+    return (f"Run at most {fits:,} {key} values at a time: -m {key}='{ranges[0]}', "
+            f"then {key}='{ranges[1]}', and so on; or sweep the values inside a job, as a "
+            "list in an experiment file (docs/scale-out.md).")
 
 
 def estimate(count: int, timer: Any) -> str:
