@@ -43,3 +43,23 @@ def test_a_new_torch_spec_or_index_reinstalls_with_pip_args_passed_through() -> 
     assert re.search(r"pip install -q .*\n?\s*torch==2\.99 --pre", plan)
     assert "'torch" not in plan and '"torch' not in plan  # words, not one quoted argument
     assert make("setup", "GPU_EXTRA=gpu").count('-e ".[dev,gpu]"') == 1
+
+
+def test_make_run_picks_the_quickstart_that_fits_the_machine() -> None:
+    """``make run`` runs ``quickstart`` (bf16 on tensor cores) where device=auto finds a GPU and
+    ``quickstart_cpu`` elsewhere: a CPU without bf16 instructions takes seconds per bf16 call."""
+    import sys
+
+    from runner.core.axes import cuda_device_count
+
+    line = next(line for line in make("run", f"PY={sys.executable}").splitlines()
+                if " -m runner " in line)
+    command = line.replace(f"{sys.executable} -m runner ", "echo ", 1)
+    assert command.startswith("echo experiment="), line
+    shown = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60,
+                           env=MAKE_ENV, cwd=REPO)
+    assert shown.returncode == 0, shown.stderr
+    fits = "quickstart" if cuda_device_count() else "quickstart_cpu"
+    assert shown.stdout.strip() == f"experiment={fits}"
+    assert f"{sys.executable} -m runner experiment=size_sweep\n" in make(
+        "run", f"PY={sys.executable}", "QUICKSTART=size_sweep")

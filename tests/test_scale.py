@@ -157,7 +157,9 @@ def test_the_size_line_names_trials_jobs_time_and_disk() -> None:
     timer = {"warmup_s": 0.0, "max_time_s": 0.2, "max_samples": 3}
     line = sweep_size.size_line([3, 5], timer)
     assert line.startswith("sweep: 8 trials in 2 jobs (3, 5 trials)")
-    assert "time 0 s – 2 s" in line and "disk up to" in line
+    # start and finish 4 s, 0.1 s a job; a trial up to twice max_time_s (a mixed block is
+    # taken again)
+    assert "time 4 s – 7 s" in line and "disk up to" in line
     assert sweep_size.duration(7200) == "2.0 h" and sweep_size.size(2.5e9) == "2.5 GB"
 
 
