@@ -48,7 +48,8 @@ QUICKSTART ?= $$($(PY) -c 'from runner.core.axes import cuda_device_count as n; 
 	print("quickstart" if n() else "quickstart_cpu")')
 
 run: setup  ## run the quickstart that fits this machine (GPU: quickstart; else quickstart_cpu)
-	$(PY) -m runner experiment=$(QUICKSTART)
+	@name=$(QUICKSTART) && echo "$(PY) -m runner experiment=$$name" && \
+		$(PY) -m runner experiment=$$name
 
 test: setup  ## the full suite (GPU tests are skipped without CUDA; Ray's without the ray extra)
 	$(PY) -m pytest -q
