@@ -14,6 +14,7 @@ is taken again, once).
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from runner.core.errors import ConfigError
@@ -25,6 +26,10 @@ OVERHEAD_S = 0.003
 #: trial, the worker's torch import beside them, the merge and the summary after the last (the
 #: summary's ``start-up`` and ``driver`` parts: 3.1 + 1.2 s on a quiet 2-core CPU box).
 FIXED_S = 4.0
+#: Load per core from which the estimate says the host is busy. The start and finish are CPU
+#: work (imports, composing, merging) that a busy host stretches: with a load of 8 on 2 cores
+#: they took 8-13 s instead of 4; the trials' sampling is bounded by wall time and does not.
+BUSY_LOAD_PER_CORE = 1.5
 #: Each job's launch and its own job file (benchmarks/scale_check.py: ~0.1 s on that box).
 JOB_S = 0.1
 #: Journal, job file and merged file bytes per trial besides its samples (scale_check: ~3.5 kB
@@ -87,12 +92,28 @@ def estimate(count: int, timer: Any, jobs: int = 1) -> str:
     takes its warm-up and ``min_samples`` calls: the estimate cannot know that before it runs."""
     budget_s = _number(timer, "warmup_s") + 2 * _number(timer, "max_time_s")
     samples = _number(timer, "max_samples") or 0
-    fixed_s = FIXED_S + jobs * JOB_S
+    load, cores = host_load()
+    busy = load / cores if load / cores >= BUSY_LOAD_PER_CORE else 1.0
+    fixed_s = (FIXED_S + jobs * JOB_S) * busy
     low, high = fixed_s + count * OVERHEAD_S, fixed_s + count * (OVERHEAD_S + budget_s)
     disk = count * (BYTES_PER_TRIAL + samples * BYTES_PER_SAMPLE)
+    why = f" (a busy host: load {load:.1f} on {cores} cores)" if busy > 1 else ""
     if not budget_s:  # the timer is not known yet
-        return f"time at least {duration(low)}, disk at least ~{size(disk)}"
-    return f"time {duration(low)} – {duration(high)}, disk up to ~{size(disk)}"
+        return f"time at least {duration(low)}{why}, disk at least ~{size(disk)}"
+    return f"time {duration(low)} – {duration(high)}{why}, disk up to ~{size(disk)}"
+
+
+def host_load() -> tuple[float, int]:
+    """The host's load (runnable processes, the last minute's average) and the cores this
+    process may use; a load of 0 where the system does not say."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        return os.getloadavg()[0], max(cores, 1)
+    except (AttributeError, OSError):
+        return 0.0, max(cores, 1)
 
 
 def _number(timer: Any, key: str) -> float:
