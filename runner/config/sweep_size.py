@@ -26,10 +26,11 @@ OVERHEAD_S = 0.003
 #: trial, the worker's torch import beside them, the merge and the summary after the last (the
 #: summary's ``start-up`` and ``driver`` parts: 3.1 + 1.2 s on a quiet 2-core CPU box).
 FIXED_S = 4.0
-#: Load per core from which the estimate says the host is busy. The start and finish are CPU
-#: work (imports, composing, merging) that a busy host stretches: with a load of 8 on 2 cores
-#: they took 8-13 s instead of 4; the trials' sampling is bounded by wall time and does not.
-BUSY_LOAD_PER_CORE = 1.5
+#: Load per core from which the estimate says the host is busy, and stretches the start and
+#: finish by half the load per core. They are CPU work (imports, composing, merging) that other
+#: processes slow down: with a load of 8-11 on 2 cores they took 6.5-14 s instead of 4, 1.6-3.5x
+#: (half the load per core: 2-2.75x); the trials' sampling is bounded by wall time.
+BUSY_LOAD_PER_CORE = 2.0
 #: Each job's launch and its own job file (benchmarks/scale_check.py: ~0.1 s on that box).
 JOB_S = 0.1
 #: Journal, job file and merged file bytes per trial besides its samples (scale_check: ~3.5 kB
@@ -93,11 +94,11 @@ def estimate(count: int, timer: Any, jobs: int = 1) -> str:
     budget_s = _number(timer, "warmup_s") + 2 * _number(timer, "max_time_s")
     samples = _number(timer, "max_samples") or 0
     load, cores = host_load()
-    busy = load / cores if load / cores >= BUSY_LOAD_PER_CORE else 1.0
-    fixed_s = (FIXED_S + jobs * JOB_S) * busy
+    busy = load / cores >= BUSY_LOAD_PER_CORE
+    fixed_s = (FIXED_S + jobs * JOB_S) * (load / cores / 2 if busy else 1.0)
     low, high = fixed_s + count * OVERHEAD_S, fixed_s + count * (OVERHEAD_S + budget_s)
     disk = count * (BYTES_PER_TRIAL + samples * BYTES_PER_SAMPLE)
-    why = f" (a busy host: load {load:.1f} on {cores} cores)" if busy > 1 else ""
+    why = f" (a busy host: load {load:.1f} on {cores} cores)" if busy else ""
     if not budget_s:  # the timer is not known yet
         return f"time at least {duration(low)}{why}, disk at least ~{size(disk)}"
     return f"time {duration(low)} – {duration(high)}{why}, disk up to ~{size(disk)}"
