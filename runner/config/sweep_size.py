@@ -26,13 +26,13 @@ OVERHEAD_S = 0.003
 #: trial, the worker's torch import beside them, the merge and the summary after the last (the
 #: summary's ``start-up`` and ``driver`` parts: 3.1 + 1.2 s on a quiet 2-core CPU box).
 FIXED_S = 4.0
+#: Each job's launch and its own job file (benchmarks/scale_check.py: ~0.1 s on that box).
+JOB_S = 0.1
 #: Load per core from which the estimate says the host is busy, and stretches the start and
 #: finish by half the load per core. They are CPU work (imports, composing, merging) that other
 #: processes slow down: with a load of 8-11 on 2 cores they took 6.5-14 s instead of 4, 1.6-3.5x
 #: (half the load per core: 2-2.75x); the trials' sampling is bounded by wall time.
 BUSY_LOAD_PER_CORE = 2.0
-#: Each job's launch and its own job file (benchmarks/scale_check.py: ~0.1 s on that box).
-JOB_S = 0.1
 #: Journal, job file and merged file bytes per trial besides its samples (scale_check: ~3.5 kB
 #: of journal, ~1 kB in each Parquet file), and per raw sample (JSON text + two Parquet copies).
 BYTES_PER_TRIAL = 6_000
