@@ -41,8 +41,15 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)  ## make .venv: torch (TORCH_SPEC), opsweep editable, [dev] and [gpu] extras
 
-run: setup  ## run the quickstart experiment (cuda:0 when there is a GPU, else the CPU)
-	$(PY) -m runner experiment=quickstart
+# The quickstart that fits the machine, chosen as device=auto chooses: `quickstart` on cuda:0
+# (fp32 against bf16 on the tensor cores), else `quickstart_cpu` (fp32 against fp64 on one
+# core, seconds on any CPU). QUICKSTART=NAME runs another experiment.
+QUICKSTART ?= $$($(PY) -c 'from runner.core.axes import cuda_device_count as n; \
+	print("quickstart" if n() else "quickstart_cpu")')
+
+run: setup  ## run the quickstart that fits this machine (GPU: quickstart; else quickstart_cpu)
+	@name=$(QUICKSTART) && echo "$(PY) -m runner experiment=$$name" && \
+		$(PY) -m runner experiment=$$name
 
 test: setup  ## the full suite (GPU tests are skipped without CUDA; Ray's without the ray extra)
 	$(PY) -m pytest -q

@@ -9,7 +9,7 @@
 #   compare=EXP     python -m runner.compare on the two latest sweeps of EXP
 #   lessons         python -m runner.claims.report over every sweep -> $OUT/experiments.md
 # A host without internet may have torch but no hydra/omegaconf: put their wheels in .whl/
-# (README). All sweeps and reports are packed into one file, $OUT/results.tgz; logs go to
+# (docs/install.md). All sweeps and reports are packed into one file, $OUT/results.tgz; logs go to
 # $OUT/run.log; a short table of every sweep is printed last.
 set -uo pipefail
 OUT=${OUT:-/tmp/opsweep-out}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's CUDA set-up on a GPU machine, in one call: `make setup` with the GPU's torch,
+# The CUDA set-up of docs/install.md on a GPU machine, in one call: `make setup` with its torch,
 # then the installed `opsweep` script, and the rows' clock and power columns.
 #   bash benchmarks/setup_check.sh WHEELS_DIR
 # A GPU host without network: its torch and nvidia-ml-py are in the system

@@ -104,23 +104,24 @@ def _plain_line(line: str) -> None:
 
 
 class _PlainProgress:
-    """Progress as lines: ``title: 3/10 trials, 0:00:04, eta 0:00:09: label``."""
+    """``title: 10 trials``, then ``job 0: 3/10 trials, 0:00:04, eta 0:00:03: label``. The eta
+    is paced by the trials after the first, which absorbs one-off costs (a worker importing
+    torch) and, in the heat order, is the largest; ``–`` until a second trial ends."""
 
-    def __init__(self, total: int, title: str) -> None:
-        self.total, self.title, self.done = total, str(title), 0
-        self.start = self.last = time.monotonic()
+    def __init__(self, total: int, title: str, name: str = "") -> None:
+        self.total, self.title, self.name, self.done = total, str(title), str(name or title), 0
+        self.start = self.last = self.first_end = time.monotonic()
         _plain_line(f"{self.title}: {total} trials")
 
     def advance(self, label: str) -> None:
-        self.done += 1
-        now = time.monotonic()
+        self.done, now = self.done + 1, time.monotonic()
+        self.first_end = self.first_end if self.done > 1 else now
         if self.done < self.total and now - self.last < PLAIN_EVERY_S and not _Log.verbose:
             return
-        self.last = now
-        elapsed = now - self.start
-        eta = elapsed / self.done * (self.total - self.done)
-        _plain_line(f"{self.title}: {self.done}/{self.total} trials, {_clock(elapsed)}, "
-                    f"eta {_clock(eta)}: {label}")
+        self.last, left = now, self.total - self.done
+        pace_s = (now - self.first_end) / max(self.done - 1, 1)
+        _plain_line(f"{self.name}: {self.done}/{self.total} trials, {_clock(now - self.start)}, "
+                    f"eta {'–' if self.done < 2 and left else _clock(pace_s * left)}: {label}")
 
 
 def _clock(seconds: float) -> str:
@@ -161,10 +162,10 @@ def distinct_parts(labels: Sequence[str]) -> list[str]:
 
 
 @contextmanager
-def progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
+def progress(total: int, title: str, name: str = "") -> Iterator[Callable[[str], None]]:
     """A progress bar for work that finishes out of order (``workers=N``): yields
     ``advance(label)``, to call as each item finishes (under the caller's lock)."""
-    lines = _PlainProgress(total, title)
+    lines = _PlainProgress(total, title, name)
     with Progress(*_bar_columns(), console=stderr, disable=not stderr.is_terminal) as bar:
         task = bar.add_task(plain(title), total=total, current="")
         yield lambda label: (bar.update(task, current=plain(label), advance=1),
@@ -172,11 +173,11 @@ def progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
         bar.update(task, current="done")
 
 
-def track(items: Sequence[Any], title: str, label: Any = str) -> Iterator[Any]:
+def track(items: Sequence[Any], title: str, label: Any = str, name: str = "") -> Iterator[Any]:
     """Yield ``items`` under a progress bar whose text shows the current item's label (the
     words that tell it from the other items)."""
     labels = distinct_parts([str(label(item)) for item in items])
-    lines = _PlainProgress(len(items), title)
+    lines = _PlainProgress(len(items), title, name)
     with Progress(*_bar_columns(), console=stderr, disable=not stderr.is_terminal) as progress:
         task = progress.add_task(plain(title), total=len(items), current="")
         for item, text in zip(items, labels, strict=True):

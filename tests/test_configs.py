@@ -201,3 +201,16 @@ def test_experiment_has_a_smoke_size(compose: Any, plan_trials: Any, name: str) 
     assert trials
     for _, spec in trials:
         assert max(spec.shape) <= 64, f"{spec.label()} is not small under smoke=true"
+
+
+def test_the_cpu_quickstart_fits_a_cpu(compose: Any, plan_trials: Any) -> None:
+    """What ``make run`` runs without a GPU: dtypes every CPU computes at full speed, one
+    thread, sizes a core finishes in milliseconds; still two dtypes and a size curve to read."""
+    cfg = compose("experiment=quickstart_cpu")
+    specs = [spec for _, spec in plan_trials(cfg)]
+    assert {spec.device for spec in specs} == {"cpu"}
+    assert {spec.num_threads for spec in specs} == {1}
+    assert {spec.dtype for spec in specs} == {"fp32", "fp64"}
+    assert len({spec.shape for spec in specs}) >= 3
+    assert max(math.prod(spec.shape) for spec in specs) <= 512 ** 3
+    assert cfg.timer.preset == "quick"

@@ -146,6 +146,25 @@ def test_plain_progress_lines_are_spaced_unless_verbose(
         ["2 trials", "a", "b"]
 
 
+def test_plain_progress_names_the_overrides_once_and_paces_the_eta_after_the_first_trial(
+        recorded: Console, monkeypatch: pytest.MonkeyPatch, log_off: None) -> None:
+    """The first trial carries what happens once (a worker importing torch) and, largest
+    first, the most work: an eta from the start read 10 s here where 4 s were left."""
+    now = [0.0]
+    monkeypatch.setattr(console.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(console._Log, "verbose", True)  # a line for every trial
+    title = "job 0 (experiment=quickstart_cpu timer.max_time_s=0.2 seed=3)"
+    labels = ["a", "b", "c", "d", "e", "f"]
+    for _ in console.track(labels, title, name="job 0"):
+        now[0] += 4.0 if now[0] == 0.0 else 1.0
+    shown = [line for line in recorded.file.getvalue().splitlines() if line]
+    assert shown[0] == f"{title}: 6 trials"
+    assert all(line.startswith("job 0: ") and "experiment=" not in line for line in shown[1:])
+    assert ", eta –: a" in shown[1]  # one trial tells nothing of the pace yet
+    assert shown[2].startswith("job 0: 2/6 trials, 0:00:05, eta 0:00:04: b"), shown[2]
+    assert shown[-1].startswith("job 0: 6/6 trials, 0:00:09, eta 0:00:00: f"), shown[-1]
+
+
 def test_log_records_of_opsweep_modules_reach_the_console_and_the_log(
         recorded: Console, tmp_path: Any, log_off: None) -> None:
     import logging

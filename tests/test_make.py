@@ -43,3 +43,30 @@ def test_a_new_torch_spec_or_index_reinstalls_with_pip_args_passed_through() -> 
     assert re.search(r"pip install -q .*\n?\s*torch==2\.99 --pre", plan)
     assert "'torch" not in plan and '"torch' not in plan  # words, not one quoted argument
     assert make("setup", "GPU_EXTRA=gpu").count('-e ".[dev,gpu]"') == 1
+
+
+def test_make_run_picks_the_quickstart_that_fits_the_machine(tmp_path: Path) -> None:
+    """``make run`` runs ``quickstart`` (bf16 on tensor cores) where device=auto finds a GPU and
+    ``quickstart_cpu`` elsewhere: a CPU without bf16 instructions takes seconds per bf16 call.
+    It shows the command it runs, with the experiment's name."""
+    import sys
+
+    from runner.core.axes import cuda_device_count
+
+    # a python that answers -c (the choice) and prints any other command line
+    fake = tmp_path / "py"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = -c ]; then exec {sys.executable} "$@"; fi\n'
+                    'echo "RAN $*"\n')
+    fake.chmod(0o755)
+
+    def run(*args: str) -> list[str]:
+        plan = make("run", f"PY={fake}", *args)
+        recipe = plan[plan.index("name="):].split("\nmake:")[0]  # after set-up's lines
+        shown = subprocess.run(["sh", "-c", recipe], capture_output=True, text=True,
+                               timeout=60, env=MAKE_ENV, cwd=REPO)
+        assert shown.returncode == 0, shown.stderr
+        return shown.stdout.splitlines()
+
+    fits = "quickstart" if cuda_device_count() else "quickstart_cpu"
+    assert run() == [f"{fake} -m runner experiment={fits}", f"RAN -m runner experiment={fits}"]
+    assert run("QUICKSTART=size_sweep")[-1] == "RAN -m runner experiment=size_sweep"

@@ -153,12 +153,29 @@ def test_a_ten_million_trial_job_is_refused_before_it_is_expanded(
     assert "disk" in message and "time" in message
 
 
-def test_the_size_line_names_trials_jobs_time_and_disk() -> None:
+def test_the_size_line_names_trials_jobs_time_and_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweep_size, "host_load", lambda: (0.5, 2))
     timer = {"warmup_s": 0.0, "max_time_s": 0.2, "max_samples": 3}
     line = sweep_size.size_line([3, 5], timer)
     assert line.startswith("sweep: 8 trials in 2 jobs (3, 5 trials)")
-    assert "time 0 s – 2 s" in line and "disk up to" in line
+    # start and finish 4 s, 0.1 s a job; a trial up to twice max_time_s (a mixed block is
+    # taken again)
+    assert "time 4 s – 7 s, disk up to" in line
     assert sweep_size.duration(7200) == "2.0 h" and sweep_size.size(2.5e9) == "2.5 GB"
+
+
+def test_on_a_busy_host_the_estimate_stretches_the_start_and_says_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Imports and merging are CPU work that other processes stretch (load 8-11 on 2 cores:
+    6.5-14 s instead of 4); the trials' sampling is bounded by wall time."""
+    monkeypatch.setattr(sweep_size, "host_load", lambda: (8.0, 2))
+    timer = {"warmup_s": 0.0, "max_time_s": 0.2, "max_samples": 3}
+    line = sweep_size.size_line([3, 5], timer)
+    assert "time 8 s – 12 s (a busy host: load 8.0 on 2 cores), disk up to" in line
+    monkeypatch.setattr(sweep_size, "host_load", lambda: (3.9, 2))  # below 2 per core: quiet
+    assert "time 4 s – 7 s, disk up to" in sweep_size.size_line([3, 5], timer)
+    load, cores = sweep_size.host_load()  # the real one: a number, and at least one core
+    assert load >= 0 and cores >= 1
 
 
 def test_an_alias_bomb_is_counted_without_expanding_it(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ into :class:`~runner.config.trials.TrialSpec` s: the pre-flight (``runner.config
 plans every job before the first trial runs, so a bad value raises :class:`ConfigError` naming
 the key, the value and the choices, with exit status 2, before anything is on disk.
 
-The expansion rule (documented in the README):
+The expansion rule (documented in docs/usage.md):
 
 * ``shape``: a flat list of ints is ONE shape; a list of lists is one trial per shape.
 * every other axis (``runner.core.axes.AXES``) and every op parameter: a scalar is one

@@ -5,13 +5,16 @@ hours, with no word on the disk its journal would need; ``-m seed=range(0,100000
 silent. Here the jobs are counted from the command line's sweeps without enumerating them,
 and a job's trials from its axes' lengths before any trial is expanded
 (:func:`runner.config.planner.plan_job` calls :func:`check_trials`), so each answer is
-bounded work. The estimates are ranges: a trial costs between the harness's overhead and the
-timer's whole budget (``warmup_s + max_time_s``).
+bounded work. The estimates are ranges: a sweep costs its start and finish, each job its
+launch, and each trial between the harness's overhead and the timer's whole budget
+(``warmup_s`` plus ``max_time_s`` twice: a block of samples that a burst of other work mixed
+is taken again, once).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from runner.core.errors import ConfigError
@@ -19,6 +22,17 @@ from runner.core.errors import ConfigError
 #: Harness cost per trial besides the op's own time (benchmarks/scale_check.py: 1-3 ms on a
 #: 2-core CPU box), the low end of the time estimate.
 OVERHEAD_S = 0.003
+#: A sweep's cost besides its jobs and trials: Python, Hydra and the checks before the first
+#: trial, the worker's torch import beside them, the merge and the summary after the last (the
+#: summary's ``start-up`` and ``driver`` parts: 3.1 + 1.2 s on a quiet 2-core CPU box).
+FIXED_S = 4.0
+#: Each job's launch and its own job file (benchmarks/scale_check.py: ~0.1 s on that box).
+JOB_S = 0.1
+#: Load per core from which the estimate says the host is busy, and stretches the start and
+#: finish by half the load per core. They are CPU work (imports, composing, merging) that other
+#: processes slow down: with a load of 8-11 on 2 cores they took 6.5-14 s instead of 4, 1.6-3.5x
+#: (half the load per core: 2-2.75x); the trials' sampling is bounded by wall time.
+BUSY_LOAD_PER_CORE = 2.0
 #: Journal, job file and merged file bytes per trial besides its samples (scale_check: ~3.5 kB
 #: of journal, ~1 kB in each Parquet file), and per raw sample (JSON text + two Parquet copies).
 BYTES_PER_TRIAL = 6_000
@@ -132,7 +146,7 @@ def check_trials(count: int, limit: Any, timer: Any, *, jobs: int = 1,
     where = f" in {jobs} jobs" if jobs > 1 else ""
     raise TooManyTrials(
         f"invalid value for 'max_trials': {limit}. The sweep plans {about}{count:,} "
-        f"trials{where} ({estimate(count, timer)}), more than max_trials={limit}. "
+        f"trials{where} ({estimate(count, timer, jobs)}), more than max_trials={limit}. "
         + (fix or f"Cut an axis or a sweep, or allow it with max_trials={count}."))
 
 
@@ -155,15 +169,34 @@ def jobs_fix(cmd: Any, limit: int, jobs: int) -> str:
             "list in an experiment file (docs/scale-out.md).")
 
 
-def estimate(count: int, timer: Any) -> str:
-    """``time 5 s – 17 min, disk ~30 MB`` for ``count`` trials with ``timer``'s budget."""
-    budget_s = _number(timer, "warmup_s") + _number(timer, "max_time_s")
+def estimate(count: int, timer: Any, jobs: int = 1) -> str:
+    """``time 5 s – 17 min, disk ~30 MB`` for ``count`` trials in ``jobs`` jobs with
+    ``timer``'s budget. An op slower than the budget (one call past ``max_time_s``) still
+    takes its warm-up and ``min_samples`` calls: the estimate cannot know that before it runs."""
+    budget_s = _number(timer, "warmup_s") + 2 * _number(timer, "max_time_s")
     samples = _number(timer, "max_samples") or 0
-    low, high = count * OVERHEAD_S, count * (OVERHEAD_S + budget_s)
+    load, cores = host_load()
+    busy = load / cores >= BUSY_LOAD_PER_CORE
+    fixed_s = (FIXED_S + jobs * JOB_S) * (load / cores / 2 if busy else 1.0)
+    low, high = fixed_s + count * OVERHEAD_S, fixed_s + count * (OVERHEAD_S + budget_s)
     disk = count * (BYTES_PER_TRIAL + samples * BYTES_PER_SAMPLE)
+    why = f" (a busy host: load {load:.1f} on {cores} cores)" if busy else ""
     if not budget_s:  # the timer is not known yet
-        return f"time at least {duration(low)}, disk at least ~{size(disk)}"
-    return f"time {duration(low)} – {duration(high)}, disk up to ~{size(disk)}"
+        return f"time at least {duration(low)}{why}, disk at least ~{size(disk)}"
+    return f"time {duration(low)} – {duration(high)}{why}, disk up to ~{size(disk)}"
+
+
+def host_load() -> tuple[float, int]:
+    """The host's load (runnable processes, the last minute's average) and the cores this
+    process may use; a load of 0 where the system does not say."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        return os.getloadavg()[0], max(cores, 1)
+    except (AttributeError, OSError):
+        return 0.0, max(cores, 1)
 
 
 def _number(timer: Any, key: str) -> float:
@@ -201,4 +234,4 @@ def size_line(counts: list[int], timer: Any, *, estimated: bool = False) -> str:
         shown = ", ".join(str(n) for n in counts[:8]) + (", …" if len(counts) > 8 else "")
         jobs = f"{len(counts)} jobs ({shown} trials)"
     trials = "trial" if total == 1 else "trials"
-    return f"sweep: {about}{total:,} {trials} in {jobs}; {estimate(total, timer)}"
+    return f"sweep: {about}{total:,} {trials} in {jobs}; {estimate(total, timer, len(counts))}"

@@ -111,8 +111,12 @@ class Job:
                    where=launched.where(target))
 
     @property
+    def name(self) -> str:
+        return f"job {self.num}"
+
+    @property
     def title(self) -> str:
-        return f"job {self.num}" + (f" ({' '.join(self.overrides)})" if self.overrides else "")
+        return self.name + (f" ({' '.join(self.overrides)})" if self.overrides else "")
 
 
 def _metadata(cfg: DictConfig, job: Job, timer: TrialTimer) -> dict[str, Any]:
@@ -188,7 +192,7 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
     with GracefulStop() as stop:
         try:
             if isinstance(runner_, pool.Pool):
-                with console.progress(len(tasks), job.title) as advance:
+                with console.progress(len(tasks), job.title, job.name) as advance:
                     runner_.run(tasks, workers.pinned, stop=stop, heat_s=heat_s,
                                 costs=costs.for_tasks(tasks, cfg.results_dir),
                                 record=lambda row, task: (record(row, task),
@@ -200,7 +204,7 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
                 if heat_s > 0 and tasks and not stop.requested:
                     _heat_devices(runner_, tasks, heat_s)
                 for task in console.track(order.in_order(tasks, cfg.trial_order), job.title,
-                                          label=lambda t: t.spec.label()):
+                                          label=lambda t: t.spec.label(), name=job.name):
                     if stop.requested:
                         break
                     record(runner_.run(task), task)
