@@ -143,4 +143,5 @@ def test_a_missing_sweep_or_a_bad_format_is_one_line_and_exit_2(args, sweep, tmp
         main(argv)
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("opsweep-export: error: ") and err.count("\n") == 1, err
+    # named as it was run: python -m runner.export here, opsweep-export when installed
+    assert err.startswith("python -m runner.export: error: ") and err.count("\n") == 1, err

@@ -222,7 +222,7 @@ def test_label() -> None:
     (("op=matmul", "shape=[8,8]"), ["'shape'", "rank 2", "M, N, K"]),
     (("op=matmul", "shape=[[8,8,8],[8,0,8]]"), ["'shape'", "positive"]),
     (("op=matmul", "dtype=[fp32,fp61]"), ["'dtype'", "fp61", "bf16"]),
-    (("op=matmul", "streams=0"), ["'streams'", ">= 1"]),
+    (("op=matmul", "streams=0"), ["'streams'", "from 1 to 1024"]),
     (("op=matmul", "graph=cudagraph"), ["'graph'", "cuda_graph"]),
     (("op=matmul", "compile=[default,fast]"), ["'compile'", "reduce-overhead"]),
     (("op=matmul", "backward=maybe"), ["'backward'", "true, false"]),
