@@ -40,6 +40,7 @@ from ops import sum as sum_op
 from ops.base import OpContext
 from runner.timing.clocks import CudaEventClock, L2Flusher
 from runner.timing.cuda_device import CudaDevice
+from runner.timing.device_plan import DeviceTimeOptions
 from runner.timing.device_time import measure_device_time
 from runner.timing.measurement import TimerPlan
 from runner.timing.timer import measure
@@ -111,7 +112,7 @@ def cold_offset(n: int = 200) -> list[dict]:
         for _ in range(10):
             fn()
         loop = measure(fn, plan, CudaEventClock(device), flush=flush)
-        gpu = measure_device_time(fn, plan, loop, spin, flush=flush)
+        gpu = measure_device_time(fn, plan, loop, spin, DeviceTimeOptions(flush=flush))
         rows.append({
             "case": name,
             "opsweep_loop": loop.stats.median * 1e6,

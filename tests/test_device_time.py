@@ -16,6 +16,7 @@ from fakes import FakeClock
 from runner.timing import back_to_back as bb
 from runner.timing import device_time as dt
 from runner.timing.back_to_back import CHUNK_S
+from runner.timing.device_plan import DeviceTimeOptions, SampleWork
 from runner.timing.device_time import bound_calls_by_memory, measure_device_time
 from runner.timing.gapped import Timed
 from runner.timing.measurement import Measurement, TimerPlan
@@ -139,7 +140,7 @@ def run(device: FakeDevice, k: int, timer_plan: TimerPlan | None = None,
     def fn() -> None:
         device.calls += 1
     return measure_device_time(fn, timer_plan or plan(), loop(k, loop_s, loop_capped), device,
-                               wall=device.wall, steady=steady, **kwargs)
+                               DeviceTimeOptions(wall=device.wall, steady=steady, **kwargs))
 
 
 # ---------------------------------------------------------------------------------------
@@ -205,7 +206,8 @@ def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
     loop_time = measure(clock.op(), timer_plan, clock, wall=clock.wall)
     assert loop_time.calls_per_sample == choose_calls_per_sample(7 * US, timer_plan) == 143
     device = FakeDevice(per_call_s=5 * US)
-    measure_device_time(lambda: None, timer_plan, loop_time, device, wall=device.wall)
+    measure_device_time(lambda: None, timer_plan, loop_time, device,
+                        DeviceTimeOptions(wall=device.wall))
     assert device.captured == [143] and device.chunks  # steady by default
 
 
@@ -750,8 +752,8 @@ def stream_of(device: FakeDevice) -> bb.ChunkStream:
     """1 ms samples of one call each: 5 samples a chunk, two chunks in flight."""
     def work() -> None:
         device.calls += 1000
-    return bb.ChunkStream(work, 1, bb.SPIN_MIN_S, plan(), device, None, None, None,
-                          sample_s=1e-3, launches_per_sample=0, handover=False)
+    return bb.ChunkStream(SampleWork(work, 1, bb.SPIN_MIN_S, sample_s=1e-3), plan(), device,
+                          None, None, handover=False)
 
 
 def test_an_unheld_chunk_reached_early_makes_every_chunk_wait_behind_a_spin() -> None:

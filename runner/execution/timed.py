@@ -8,16 +8,17 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from types import MappingProxyType
 from typing import Any
 
 import torch
 
 from runner.config.trial_settings import TimerSettings
 from runner.execution import modes
-from runner.timing.back_to_back import DEVICE_WARMUP_S
 from runner.timing.clock_probe import clock_probe
 from runner.timing.clocks import Clock, CudaEventClock, HostClock, L2Flusher
 from runner.timing.cuda_device import CudaDevice
+from runner.timing.device_plan import DEVICE_WARMUP_S, DeviceTimeOptions
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
 from runner.timing.heat import (
     HANDOVER_CAPPED_MIN_S,
@@ -227,15 +228,18 @@ def device_time_of(call: _DeviceTimeCall, state: WorkerTiming, *, steady: bool =
         return DeviceTime(UNAVAILABLE, "timer.device_time=false")
     return measure_device_time(
         prepared.uncaptured or prepared.fn, timer.plan, call.probe, CudaDevice(device),
-        bytes_per_call=None if call.peak_bytes is None else call.peak_bytes - call.held_bytes,
-        capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
-        flush=state.flusher(timer, device), steady=steady, read_clock=call.read_clock,
-        watch=watch, min_capped_s=min_capped_s, min_s=min_s)
+        DeviceTimeOptions(
+            bytes_per_call=None if call.peak_bytes is None
+            else call.peak_bytes - call.held_bytes,
+            capture_blocker=prepared.capture_blocker, before_sample=prepared.before_sample,
+            flush=state.flusher(timer, device), steady=steady, read_clock=call.read_clock,
+            watch=watch, min_capped_s=min_capped_s, min_s=min_s))
 
 
 #: The short loop measurement that sizes the device time's and the burst time's K and spin
 #: (it is not recorded).
-_PROBE = {"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5}
+_PROBE = MappingProxyType({"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3,
+                           "max_samples": 5})
 
 
 def burst_time(timer: TimerSettings, prepared: modes.Prepared, device: torch.device,

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
+from runner.timing.device_plan import DEVICE_WARMUP_S, DeviceTimeOptions, SampleWork
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import after_warm_up, sample, tail_clocks, tail_power_share, warm_up
 from runner.timing.series import Reading, last_clock
-from runner.timing.settle import CAPPED_MIN_S
 
 #: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
 #: 1024 launches on current drivers (benchmarks/device_time_check.py measures it: queueing
@@ -32,11 +32,6 @@ SAMPLE_LAUNCHES = 4
 SPIN_MIN_S = 50e-6
 #: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
 SPIN_MAX_S = 0.2
-#: Shortest warm-up (s) of the device time (and the whole warm-up of the burst time): a few
-#: chunks, so the settle rule has two windows to compare. A power-capped op is told by the
-#: clock its first samples ran at (``runner.timing.clock_probe``) and warms up for longer
-#: (``runner.timing.settle.CAPPED_MIN_S``); small and memory-bound ops pay only this.
-DEVICE_WARMUP_S = 0.02
 #: Seconds of samples per back-to-back chunk (one sync per chunk) and the most samples in one.
 CHUNK_S, MAX_CHUNK_SAMPLES = 0.005, 64
 #: While a ``Watch`` polls NVML between chunks: longer chunks, more of them queued ahead. An
@@ -108,19 +103,19 @@ class ChunkStream:
                    way, a chunk queued behind full ones is a short one
     """
 
-    def __init__(self, work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
-                 device: Any, before_sample: Callable[[], None] | None,
-                 read_clock: Callable[[], Reading | None] | None, watch: Watch | None, *,
-                 sample_s: float, launches_per_sample: int, handover: bool) -> None:
-        self.work, self.calls, self.plan, self.device = work, calls, plan, device
-        self.before_sample, self.read_clock, self.watch = before_sample, read_clock, watch
+    def __init__(self, sample: SampleWork, plan: TimerPlan, device: Any,
+                 read_clock: Callable[[], Reading | None] | None, watch: Watch | None,
+                 handover: bool) -> None:
+        self.work, self.calls, self.plan, self.device = sample.work, sample.calls, plan, device
+        self.before_sample, self.read_clock, self.watch = sample.before, read_clock, watch
+        spin_s, sample_s = sample.spin_s, sample.sample_s
         chunk_s, self.ahead = (WATCHED_CHUNK_S, WATCHED_AHEAD) if watch is not None \
             else (CHUNK_S, 2)
         samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(chunk_s / max(sample_s, 1e-9))))
         # Every chunk in flight together stays within half the launch queue: past it the host
         # blocks inside a launch and the device catches up (50 ms chunks of a 0.75 ms bmm
         # sample, three ahead, were reached early every time).
-        per_sample = launches_per_sample + SAMPLE_LAUNCHES
+        per_sample = sample.launches + SAMPLE_LAUNCHES
         self.samples_per_chunk = max(1, min(samples_per_chunk,
                                             2 * LAUNCH_QUEUE_BUDGET // (self.ahead * per_sample)))
         # The spin per sample of a held chunk (spin_s covers one sample's enqueue). The warm-up
@@ -246,31 +241,26 @@ class ChunkStream:
             self.device.wait(self.inflight.popleft().chunk)
 
 
-def steady_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
-                   device: Any, before_sample: Callable[[], None] | None,
-                   wall: Callable[[], float], notes: list[str],
-                   read_clock: Callable[[], Reading | None] | None, *, sample_s: float,
-                   launches_per_sample: int, loop_capped: bool | None = None,
-                   watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S,
-                   min_s: float = DEVICE_WARMUP_S) -> Measurement:
-    """Back-to-back samples (module docstring): warm up until settled, then sample, the
-    settled half of a capped warm-up first (``runner.timing.sampler.after_warm_up``), all in
-    one :class:`ChunkStream`. ``launches_per_sample``: 0 for a replay, else the blocked
-    method's kernels per sample. ``loop_capped``: whether a loop-time warm-up just before
-    found the op power-capped (None: it could not tell, as ``runner.execution.timed``'s
+def steady_samples(sample_work: SampleWork, plan: TimerPlan, device: Any,
+                   options: DeviceTimeOptions, notes: list[str],
+                   loop_capped: bool | None = None, watch: Watch | None = None) -> Measurement:
+    """Back-to-back samples (module docstring) of ``sample_work``: warm up until settled,
+    then sample, the settled half of a capped warm-up first
+    (``runner.timing.sampler.after_warm_up``), all in one :class:`ChunkStream`. ``options``
+    gives the clocks and the warm-up floors; ``loop_capped``: whether a loop-time warm-up
+    just before found the op power-capped (None: it could not tell, as ``runner.execution.timed``'s
     short probe cannot). False: the op has settled there, so the warm-up is a handover of
     one chunk, judged only if that chunk shows it capped after all (a launch-bound op the
     loop left idle half the time can reach the cap back to back). A capped op warms up for
-    all of ``min_capped_s`` again, whatever the loop did: the few tens of milliseconds
+    all of ``options.min_capped_s`` again, whatever the loop did: the few tens of milliseconds
     between the two (graph capture, memory columns) let an H200 recover enough headroom that
     a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host waits for each
-    sampled chunk; the samples then span at least its ``window_s``. ``min_capped_s``: the
-    shortest warm-up of a power-capped op (``runner.timing.heat.capped_min_s``: shorter
-    when hot); ``min_s``: of any op (``runner.timing.heat.min_warmup_s``: longer when hot)."""
+    sampled chunk (None: this time without one, whatever ``options`` holds); the samples
+    then span at least its ``window_s``."""
+    wall, read_clock, sample_s = options.wall, options.read_clock, sample_work.sample_s
+    calls, min_s, min_capped_s = sample_work.calls, options.min_s, options.min_capped_s
     handover = loop_capped is False and plan.warmup_s > 0
-    stream = ChunkStream(work, calls, spin_s, plan, device, before_sample, read_clock, watch,
-                         sample_s=sample_s, launches_per_sample=launches_per_sample,
-                         handover=handover)
+    stream = ChunkStream(sample_work, plan, device, read_clock, watch, handover)
     try:
         # warmup_calls samples, unless they would take longer than the warm-up itself (a
         # 21 ms call paid 0.2 s for ten): three then, the least the settle rule compares.

@@ -47,24 +47,21 @@ GPU; tests inject a fake with the same methods.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runner.timing.back_to_back import (
-    DEVICE_WARMUP_S,
     LAUNCH_QUEUE_BUDGET,
     SPIN_MIN_S,
     HostBlocked,
     Watch,
     steady_samples,
 )
+from runner.timing.device_plan import DeviceTimeOptions, SampleWork
 from runner.timing.gapped import Timed, gapped_samples
 from runner.timing.graph_size import capture_replay, first_line, slower_than_eager
 from runner.timing.measurement import Measurement, TimerPlan
-from runner.timing.series import Reading
-from runner.timing.settle import CAPPED_MIN_S
 
 #: The methods, as ``gpu_time_method`` stores them. The replay method (K calls captured by the
 #: timer into one CUDA graph, whatever the trial's ``graph`` axis) is stored as ``graph``, the
@@ -144,109 +141,89 @@ def bound_calls_by_memory(calls: int, bytes_per_call: int | None,
 
 
 def measure_device_time(fn: Callable[[], Any], plan: TimerPlan, loop: Measurement,
-                        device: Device, *, bytes_per_call: int | None = None,
-                        capture_blocker: str | None = None,
-                        before_sample: Callable[[], None] | None = None,
-                        flush: Callable[[], None] | None = None,
-                        wall: Callable[[], float] = time.perf_counter, steady: bool = True,
-                        read_clock: Callable[[], Reading | None] | None = None,
-                        watch: Watch | None = None, min_capped_s: float = CAPPED_MIN_S,
-                        min_s: float = DEVICE_WARMUP_S) -> DeviceTime:
+                        device: Device, options: DeviceTimeOptions = DeviceTimeOptions()
+                        ) -> DeviceTime:
     """The device time of ``fn``: the replay method, else ``blocked``, else ``unavailable``,
     and why (module docstring).
 
     ``loop`` is a loop-time measurement of ``fn`` taken just before (``runner.execution.timed``'s
     short probe): its ``calls_per_sample`` is K, its median sizes the blocked method's spin
-    and bounds the replay's (:data:`REPLAY_SLOWER_TOL`).
-    ``capture_blocker`` is why ``fn`` must not be captured (the modes know: e.g. it replays
-    graphs of its own); the replay method is then skipped with that reason. With ``flush``
-    (cold L2) K is 1 and every sample is flushed, synchronised, then spun (nvbench's cold
-    protocol). ``steady=False``: the burst time (module docstring). ``read_clock`` reads the
-    SM clock and power (``runner.timing.series.Reading``) for the settle rule and the
-    samples' clock. ``watch``: watches the steady samples' window
-    (``runner.timing.back_to_back.Watch``: the energy counter). ``min_capped_s`` and ``min_s``:
-    the shortest warm-up of a capped op and of any (``runner.timing.heat``)."""
-    calls = 1 if flush else loop.calls_per_sample
-    calls, memory_note = bound_calls_by_memory(calls, bytes_per_call, device.free_bytes())
+    and bounds the replay's (:data:`REPLAY_SLOWER_TOL`). ``options``
+    (``runner.timing.device_plan.DeviceTimeOptions``) say how: its ``capture_blocker`` is
+    why ``fn`` must not be captured (the modes know: e.g. it replays graphs of its own), and
+    the replay method is then skipped with that reason; with ``flush`` (cold L2) K is 1 and
+    every sample is flushed, synchronised, then spun (nvbench's cold protocol);
+    ``steady=False`` takes the burst time (module docstring)."""
+    calls = 1 if options.flush else loop.calls_per_sample
+    calls, memory_note = bound_calls_by_memory(calls, options.bytes_per_call,
+                                               device.free_bytes())
     if calls < 1:
         return DeviceTime(UNAVAILABLE, memory_note)
     notes = [memory_note] if memory_note else []
-    sampler = _Sampler(plan, loop, device, wall, read_clock, watch, min_capped_s, min_s,
-                       flush, steady and flush is None, notes)
-    if capture_blocker:
-        notes.append(f"{REPLAY}: {capture_blocker}")
-    elif (replayed := _replay(fn, calls, sampler, bytes_per_call)) is not None:
+    sampler = _Sampler(plan, loop, device, options, notes)
+    if options.capture_blocker:
+        notes.append(f"{REPLAY}: {options.capture_blocker}")
+    elif (replayed := _replay(fn, calls, sampler)) is not None:
         return DeviceTime(REPLAY, _join(notes), replayed)
-    if (blocked := _blocked(fn, calls, sampler, before_sample)) is not None:
+    if (blocked := _blocked(fn, calls, sampler)) is not None:
         return DeviceTime(BLOCKED, _join(notes), blocked)
     return DeviceTime(UNAVAILABLE, _join(notes))
 
 
 @dataclass(frozen=True)
 class _Sampler:
-    """How either method takes its samples: back to back (``steady``) or gapped, with the
-    trial's plan, clocks and watch. Notes go to ``notes`` (the trial's reason)."""
+    """How either method takes its samples: back to back (``options.steady``, without an L2
+    flush) or gapped, with the trial's plan, clocks and watch. Notes go to ``notes`` (the
+    trial's reason)."""
 
     plan: TimerPlan
     loop: Measurement
     device: Device
-    wall: Callable[[], float]
-    read_clock: Callable[[], Reading | None] | None
-    watch: Watch | None
-    min_capped_s: float
-    min_s: float
-    flush: Callable[[], None] | None
-    steady: bool
+    options: DeviceTimeOptions
     notes: list[str]
 
-    def take(self, work: Callable[[], Any], calls: int, spin_s: float, launches: int,
-             before: Callable[[], None] | None, sample_s: float) -> Measurement:
-        """Samples of ``work`` (``calls`` calls, ``launches`` kernels per sample)."""
-        if not self.steady:
-            return gapped_samples(work, calls, spin_s, self.plan, self.device, before,
-                                  self.flush, self.wall, self.notes,
-                                  settling=self.flush is not None, read_clock=self.read_clock)
-        if self.watch is None:
-            return self._steady(work, calls, spin_s, launches, before, sample_s, None)
+    def take(self, work: SampleWork) -> Measurement:
+        """The samples of ``work``."""
+        options = self.options
+        if not options.steady or options.flush is not None:
+            return gapped_samples(work, self.plan, self.device, options, self.notes,
+                                  settling=options.flush is not None)
+        if options.watch is None:
+            return self._steady(work, None)
         try:
-            return self._steady(work, calls, spin_s, launches, before, sample_s, self.watch)
+            return self._steady(work, options.watch)
         except HostBlocked as exc:
             # The watched window's longer chunks did not keep the device fed: the device
             # time is taken as without a watch, and the energy by a window of its own (the
             # watch is told to drop what it saw).
-            self.watch.discard()
+            options.watch.discard()
             self.notes.append(f"energy: not read over the samples ({exc})")
-            return self._steady(work, calls, spin_s, launches, before, sample_s, None)
+            return self._steady(work, None)
 
-    def _steady(self, work: Callable[[], Any], calls: int, spin_s: float, launches: int,
-                before: Callable[[], None] | None, sample_s: float,
-                watch: Watch | None) -> Measurement:
-        return steady_samples(work, calls, spin_s, self.plan, self.device, before, self.wall,
-                              self.notes, self.read_clock, sample_s=sample_s,
-                              launches_per_sample=launches,
-                              loop_capped=self.loop.power_capped, watch=watch,
-                              min_capped_s=self.min_capped_s, min_s=self.min_s)
+    def _steady(self, work: SampleWork, watch: Watch | None) -> Measurement:
+        return steady_samples(work, self.plan, self.device, self.options, self.notes,
+                              loop_capped=self.loop.power_capped, watch=watch)
 
 
-def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler,
-            bytes_per_call: int | None) -> Measurement | None:
+def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler) -> Measurement | None:
     """The replay method's samples, or None (and why, in the notes): the capture failed, the
     host blocked, or the replays ran other work than the loop's calls."""
     notes, loop, device = sampler.notes, sampler.loop, sampler.device
 
     def bound(wanted: int) -> int:
-        return bound_calls_by_memory(wanted, bytes_per_call, device.free_bytes())[0]
+        return bound_calls_by_memory(wanted, sampler.options.bytes_per_call,
+                                     device.free_bytes())[0]
 
     try:  # K grown to the plateau; the cold protocol (flush) keeps the loop's K
         replay, replay_calls, per_call_s = capture_replay(
             fn, calls, sampler.plan, device, loop.stats.median, bound, notes,
-            plateau=sampler.flush is None)
+            plateau=sampler.options.flush is None)
     except Exception as exc:  # any capture failure means: try the next method
         notes.append(f"{REPLAY} capture failed: {first_line(exc)}")
         return None
     try:
-        measurement = sampler.take(replay, replay_calls, SPIN_MIN_S, 0, None,
-                                   replay_calls * per_call_s)
+        measurement = sampler.take(SampleWork(replay, replay_calls, SPIN_MIN_S,
+                                              replay_calls * per_call_s))
     except HostBlocked as exc:
         notes.append(f"{REPLAY}: {exc}")
         return None
@@ -263,8 +240,7 @@ def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler,
     return None
 
 
-def _blocked(fn: Callable[[], Any], calls: int, sampler: _Sampler,
-             before_sample: Callable[[], None] | None) -> Measurement | None:
+def _blocked(fn: Callable[[], Any], calls: int, sampler: _Sampler) -> Measurement | None:
     """The blocked method's samples, or None (and why, in the notes): the calls' kernels
     cannot be counted or overflow the launch budget, or the host blocked."""
     notes, loop = sampler.notes, sampler.loop
@@ -289,8 +265,10 @@ def _blocked(fn: Callable[[], Any], calls: int, sampler: _Sampler,
     # covers the enqueue of K calls; warm-up then grows the spin if it was not enough.
     spin_s = 2 * blocked_calls * loop.stats.median + SPIN_MIN_S
     try:
-        return sampler.take(work, blocked_calls, spin_s, blocked_calls * max(kernels, 1),
-                            before_sample, loop.stats.median * blocked_calls)
+        return sampler.take(SampleWork(work, blocked_calls, spin_s,
+                                       loop.stats.median * blocked_calls,
+                                       blocked_calls * max(kernels, 1),
+                                       sampler.options.before_sample))
     except HostBlocked as exc:
         notes.append(f"blocked: {exc}")
         return None

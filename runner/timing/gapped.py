@@ -22,9 +22,9 @@ from runner.timing.back_to_back import (
     SPIN_MIN_S,
     HostBlocked,
 )
+from runner.timing.device_plan import DeviceTimeOptions, SampleWork
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample, warm_up
-from runner.timing.series import Reading
 
 
 @dataclass(frozen=True)
@@ -37,18 +37,18 @@ class Timed:
 
 
 
-def gapped_samples(work: Callable[[], Any], calls: int, spin_s: float, plan: TimerPlan,
-                   device: Any, before_sample: Callable[[], None] | None,
-                   flush: Callable[[], None] | None, wall: Callable[[], float],
-                   notes: list[str], *, settling: bool = False,
-                   read_clock: Callable[[], Reading | None] | None = None) -> Measurement:
+def gapped_samples(sample_work: SampleWork, plan: TimerPlan, device: Any,
+                   options: DeviceTimeOptions, notes: list[str],
+                   settling: bool = False) -> Measurement:
     """The gapped protocol (burst and cold; ``device`` is a ``device_time.Device``): warm
-    ``work`` up (growing the spin until it covers the host's enqueue), then sample it with
-    ``runner.timing.sampler.sample``; each sample is valid or retaken. ``settling``: warm
-    up until settled, else for at most :data:`DEVICE_WARMUP_S` (the burst: the boost clock
-    is what it measures)."""
-    gapped = _Gapped(work, calls, min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S), device,
-                     before_sample, flush)
+    ``sample_work`` up (growing the spin until it covers the host's enqueue), then sample it
+    with ``runner.timing.sampler.sample``; each sample is valid or retaken, flushed first
+    where ``options.flush`` says so. ``settling``: warm up until settled, else for at most
+    :data:`DEVICE_WARMUP_S` (the burst: the boost clock is what it measures)."""
+    calls, wall, read_clock = sample_work.calls, options.wall, options.read_clock
+    gapped = _Gapped(sample_work.work, calls,
+                     min(max(sample_work.spin_s, SPIN_MIN_S), SPIN_MAX_S), device,
+                     sample_work.before, options.flush)
     warm_s = min(plan.warmup_s, DEVICE_WARMUP_S)
     warm_plan = plan if settling else replace(plan, warmup_s=warm_s, settle_max_s=warm_s
                                               or DEVICE_WARMUP_S)

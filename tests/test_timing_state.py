@@ -1,0 +1,128 @@
+"""How a trial is timed reads as one story with its state in the open: in ``runner/timing``
+and ``runner/execution/timed.py``, no function takes more than :data:`MAX_PARAMETERS`
+parameters (frozen plan objects instead) and no module keeps trial state in a global (what a
+trial hands to the next is the worker's ``runner.execution.timed.WorkerTiming``).
+
+What is still wider is named in :data:`WIDE` with its reason, so the list can only shrink;
+caches of per-process CUDA resources are named in :data:`CACHES`. Each rule is tested on a
+copy of the tree with a violation planted in it.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_PARAMETERS = 8
+#: ``module:function`` -> why it still takes more than MAX_PARAMETERS. Shrink, never grow.
+WIDE: dict[str, str] = {
+    "timing/timer.py:measure": "the loop timer's public call; its options become a plan next",
+    "timing/timer.py:_warm_up_loop": "measure's warm-up, fed from the same options",
+}
+#: ``module:name`` -> why a module-level mutable value is a cache, not trial state.
+CACHES: dict[str, str] = {
+    "timing/cuda_device.py:_CAPTURE_STREAMS": "one side stream per device and process",
+    "timing/cuda_device.py:_CYCLES_PER_S": "the GPU's clock rate, read once per process",
+    "timing/cuda_device.py:_PINNED": "pinned host buffers reused by every chunk",
+    "timing/clock_probe.py:_PROBES": "the compiled clock probe, once per device and process",
+}
+MUTABLE_CALLS = {"dict", "list", "set", "deque", "defaultdict", "OrderedDict", "Counter"}
+
+
+def timing_modules(runner: Path) -> list[Path]:
+    return sorted((runner / "timing").glob("*.py")) + [runner / "execution" / "timed.py"]
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    args = node.args
+    named = [a.arg for a in args.posonlyargs + args.args]
+    count = len(named) + len(args.kwonlyargs) + bool(args.vararg) + bool(args.kwarg)
+    return count - (named[:1] in (["self"], ["cls"]))
+
+
+def _qualified(tree: ast.Module) -> list[tuple[str, ast.AST]]:
+    out: list[tuple[str, ast.AST]] = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            out += [(f"{node.name}.{item.name}", item) for item in node.body
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append((node.name, node))
+    return out
+
+
+def _mutable(value: ast.AST | None) -> bool:
+    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp,
+                          ast.SetComp)):
+        return True
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and value.func.id in MUTABLE_CALLS)
+
+
+def violations(runner: Path) -> list[str]:
+    out = []
+    for path in timing_modules(runner):
+        rel = path.relative_to(runner).as_posix()
+        tree = ast.parse(path.read_text())
+        for name, node in _qualified(tree):
+            count = parameter_count(node)  # type: ignore[arg-type]
+            if count > MAX_PARAMETERS and f"{rel}:{name}" not in WIDE:
+                out.append(f"runner/{rel}: {name} takes {count} parameters (> "
+                           f"{MAX_PARAMETERS}): pass a frozen plan object")
+        for node in tree.body:
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AnnAssign) else [])
+            for target in targets:
+                if (isinstance(target, ast.Name) and _mutable(node.value)
+                        and f"{rel}:{target.id}" not in CACHES):
+                    out.append(f"runner/{rel}: module global {target.id} holds mutable state: "
+                               "keep it in the worker's WorkerTiming and pass it in")
+    return out
+
+
+def test_timing_takes_plan_objects_and_keeps_no_trial_state_in_globals() -> None:
+    assert violations(ROOT / "runner") == []
+
+
+def test_every_named_exception_still_exists() -> None:
+    """WIDE and CACHES only shrink: an entry whose function or global is gone, or no longer
+    wide, must go too."""
+    names = {}
+    for path in timing_modules(ROOT / "runner"):
+        rel = path.relative_to(ROOT / "runner").as_posix()
+        tree = ast.parse(path.read_text())
+        names.update({f"{rel}:{name}": parameter_count(node)  # type: ignore[arg-type]
+                      for name, node in _qualified(tree)})
+        names.update({f"{rel}:{t.id}": None for node in tree.body
+                      if isinstance(node, (ast.Assign, ast.AnnAssign))
+                      for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                      if isinstance(t, ast.Name)})
+    for entry in WIDE:
+        assert entry in names and names[entry] > MAX_PARAMETERS, f"drop {entry} from WIDE"
+    for entry in CACHES:
+        assert entry in names, f"drop {entry} from CACHES"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    target = tmp_path / "runner"
+    shutil.copytree(ROOT / "runner", target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def test_a_planted_heat_global_is_caught(tree: Path) -> None:
+    path = tree / "execution" / "timed.py"
+    path.write_text(path.read_text() + "\n_HEAT: dict[str, object] = {}\n")
+    assert any("module global _HEAT" in v for v in violations(tree))
+
+
+def test_a_planted_nine_parameter_timing_function_is_caught(tree: Path) -> None:
+    path = tree / "timing" / "settle.py"
+    path.write_text(path.read_text()
+                    + "\n\ndef wide(a, b, c, d, e, f, g, h, *, i=None):\n    return a\n")
+    assert violations(tree) == ["runner/timing/settle.py: wide takes 9 parameters (> 8): "
+                                "pass a frozen plan object"]
