@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from runner.execution import gpu_compare
 from runner.storage.columns import COLUMNS
@@ -15,21 +16,23 @@ START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def row(gpu: int | None, clock: float | None, capped: bool | None, at_s: float = 0.0,
-        temperature: int | None = 60) -> dict[str, Any]:
+        temperature: int | None = 60, shape: str = "4096x4096x4096") -> dict[str, Any]:
     return {"gpu_index": gpu, "worker": gpu, "job_num": 0, "power_capped": capped,
             "sm_clock_mhz_samples_median": clock, "temperature_c_end": temperature,
-            "timestamp": START + timedelta(seconds=at_s), "worker_trial_wall_s": 1.0}
+            "timestamp": START + timedelta(seconds=at_s), "worker_trial_wall_s": 1.0,
+            "op": "matmul", "shape": shape, "dtype": "bf16"}
 
 
 def four_gpus() -> list[dict[str, Any]]:
-    """Each GPU: two capped trials and one light one; GPU 3 sustains a 5% lower clock and
-    runs hotter."""
+    """Each GPU runs the same trials (a sweep pinned to every GPU): two capped ones and a
+    light one; GPU 3 sustains a 5% lower clock and runs hotter."""
     clocks = {0: 1600.0, 1: 1610.0, 2: 1590.0, 3: 1520.0}
     rows = []
     for gpu, clock in clocks.items():
         heat = 75 if gpu == 3 else 62
-        rows += [row(gpu, clock, True, 0.0, heat), row(gpu, clock + 2, True, 1.0, heat),
-                 row(gpu, 1980.0, False, 2.0, heat)]
+        rows += [row(gpu, clock, True, 0.0, heat),
+                 row(gpu, clock + 2, True, 1.0, heat, shape="8192x8192x8192"),
+                 row(gpu, 1980.0, False, 2.0, heat, shape="256x256x256")]
     return rows
 
 
@@ -37,15 +40,28 @@ def test_each_gpu_s_sustained_capped_clock_against_the_host_median() -> None:
     rows = four_gpus()
     assert gpu_compare.capped_clocks(rows) == {0: 1601.0, 1: 1611.0, 2: 1591.0, 3: 1521.0}
     ratios = gpu_compare.clock_ratios(rows)
-    assert ratios[0] == 1601.0 / 1596.0 and round(ratios[3], 3) == 0.953
+    # each trial against the same trial on the other GPUs (medians 1595 and 1597 MHz)
+    assert ratios[0] == pytest.approx((1600 / 1595 + 1602 / 1597) / 2)
+    assert round(ratios[3], 3) == 0.953
     assert gpu_compare.clock_ratios(rows[:3]) == {}, "one GPU compares with nothing"
+
+
+def test_gpus_that_ran_different_trials_are_not_compared() -> None:
+    """A split schedule: each GPU ran other trials, and a smaller op sustains a higher clock
+    at the same power limit, so their clocks say nothing about the GPUs."""
+    rows = [row(0, 1400.0, True, shape="8192x8192x8192"),
+            row(1, 1540.0, True, shape="2048x2048x2048")]
+    assert gpu_compare.clock_ratios(rows) == {}
+    lines = gpu_compare.per_gpu_lines(rows)
+    assert all("differs" not in line for line in lines)
+    assert "not compared" in lines[1] and "not compared" in lines[2]
 
 
 def test_the_summary_shows_every_gpu_and_flags_the_slow_one() -> None:
     lines = gpu_compare.per_gpu_lines(four_gpus())
     assert len(lines) == 5
-    assert "GPU 0: 3 rows, busy 100%, capped clock 1601 MHz (1.003 of the host's median), " \
-           "up to 62 °C" in lines[1]
+    assert "GPU 0: 3 rows, busy 100%, capped clock 1601 MHz (1.003 of the other GPUs' on the " \
+           "same trials), up to 62 °C" in lines[1]
     assert "differs by more than 3%" in lines[4] and "up to 75 °C" in lines[4]
     assert not any("differs" in line for line in lines[1:4])
     cpu = [row(None, None, None, temperature=None) for _ in range(3)]
@@ -59,8 +75,9 @@ def test_each_row_says_how_its_gpu_compared() -> None:
     table = pa.Table.from_pylist(rows)
     annotated = gpu_compare.annotate(table)
     values = annotated.column(gpu_compare.COLUMN).to_pylist()
-    ratios = gpu_compare.clock_ratios(rows)
-    assert values[:12] == [ratios[r["gpu_index"]] for r in rows[:12]]
+    assert values[0] == pytest.approx(1600 / 1595) and values[1] == pytest.approx(1602 / 1597)
+    assert values[2] is None, "a light trial is not compared"
+    assert round(values[9], 3) == 0.953  # GPU 3's first trial
     assert values[12] is None
     again = gpu_compare.annotate(annotated)  # replaced, not added twice
     assert again.column_names.count(gpu_compare.COLUMN) == 1

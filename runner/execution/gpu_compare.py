@@ -1,6 +1,6 @@
 """How the GPUs of one sweep compared: each GPU's rows, busy time, the clock its power-capped
-work sustained and its temperature, and in each row how its GPU's sustained clock compared
-with the host's (``gpu_clock_vs_host``).
+work sustained and its temperature, and in each row how its clock compared with the same
+trial's on the host's other GPUs (``gpu_clock_vs_host``).
 
 Why: the same trial's device time differed by up to 6% between GPUs of one host. Part of it
 is physical: four H100s, each 20 s back to back on bf16 8192³, sustained 1585-1635 µs at
@@ -9,9 +9,16 @@ is physical: four H100s, each 20 s back to back on bf16 8192³, sustained 1585-1
 of a multi-GPU sweep needs to see that clock beside each number, and the summary needs to
 say which GPU ran slow or hot (docs/scale-out.md#the-same-number-on-every-gpu).
 
+Only the same trial is compared across GPUs: a smaller op sustains a higher clock at the
+same power limit (on an H100, bf16 2048³ ran at 1540 MHz where bf16 4096³ ran at 1404, both
+within 1.2% of their 15 s back-to-back references), so the clocks of GPUs that ran different
+trials (a split schedule) say nothing about the GPUs. A sweep pinned to every GPU
+(``device=[cuda:0,cuda:1,...]``) runs each trial on each, and is compared trial by trial.
+
 Read from columns every row already has: ``gpu_index``, ``power_capped``,
-``sm_clock_mhz_samples_median`` (the clock the device-time samples really ran at),
-``temperature_c_end`` and ``worker_trial_wall_s``. Standard library and pyarrow only.
+``sm_clock_mhz_samples_median`` (the clock the device-time samples really ran at), the
+trial's axes, ``temperature_c_end`` and ``worker_trial_wall_s``. Standard library and
+pyarrow only.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from runner.core.axes import AXES
 from runner.execution import timeline
 
 #: The column this module adds to a job's rows (declared in ``runner.storage.columns``).
@@ -44,29 +52,50 @@ def capped_clocks(rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
     return {gpu: statistics.median(clocks) for gpu, clocks in found.items()}
 
 
+#: The columns that name a trial apart from the GPU it ran on.
+TRIAL_COLUMNS = ("op", "target", "params_json",
+                 *(axis.name for axis in AXES if axis.name != "device"))
+
+
+def row_ratios(rows: list[Mapping[str, Any]]) -> list[float | None]:
+    """Per row: its capped samples' clock over the median clock of the same trial on every
+    GPU that ran it (None: not capped, or the trial ran on one GPU only)."""
+    by_trial: dict[tuple, list[float]] = {}
+    keys = []
+    for row in rows:
+        clock = _number(row.get("sm_clock_mhz_samples_median"))
+        capped = row.get("power_capped") is True and _number(row.get("gpu_index")) is not None
+        key = tuple(str(row.get(column)) for column in TRIAL_COLUMNS) if capped else None
+        keys.append((key, clock))
+        if key is not None and clock is not None:
+            by_trial.setdefault(key, []).append(clock)
+    return [clock / statistics.median(by_trial[key])
+            if key is not None and clock is not None and len(by_trial[key]) >= 2 else None
+            for key, clock in keys]
+
+
 def clock_ratios(rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
-    """Each GPU's sustained capped clock over the median of every GPU's (two or more GPUs
-    with capped rows; else empty)."""
-    clocks = capped_clocks(rows)
-    if len(clocks) < 2:
-        return {}
-    host = statistics.median(clocks.values())
-    return {gpu: clock / host for gpu, clock in clocks.items()}
+    """Each GPU's median of :func:`row_ratios` over its rows: how its clock compared with
+    the other GPUs' on the same trials (GPUs that shared no trial are left out)."""
+    rows = list(rows)
+    found: dict[int, list[float]] = {}
+    for row, ratio in zip(rows, row_ratios(rows)):
+        if ratio is not None:
+            found.setdefault(int(row["gpu_index"]), []).append(ratio)
+    return {gpu: statistics.median(ratios) for gpu, ratios in found.items()}
 
 
 def annotate(table: Any) -> Any:
-    """``table`` (a job's pyarrow table) with :data:`COLUMN` filled for each row whose GPU
-    has a ratio (:func:`clock_ratios`), null elsewhere; replaced if it was there."""
+    """``table`` (a job's pyarrow table) with :data:`COLUMN` filled for each capped row whose
+    trial ran on another GPU too (:func:`row_ratios`), null elsewhere; replaced if it was
+    there."""
     import pyarrow as pa
 
-    wanted = [c for c in ("gpu_index", "power_capped", "sm_clock_mhz_samples_median")
-              if c in table.column_names]
-    if len(wanted) < 3:
+    needed = ("gpu_index", "power_capped", "sm_clock_mhz_samples_median")
+    if not all(c in table.column_names for c in needed):
         return table
-    rows = table.select(wanted).to_pylist()
-    ratios = clock_ratios(rows)
-    values = [ratios.get(int(row["gpu_index"])) if row["gpu_index"] is not None else None
-              for row in rows]
+    wanted = [c for c in (*needed, *TRIAL_COLUMNS) if c in table.column_names]
+    values = row_ratios(table.select(wanted).to_pylist())
     if COLUMN in table.column_names:
         table = table.drop_columns([COLUMN])
     return table.append_column(COLUMN, pa.array(values, type=pa.float64()))
@@ -104,13 +133,14 @@ def per_gpu_lines(rows: list[Mapping[str, Any]]) -> list[str]:
     if len(gpus) < 2:
         return []
     lines = ["per GPU (capped clock: median SM clock of its power-capped trials' samples; "
-             f"column {COLUMN}):"]
+             f"against the other GPUs on the same trials, column {COLUMN}):"]
     for gpu in sorted(gpus):
         entry = gpus[gpu]
         busy = f"busy {entry['busy']:.0%}" if entry["busy"] is not None else "busy n/a"
         clock = "no capped trial" if entry["clock_mhz"] is None else (
             f"capped clock {entry['clock_mhz']:.0f} MHz"
-            + (f" ({entry['ratio']:.3f} of the host's median)" if entry["ratio"] else ""))
+            + (f" ({entry['ratio']:.3f} of the other GPUs' on the same trials)"
+               if entry["ratio"] else " (its trials ran on no other GPU: not compared)"))
         heat = (f", up to {entry['temperature_c']:.0f} °C"
                 if entry["temperature_c"] is not None else "")
         flag = (" <- differs by more than 3%: its capped trials' times differ about as much"

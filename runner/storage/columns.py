@@ -199,8 +199,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "cuda_visible_devices": (_S, "CUDA_VISIBLE_DEVICES of the process that ran the trial"),
     "gpu_index": (_I, "physical GPU index on the host (NVML's numbering), null on cpu"),
     "gpu_uuid": (_S, "the GPU's UUID (GPU-...), null on cpu"),
-    "gpu_clock_vs_host": (_F, "the SM clock this GPU's capped trials sustained over the job's "
-                              "GPUs' median (docs/scale-out.md); null with one GPU or none capped"),
+    "gpu_clock_vs_host": (_F, "a capped trial's samples' clock over the same trial's median on "
+                              "the job's GPUs (docs/scale-out.md); null if it ran on one GPU"),
     "gpu_pci_bus_id": (_S, "the GPU's PCI bus id, null on cpu"),
     "power_limit_w": (_F, "the GPU's enforced board power limit, W (NVML), null on cpu"),
     "python_version": (_S, "Python version"), "platform": (_S, "platform.platform()"),
