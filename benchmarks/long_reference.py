@@ -1,5 +1,5 @@
 """The truth for a power-capped op: the op back to back for S seconds on one GPU, the median
-of the last third (docs/timing.md#sustained-or-burst). A 1-2 s settled reference still reads
+of the last third (docs/timing.md#headroom-after-a-gap-any-gpu). A 1-2 s settled reference still reads
 near burst on an H100, and a board keeps warming for ~10 s (bf16 4096³ read 195 µs in its
 first 2.5 s from a cool H100, 205-207 µs from 10 s on), so the judge of a sustained number
 is a long run. Ops far from the power cap (under 90% of the limit after a second) reach

@@ -1,6 +1,6 @@
 """Whether a row's device time is the sustained number it claims, and the heat it began in.
 
-The device time is what the GPU sustains back to back (docs/timing.md#sustained-or-burst).
+The device time is what the GPU sustains back to back (docs/timing.md#headroom-after-a-gap-any-gpu).
 The settle rule makes that so wherever it can tell (``runner.timing.settle``), but a row must
 never claim a sustained number it did not measure: these columns say what the trial before
 left the GPU in and the clock capped work last sustained there, and flag a device time that
