@@ -161,12 +161,15 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
              "set_aside_blocks": 0.0}
     steps: dict[str, float] = {}
     rows = {}
+    from runner.execution.timed import WorkerTiming
+
+    state = WorkerTiming()  # as a worker keeps it from one trial to the next
     for index in range(-2, trials):
         timed = index >= 0
         blocks: list[tuple[int, int, float]] = []
         with timed_steps(steps if timed else {}), loop_blocks(blocks):  # where its time goes
             start = time.perf_counter()
-            row = trial.run_trial(task_off)
+            row = trial.run_trial(task_off, state)
             walls["off"] += (time.perf_counter() - start) * timed
         if row["status"] != "ok":
             sys.exit(f"the trial failed: {row['reason']}\n{row.get('error_traceback') or ''}")
@@ -182,7 +185,7 @@ def harness_cost(out: Path, trials: int, device: str = "cuda") -> dict[str, floa
         rows["off"] = row
         if cuda:
             start = time.perf_counter()
-            rows["on"] = trial.run_trial(task_on)
+            rows["on"] = trial.run_trial(task_on, state)
             walls["on"] += (time.perf_counter() - start) * timed
     walls.update({f"step_{name}": s for name, s in steps.items()})
     (out / "harness_rows.json").write_text(json.dumps(rows, indent=1, default=str))
@@ -200,11 +203,14 @@ def profile(out: Path, trials: int, device: str = "cuda", top: int = 25) -> str:
     task_off = trial_task(planned, cfg, False)
     bare = bare_loop(device)
     profiler = cProfile.Profile()
+    from runner.execution.timed import WorkerTiming
+
+    state = WorkerTiming()  # as a worker keeps it from one trial to the next
     for _ in range(trials):
         blocks: list[tuple[int, int, float]] = []
         with loop_blocks(blocks):
             profiler.enable()
-            row = trial.run_trial(task_off)
+            row = trial.run_trial(task_off, state)
             profiler.disable()
         bare(warmup_calls_of(row, blocks), blocks)
     profiler.dump_stats(str(out / "harness_profile.prof"))

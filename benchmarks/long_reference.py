@@ -1,9 +1,9 @@
 """The truth for a power-capped op: the op back to back for S seconds on one GPU, the median
-of the last third (docs/timing.md#headroom-after-a-gap-any-gpu). A 1-2 s settled reference still reads
-near burst on an H100, and a board keeps warming for ~10 s (bf16 4096³ read 195 µs in its
-first 2.5 s from a cool H100, 205-207 µs from 10 s on), so the judge of a sustained number
-is a long run. Ops far from the power cap (under 90% of the limit after a second) reach
-their steady state in milliseconds and get a 2 s reference instead.
+of the last third (docs/timing.md#headroom-after-a-gap-any-gpu). A 1-2 s settled reference
+still reads near burst on an H100, and a board keeps warming for ~10 s (bf16 4096³ read
+195 µs in its first 2.5 s from a cool H100, 205-207 µs from 10 s on), so the judge of a
+sustained number is a long run. Ops far from the power cap (under 90% of the limit after a
+second) reach their steady state in milliseconds and get a 2 s reference instead.
 
     python benchmarks/long_reference.py --device cuda:1 --seconds 15 --cases bf16:4096 ...
 
@@ -36,10 +36,13 @@ def power_share(device: str) -> tuple[float | None, float | None]:
     """(board power over its limit, temperature °C) of ``device`` now; Nones without NVML."""
     try:
         import pynvml
+        import torch
 
         pynvml.nvmlInit()
-        index = int(device.split(":")[1]) if ":" in device else 0
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        # by UUID: torch's ordinal need not be NVML's (CUDA_VISIBLE_DEVICES, PCI order)
+        uuid = str(torch.cuda.get_device_properties(torch.device(device)).uuid)
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-")
+                                                  else f"GPU-{uuid}")
         return (pynvml.nvmlDeviceGetPowerUsage(handle)
                 / pynvml.nvmlDeviceGetEnforcedPowerLimit(handle),
                 float(pynvml.nvmlDeviceGetTemperature(handle, 0)))

@@ -15,7 +15,7 @@ from runner.timing import settle as settle_rule
 from runner.timing.heat import HOT_CAPPED_MIN_S, DeviceHeat, seen
 from runner.timing.measurement import Measurement
 from runner.timing.series import Point, Reading
-from runner.timing.settle import judge, settle
+from runner.timing.settle import CAPPED_MIN_S, judge, settle
 
 #: The boost-after-load pattern seen on an H100 (bf16 4096³ right after bf16 8192³, an idle
 #: gap between the trials): the effective clock stays at 1575 MHz, flat, for 2 s while the
@@ -79,7 +79,8 @@ def test_without_the_averaged_power_the_same_series_reads_burst(
 
 
 def test_a_board_still_heating_is_not_settled() -> None:
-    # flat time and power (a hot start with no gap), but the chip heats 2 °C a second
+    # flat time and power, but the chip heats 3 °C a second for 4 s (a cool board's first
+    # capped trial: an H100 went from 33 to 52 °C inside one)
     class Heating(BoostAfterLoad):
         def mhz(self) -> float:
             return SUSTAINED_MHZ
@@ -87,15 +88,29 @@ def test_a_board_still_heating_is_not_settled() -> None:
         def read(self) -> Reading:
             return Reading(clock_mhz=SUSTAINED_MHZ, power_share=1.0, max_clock_mhz=1980.0,
                            power_avg_share=1.0,
-                           temperature_c=60.0 + round(min(self.now, 3.0) * 2.0))
+                           temperature_c=40.0 + round(min(self.now, 4.0) * 3.0))
 
-    _, elapsed_s = settled_us(Heating())
-    assert elapsed_s > 3.0  # once it stops heating
+    _, elapsed_s = settled_us(Heating(), min_capped_s=CAPPED_MIN_S)
+    assert elapsed_s > 4.0  # once it stops heating
     steady = Heating()
     steady.read = lambda: Reading(clock_mhz=SUSTAINED_MHZ, power_share=1.0,  # type: ignore
                                   max_clock_mhz=1980.0, power_avg_share=1.0,
                                   temperature_c=70.0)
     assert settled_us(steady)[1] < 1.1 * HOT_CAPPED_MIN_S
+
+
+def test_one_whole_degree_step_of_a_steady_board_is_not_heating() -> None:
+    """NVML reads whole degrees: a steady board's 69 → 70 between the two windows is one step,
+    not 4 °C/s (THERMAL_RISE_MIN_C)."""
+    class OneStep(BoostAfterLoad):
+        def mhz(self) -> float:
+            return SUSTAINED_MHZ
+
+        def read(self) -> Reading:
+            return Reading(clock_mhz=SUSTAINED_MHZ, power_share=1.0, max_clock_mhz=1980.0,
+                           power_avg_share=1.0, temperature_c=69.0 if self.now < 0.8 else 70.0)
+
+    assert settled_us(OneStep())[1] < 1.1 * HOT_CAPPED_MIN_S
 
 
 def points_with(average: Any = lambda t: 0.99, temperature: Any = lambda t: 70.0,
@@ -142,6 +157,44 @@ def test_a_row_flags_capped_samples_the_controller_still_had_headroom_for() -> N
     assert sustained_flag(measurement(200.0), None) is None
     assert sustained_flag(measurement(200.0, power=None), None) is None  # not read
     assert sustained_flag(measurement(179.0, capped=False, power=0.5), None) is None
+
+
+def test_a_row_flags_a_capped_warm_up_that_never_settled() -> None:
+    import dataclasses
+
+    unsettled = dataclasses.replace(measurement(200.0, power=None), settled=False,
+                                    settle_reason="hit the 5 s cap: board still heating")
+    assert "hit timer.settle_max_s" in sustained_flag(unsettled, None)
+    assert "board still heating" in sustained_flag(unsettled, None)
+
+
+def test_the_row_carries_the_heat_the_trial_began_in() -> None:
+    from types import SimpleNamespace
+
+    from runner.execution.sustained import sustained_columns
+    from runner.timing.heat import HeatSeen
+
+    times = SimpleNamespace(heat_before=HeatSeen("hot", 1405.0),
+                            device=SimpleNamespace(measurement=measurement(200.0)))
+    assert sustained_columns(times, None) == {"heat_before": "hot",
+                                              "sm_clock_mhz_capped_sustained": 1405.0,
+                                              "sustained_flag": None}
+    cpu = SimpleNamespace(heat_before=None, device=SimpleNamespace(measurement=None))
+    assert set(sustained_columns(cpu, None).values()) == {None}
+
+
+def test_a_settled_capped_trial_records_the_clock_its_samples_sustained() -> None:
+    import dataclasses
+
+    from runner.execution.timed import WorkerTiming
+
+    state = WorkerTiming()
+    capped = dataclasses.replace(measurement(200.0), clock_mhz=(1400.0, 1410.0, 1405.0))
+    assert state.record_heat("cuda:0", capped, None).sustained_mhz == 1405.0
+    unsettled = dataclasses.replace(capped, settled=False, clock_mhz=(1600.0,))
+    assert state.record_heat("cuda:0", unsettled).sustained_mhz == 1405.0  # kept, not taken
+    light = dataclasses.replace(capped, power_capped=False, clock_mhz=(1980.0,))
+    assert state.record_heat("cuda:0", light).sustained_mhz == 1405.0
 
 
 def test_a_row_flags_a_device_time_faster_than_its_own_burst_time() -> None:

@@ -30,7 +30,9 @@ CACHES: dict[str, str] = {
     "timing/cuda_device.py:_PINNED": "pinned host buffers reused by every chunk",
     "timing/clock_probe.py:_PROBES": "the compiled clock probe, once per device and process",
 }
-MUTABLE_CALLS = {"dict", "list", "set", "deque", "defaultdict", "OrderedDict", "Counter"}
+#: Calls at module level that build a value nobody can change: anything else built there
+#: (a dict, a deque, an instance of a class of ours) is state.
+IMMUTABLE_CALLS = {"MappingProxyType", "frozenset", "tuple", "TypeVar", "compile"}
 
 
 def timing_modules(runner: Path) -> list[Path]:
@@ -59,8 +61,11 @@ def _mutable(value: ast.AST | None) -> bool:
     if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp,
                           ast.SetComp)):
         return True
-    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
-            and value.func.id in MUTABLE_CALLS)
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+    return name not in IMMUTABLE_CALLS
 
 
 def violations(runner: Path) -> list[str]:
@@ -114,10 +119,15 @@ def tree(tmp_path: Path) -> Path:
     return target
 
 
-def test_a_planted_heat_global_is_caught(tree: Path) -> None:
+@pytest.mark.parametrize("planted", ["_HEAT: dict[str, object] = {}", "_HEAT = DeviceHeat()",
+                                     "_STATE = WorkerTiming()"])
+def test_a_planted_heat_global_is_caught(tree: Path, planted: str) -> None:
     path = tree / "execution" / "timed.py"
-    path.write_text(path.read_text() + "\n_HEAT: dict[str, object] = {}\n")
-    assert any("module global _HEAT" in v for v in violations(tree))
+    path.write_text(path.read_text() + f"\n{planted}\n")
+    name = planted.split(":")[0].split(" ")[0]
+    assert violations(tree) == [f"runner/execution/timed.py: module global {name} holds "
+                                "mutable state: keep it in the worker's WorkerTiming and pass "
+                                "it in"]
 
 
 def test_a_planted_nine_parameter_timing_function_is_caught(tree: Path) -> None:

@@ -139,10 +139,11 @@ _CLOCK_READERS: dict[tuple[str, int], Any] = {}
 
 
 def sm_clock_reader(device: str) -> Any:
-    """A function reading ``device``'s SM clock (MHz) and board power over its enforced limit
-    now (a ``runner.timing.series.Reading``), for the timer's settle rule and the samples'
-    clock; None off-GPU or without nvidia-ml-py. Power is NVML's instantaneous field where
-    the driver has it: the plain reading is a one-second average on recent GPUs, too slow to
+    """A function reading ``device``'s SM clock (MHz), board power over its enforced limit
+    (now, and NVML's one-second average) and temperature (a
+    ``runner.timing.series.Reading``), for the timer's settle rule and the samples' clock;
+    None off-GPU or without nvidia-ml-py. Power now is NVML's instantaneous field where the
+    driver has it: the plain reading is a one-second average on recent GPUs, too slow to
     see a load that began a few milliseconds ago. Built once per device and process (the
     power limit is read then, as ``environment`` reads ``power_limit_w`` once); a device
     NVML could not read is asked again next time."""

@@ -10,6 +10,8 @@ may be a burst number after all, with the reason:
   across them (:data:`HEADROOM_SHARE`): the controller still had headroom to give, as after
   an idle gap (on an H100, bf16 4096³ 0.5 s after bf16 8192³ drew 0.58-0.92 of the limit
   over its first second and ran 4-10% fast);
+* its samples were power-capped and its warm-up hit ``timer.settle_max_s`` before it settled:
+  what was still moving is in ``settle_reason``;
 * it reads faster than the same op's burst time (``timer.burst=true``), which runs at the
   boost clock by construction.
 """
@@ -40,6 +42,9 @@ def sustained_flag(device: Measurement | None, burst: Measurement | None) -> str
     if device is None:
         return None
     reasons = []
+    if device.power_capped and device.settled is False:
+        reasons.append("its power-capped warm-up hit timer.settle_max_s before it settled "
+                       f"({device.settle_reason}): it may not be the sustained number")
     share = device.power_avg_share
     if device.power_capped and share is not None and share < HEADROOM_SHARE:
         reasons.append(f"its power-capped samples drew {share:.0%} of the power limit (one-"

@@ -46,8 +46,9 @@ class WorkerTiming:
     """What outlives one trial in the process that runs trials one after another: what each
     device's last trial left it in (``heat``: a trial that follows power-capped work starts
     hot and settles sooner, and knows the clock capped work sustained) and the L2 flush
-    buffers, one per device. Owned by that process (``runner.execution.worker_loop.serve``,
-    or ``runner.execution.worker.InProcess``) and passed into every trial: never a module
+    buffers, one per device. Owned by that process (made in
+    ``runner.execution.worker_loop.answer_requests``, or by
+    ``runner.execution.worker.InProcess``) and passed into every trial: never a module
     global."""
 
     heat: DeviceHeat = dataclasses.field(default_factory=DeviceHeat)
@@ -168,7 +169,10 @@ def _steady_device_time(call: _DeviceTimeCall, state: WorkerTiming, watch: Any) 
     if not starved:
         return device_time
     watch.discard()  # the energy pass then runs a window of its own
-    state.record_heat(str(call.device), device_time.measurement)
+    # Heat only, not the clock: the starved samples' idle let the clock rise.
+    starved_m = device_time.measurement
+    state.heat.record(str(call.device), bool(starved_m and starved_m.power_capped),
+                      time.perf_counter())
     retaken = take(None)
     return dataclasses.replace(retaken, reason="; ".join(filter(None, (retaken.reason,
                                                                           starved))))

@@ -153,8 +153,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "sm_clock_mhz_capped_sustained": (_F, "SM clock capped work last sustained on this GPU "
                                           "before the trial, MHz (docs/timing.md)"),
     "sustained_flag": (_S, "set when the device time may not be the sustained number: its "
-                           "capped samples drew under 93% of the power limit (averaged), or "
-                           "it reads faster than its own burst time"),
+                           "capped samples drew under 93% of the power limit (averaged) or "
+                           "never settled, or it reads faster than its own burst time"),
     # timer.burst=true: gapped samples at the boost clock (docs/timing.md)
     "gpu_burst_time_median_us": (_F, "burst device time per call, µs: gapped samples at the "
                                      "boost clock; not what a sustained job sees"),

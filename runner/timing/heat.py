@@ -135,10 +135,7 @@ def min_warmup_s(heat: Heat | None, now_s: float, cool_s: float) -> float:
     """The shortest device-time warm-up of any op at ``now_s`` after ``heat``: ``cool_s``
     (the method's own minimum), or :data:`HOT_MIN_S` when it starts hot, or within
     :data:`RECOVERY_S` of the end of power-capped work, whatever ran in between."""
-    recovering = starts_hot(heat, now_s) or (
-        heat is not None and heat.capped_ended_s is not None
-        and 0 <= now_s - heat.capped_ended_s <= RECOVERY_S)
-    return max(cool_s, HOT_MIN_S) if recovering else cool_s
+    return max(cool_s, HOT_MIN_S) if seen(heat, now_s).label != "cold" else cool_s
 
 
 def capped_min_s(heat: Heat | None, now_s: float) -> float:

@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 
 @dataclass(frozen=True)
 class Reading:
-    """The device's state at one moment: SM clock (MHz) and board power over its limit."""
+    """The device's state at one moment: SM clock (MHz), board power over its limit (now and
+    averaged) and temperature (°C)."""
 
     clock_mhz: float | None = None
     power_share: float | None = None

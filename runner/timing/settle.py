@@ -99,6 +99,11 @@ POWER_RISE_TOL = 0.02
 #: 4096³ read 195 µs a call in its first 2.5 s, 204 µs at 7 s and 205-207 µs from 10 s to
 #: 40 s (60 → 70 °C); an already warm board rose 0.2 °C/s with its time flat.
 THERMAL_RISE_C_PER_S = 0.5
+#: ... and only once the windows' mean temperatures are this far apart (°C): NVML reads whole
+#: degrees, so one step of a steady board (69 → 70) between two windows 0.25 s apart would
+#: read as 4 °C/s. A cool board under a capped op heats 5 °C/s and more (an H100 went from 33
+#: to 52 °C inside one bf16 8192³ trial).
+THERMAL_RISE_MIN_C = 1.5
 #: Most points of a window that :func:`judge` compares. The warm-up of a 50 µs op holds tens
 #: of thousands, and sorting them took 18 ms, longer than the work queued ahead of the host,
 #: so the device idled (clock, to a capped GPU) inside the warm-up that judged it. Every
@@ -212,8 +217,9 @@ def _warming(earlier: Sequence[Point], recent: Sequence[Point], elapsed_s: float
     now = [p.temperature_c for p in recent if p.temperature_c is not None]
     if not before or not now or elapsed_s <= 0:
         return None
-    rise_c_per_s = (statistics.fmean(now) - statistics.fmean(before)) / (elapsed_s / 4)
-    if rise_c_per_s > THERMAL_RISE_C_PER_S:
+    rise_c = statistics.fmean(now) - statistics.fmean(before)
+    rise_c_per_s = rise_c / (elapsed_s / 4)
+    if rise_c >= THERMAL_RISE_MIN_C and rise_c_per_s > THERMAL_RISE_C_PER_S:
         return (f"the board is still heating ({rise_c_per_s:.1f} °C/s, at "
                 f"{statistics.fmean(now):.0f} °C): a hotter chip sustains a lower clock")
     return None
