@@ -124,6 +124,39 @@ def references(sizes: tuple[int, ...], dtypes: tuple[str, ...],
     return rows, time.perf_counter() - start
 
 
+class ReferenceCache:
+    """The reference's passes by name (``before`` and ``after`` the opsweep processes), taken
+    once and kept in ``path`` (None: not kept) so that one reference serves several calls: a
+    long reference of every case takes minutes, and a call on the GPU machine has ten."""
+
+    def __init__(self, path: Path | None, sizes: tuple[int, ...], long_s: float) -> None:
+        self.path, self.sizes, self.long_s = path, sizes, long_s
+        self.wall_s = 0.0  # seconds this process spent taking passes (nan: all from the cache)
+        self.passes: dict[str, dict] = {}
+        self.gpu = gpu_uuid()
+        kept = json.loads(path.read_text()) if path is not None and path.exists() else {}
+        if kept.get("gpu") == self.gpu:  # another GPU's reference is no reference here
+            self.passes = {name: {tuple(json.loads(k)): v for k, v in rows.items()}
+                           for name, rows in kept["passes"].items()}
+
+    def pass_named(self, name: str) -> dict:
+        """The pass ``name``: from the cache, else taken now (and kept)."""
+        if name not in self.passes:
+            rows, wall_s = references(self.sizes, DTYPES, self.long_s)
+            self.passes[name], self.wall_s = rows, self.wall_s + wall_s
+            if self.path is not None:
+                self.path.write_text(json.dumps({"gpu": self.gpu, "passes": {
+                    n: {json.dumps(list(k)): v for k, v in rows_n.items()}
+                    for n, rows_n in self.passes.items()}}))
+        return self.passes[name]
+
+
+def gpu_uuid() -> str:
+    import torch
+
+    return str(torch.cuda.get_device_properties(0).uuid)
+
+
 def device_name() -> str:
     import torch
 
@@ -193,9 +226,9 @@ def main() -> None:
                         help="2: before and after the sweeps; 1: after only")
     parser.add_argument("--burst", action="store_true", help="a timer.burst=true sweep too")
     parser.add_argument("--reference-cache", type=Path, default=None,
-                        help="a JSON file: the after-pass reference is read from it if it "
-                             "exists, else taken and written there (two invocations on one "
-                             "machine share one reference)")
+                        help="a JSON file of the reference's passes (before, after): a pass "
+                             "found there is read, else taken and written there, so calls on "
+                             "one machine share one reference")
     parser.add_argument("--gpus", type=int, default=0, help="every-GPU mode on N GPUs")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -208,26 +241,16 @@ def main() -> None:
     shapes = "[" + ",".join(f"[{s},{s},{s}]" for s in sizes) + "]"
     sweep = ["op=matmul", f"shape={shapes}", f"dtype=[{','.join(DTYPES)}]", *args.extra]
 
-    passes = []
-    if args.reference_passes == 2:
-        passes.append(references(sizes, DTYPES, args.reference_s)[0])
-    ref_wall = 0.0
+    cache = ReferenceCache(args.reference_cache, sizes, args.reference_s)
+    passes = [cache.pass_named("before")] if args.reference_passes == 2 else []
     runs, by_order = [], {}
     for order in orders:
         by_order[order] = [run_opsweep(args.out, f"sweep_{order}{i}", order_args(sweep, order,
                                                                                  sizes))
                            for i in range(args.runs)]
         runs.extend(by_order[order])
-    if args.reference_cache is not None and args.reference_cache.exists():
-        after = {tuple(json.loads(k)): v
-                 for k, v in json.loads(args.reference_cache.read_text()).items()}
-        ref_wall = float("nan")
-    else:
-        after, ref_wall = references(sizes, DTYPES, args.reference_s)
-        if args.reference_cache is not None:
-            args.reference_cache.write_text(json.dumps({json.dumps(list(k)): v
-                                                        for k, v in after.items()}))
-    passes.append(after)
+    passes.append(cache.pass_named("after"))
+    ref_wall = cache.wall_s
     before = passes[0]
     refs = reference_over(passes)
     ref_gaps = sorted(r["gap_pct"] for r in refs.values())
@@ -256,7 +279,7 @@ def main() -> None:
         costs = " | ".join("—" if row.get(c) is None else f"{row.get(c):.2f}"
                            for c in COST_COLUMNS)
         line = (f"| {row['dtype']} {row['shape_str']} | {gpu:.2f} | {ref['ref_us']:.2f} | "
-                f"{delta:+.2f}% | {ref['do_bench_us']:.2f} | {row.get('temperature_c_start')} | "
+                f"{delta:+.2f}% | {ref['do_bench_us']:.2f} | {row.get('temperature_c_timed')} | "
                 f"{row.get('power_capped')} | "
                 f"{costs} | {row.get('worker_trial_wall_s', float('nan')):.2f} |")
         if len(runs) > 1:
@@ -273,7 +296,7 @@ def main() -> None:
     walls = [w for _, w, _ in runs]
     print(f"\nopsweep wall {', '.join(f'{w:.1f}' for w in walls)} s, first trial at "
           f"{', '.join(f'{f:.2f}' for _, _, f in runs)} s; settled reference {ref_wall:.1f} s "
-          f"(ratio {walls[0] / ref_wall:.2f}×)")
+          f"(ratio {walls[0] / ref_wall if ref_wall else float('nan'):.2f}×; 0: from the cache)")
 
     firsts = [pct(row["gpu_time_median_us"],
                   before[(int(row["shape_str"].split("x")[0]), row["dtype"])]["ref_us"])
