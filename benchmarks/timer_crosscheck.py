@@ -43,7 +43,7 @@ from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_plan import DeviceTimeOptions
 from runner.timing.device_time import measure_device_time
 from runner.timing.measurement import TimerPlan
-from runner.timing.timer import measure
+from runner.timing.timer import LoopTimeOptions, measure
 
 CASES = [
     ("add 1 elem in-place fp32", elementwise.build_add, (1,), torch.float32, {"inplace": True}),
@@ -111,7 +111,7 @@ def cold_offset(n: int = 200) -> list[dict]:
         fn = builder(ctx, **params).fn
         for _ in range(10):
             fn()
-        loop = measure(fn, plan, CudaEventClock(device), flush=flush)
+        loop = measure(fn, plan, CudaEventClock(device), LoopTimeOptions(flush=flush))
         gpu = measure_device_time(fn, plan, loop, spin, DeviceTimeOptions(flush=flush))
         rows.append({
             "case": name,

@@ -22,7 +22,7 @@ from runner.timing.gapped import Timed
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.series import Reading
 from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S
-from runner.timing.timer import choose_calls_per_sample, measure
+from runner.timing.timer import LoopTimeOptions, choose_calls_per_sample, measure
 
 US = 1e-6
 MIB = 2**20
@@ -203,7 +203,7 @@ def test_k_is_the_one_choose_calls_per_sample_chose_for_the_loop() -> None:
     # graph holds exactly that many calls.
     timer_plan = plan()
     clock = FakeClock(per_call_s=7 * US)
-    loop_time = measure(clock.op(), timer_plan, clock, wall=clock.wall)
+    loop_time = measure(clock.op(), timer_plan, clock, LoopTimeOptions(wall=clock.wall))
     assert loop_time.calls_per_sample == choose_calls_per_sample(7 * US, timer_plan) == 143
     device = FakeDevice(per_call_s=5 * US)
     measure_device_time(lambda: None, timer_plan, loop_time, device,

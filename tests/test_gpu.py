@@ -21,7 +21,7 @@ from runner.execution.workload import builder
 from runner.timing.clocks import CudaEventClock, HostClock, L2Flusher
 from runner.timing.measurement import TimerPlan
 from runner.timing.settle import CAPPED_MIN_S
-from runner.timing.timer import measure
+from runner.timing.timer import LoopTimeOptions, measure
 
 pytestmark = pytest.mark.gpu
 
@@ -311,7 +311,7 @@ def test_flush_runs_once_per_sample_outside_the_region() -> None:
     x = torch.randn(1 << 20, device=device)
     plan = TimerPlan(warmup_calls=2, warmup_s=0.0, min_samples=4, max_samples=4,
                      target_rel=0.5, max_time_s=5.0, batch_below_us=0.0)
-    m = measure(lambda: x.sum(), plan, Clock(device), flush=flush)
+    m = measure(lambda: x.sum(), plan, Clock(device), LoopTimeOptions(flush=flush))
     assert len(m.samples_s) == 4
     assert events == ["start", "stop"] * 2 + ["flush", "start", "stop"] * 4
 

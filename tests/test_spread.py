@@ -16,7 +16,7 @@ from runner.timing.device_time import UNAVAILABLE, DeviceTime
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample
 from runner.timing.spread import far_fewer_calls, mixed_reason
-from runner.timing.timer import measure
+from runner.timing.timer import LoopTimeOptions, measure
 
 US = 1e-6
 MS = 1e-3
@@ -114,7 +114,7 @@ def test_a_mixed_block_is_re_measured_once_and_a_quiet_one_reported() -> None:
     first = [MS, 50 * MS] * 100  # 200 samples in two clusters: max_samples
     second = [MS] * 10
     clock = FakeClock([MS] + first + second)
-    m = measure(clock.op(), plan(), clock, wall=clock.wall)
+    m = measure(clock.op(), plan(), clock, LoopTimeOptions(wall=clock.wall))
     assert m.samples_s == tuple(second) and m.stop_reason == "converged"
     assert m.remeasured is not None and m.remeasured.startswith("two clusters")
     assert m.warmup_calls == 1 + 200  # the first block counts as warm-up, never lost
@@ -132,7 +132,7 @@ def test_a_mixed_block_is_re_measured_once_and_a_quiet_one_reported() -> None:
 
 def test_a_block_that_stays_mixed_is_noisy_with_what_was_seen() -> None:
     clock = FakeClock([MS] + [MS, 50 * MS] * 200)
-    m = measure(clock.op(), plan(), clock, wall=clock.wall)
+    m = measure(clock.op(), plan(), clock, LoopTimeOptions(wall=clock.wall))
     assert m.noisy
     assert m.noisy_reason.startswith("two clusters: 100 samples near 1,000 µs, 100 near 50,000 µs")
     assert "re-measured once, the first block showed two clusters" in m.noisy_reason
@@ -143,7 +143,7 @@ def test_a_slow_warm_up_that_chose_one_call_per_sample_is_re_measured_batched() 
     fastest quarter asks for 34 calls: the block is re-taken with K = 34."""
     clock = FakeClock([5 * MS] * 5, per_call_s=30 * US)
     m = measure(clock.op(), plan(warmup_calls=5, batch_below_us=1000.0,
-                                 batch_target_us=1000.0), clock, wall=clock.wall)
+                                 batch_target_us=1000.0), clock, LoopTimeOptions(wall=clock.wall))
     assert m.calls_per_sample == 34 and not m.noisy
     assert m.remeasured is not None and m.remeasured.startswith("calls_per_sample 1,")
 
@@ -152,7 +152,7 @@ def test_a_one_call_warm_up_chooses_no_k_worth_judging() -> None:
     """The smoke preset warms up with one cold call: a small K is expected there."""
     clock = FakeClock([5 * MS], per_call_s=30 * US)
     m = measure(clock.op(), plan(batch_below_us=1000.0, batch_target_us=1000.0), clock,
-                wall=clock.wall)
+                LoopTimeOptions(wall=clock.wall))
     assert m.calls_per_sample == 1 and m.remeasured is None and m.quiet_calls is None
 
 
@@ -167,7 +167,7 @@ def test_a_fresh_block_all_at_the_load_level_is_noisy_against_the_first_blocks_f
     """The burst outlasts the re-measure: the fresh block is uniformly slow (no shape to
     tell), but the first block showed the op at 1 ms."""
     clock = FakeClock([MS] + [MS, 50 * MS] * 100 + [50 * MS] * 10)
-    m = measure(clock.op(), plan(), clock, wall=clock.wall)
+    m = measure(clock.op(), plan(), clock, LoopTimeOptions(wall=clock.wall))
     assert m.stats.median == 50 * MS and m.first_block_q25_s == MS
     assert m.noisy and m.noisy_reason.startswith("median 50,000 µs is 50x the first block's")
 
@@ -190,4 +190,5 @@ def test_a_fake_wall_clock_reads_no_preemption_rate() -> None:
     """Tests drive the timer with a fake clock: the real process's preemptions must not
     decide their outcome (they would make the suite flaky under load)."""
     clock = FakeClock([MS] * 20)
-    assert measure(clock.op(), plan(), clock, wall=clock.wall).preempted_per_s is None
+    m = measure(clock.op(), plan(), clock, LoopTimeOptions(wall=clock.wall))
+    assert m.preempted_per_s is None

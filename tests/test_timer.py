@@ -29,7 +29,7 @@ from runner.timing.sampler import sample
 from runner.timing.series import OwnPower, Reading
 from runner.timing.settle import BAND_WATCH_S, CAPPED_MIN_S, CAPPED_SAMPLE_S, settle
 from runner.timing.stats import median_ci_ranks
-from runner.timing.timer import choose_calls_per_sample, measure
+from runner.timing.timer import LoopTimeOptions, choose_calls_per_sample, measure
 
 MS = 1e-3
 US = 1e-6
@@ -45,7 +45,7 @@ def plan(**overrides: float) -> TimerPlan:
 
 
 def run(clock: FakeClock, timer_plan: TimerPlan, **kwargs: object) -> Measurement:
-    return measure(clock.op(), timer_plan, clock, wall=clock.wall, **kwargs)
+    return measure(clock.op(), timer_plan, clock, LoopTimeOptions(wall=clock.wall, **kwargs))
 
 
 # ---------------------------------------------------------------------------------------
@@ -676,9 +676,9 @@ def test_the_loop_time_after_the_device_time_aims_lower_and_a_capped_one_samples
                            power_capped=capped)
 
     # No device time (the CPU, timer.device_time=false): the timer's own plan, a full warm-up.
-    assert handover_plan(base, None) == (base, {})
+    assert handover_plan(base, None) == (base, LoopTimeOptions())
     free_plan, free = handover_plan(base, device_time(False))
-    assert free["handover"] and free["min_s"] == 0.0 and free["span_s"] == 0.0
+    assert free.handover and free.min_warmup_s == 0.0 and free.min_span_s == 0.0
     assert free_plan.target_rel == pytest.approx(0.01 * LOOP_HANDOVER_TARGET_SHARE)
     # a quarter of a long budget (base: 10 s, as timer=precise), LOOP_HANDOVER_MAX_S at least
     assert free_plan.max_time_s == 2.5
@@ -686,11 +686,34 @@ def test_the_loop_time_after_the_device_time_aims_lower_and_a_capped_one_samples
     assert handover_plan(default, device_time(False))[0].max_time_s == LOOP_HANDOVER_MAX_S
     assert free_plan.batch_target_us == base.batch_target_us
     capped_plan, capped_warmup = handover_plan(base, device_time(True))
-    assert capped_warmup["min_s"] == HANDOVER_CAPPED_MIN_S and capped_warmup["span_s"] > 0
+    assert capped_warmup.min_warmup_s == HANDOVER_CAPPED_MIN_S and capped_warmup.min_span_s > 0
     assert capped_plan.batch_below_us == capped_plan.batch_target_us == CAPPED_LOOP_SAMPLE_US
     # A timer that asks for less than the handover keeps its own, shorter budget.
     quick = TimerPlan(target_rel=0.05, max_time_s=0.2)
     assert handover_plan(quick, device_time(False))[0].max_time_s == 0.2
+
+
+def test_a_handover_keeps_the_sample_hooks_and_reads_no_clock() -> None:
+    """The loop after the device time runs the same hooks (grads reset, L2 flush) and judges
+    its warm-up by time alone; on its own it keeps the clock reader it was given."""
+    from runner.execution.timed import handover_plan
+
+    def reset() -> None: ...
+
+    def flush() -> None: ...
+
+    def read() -> Reading:
+        return Reading()
+
+    given = LoopTimeOptions(before_sample=reset, flush=flush, read_clock=read)
+    base = TimerPlan(target_rel=0.01, max_time_s=10.0)
+    sustained = Measurement(samples_s=(1e-3,), calls_per_sample=1, warmup_calls=1,
+                            warmup_s=0.0, stop_reason="converged", target_rel=0.01,
+                            power_capped=False)
+    _, after = handover_plan(base, sustained, given)
+    assert after.before_sample is reset and after.flush is flush
+    assert after.read_clock is None and after.handover
+    assert handover_plan(base, None, given) == (base, given)
 
 
 def test_the_samples_of_a_capped_op_span_capped_sample_s() -> None:
@@ -829,14 +852,15 @@ def test_a_handover_of_a_long_uncapped_call_runs_no_warm_up_call() -> None:
                            power_capped=capped)
 
     base = TimerPlan(target_rel=0.01, max_time_s=10.0)
-    assert handover_plan(base, device_time(21 * MS, False))[1]["calls"] == 1
+    assert handover_plan(base, device_time(21 * MS, False))[1].calls_per_sample == 1
     # a short call's K comes from the loop's own call (the host may be slower than the GPU);
     # a capped one warms up in the loop's regime first
-    assert "calls" not in handover_plan(base, device_time(2 * US, False))[1]
-    assert "calls" not in handover_plan(base, device_time(21 * MS, True))[1]
+    assert handover_plan(base, device_time(2 * US, False))[1].calls_per_sample is None
+    assert handover_plan(base, device_time(21 * MS, True))[1].calls_per_sample is None
     clock = FakeClock(per_call_s=21 * MS)
-    m = run(clock, plan(max_samples=5), handover=True, min_s=0.0, calls=1)
+    m = run(clock, plan(max_samples=5), handover=True, min_warmup_s=0.0, calls_per_sample=1)
     assert m.warmup_calls == 0 and m.warmup_s == 0.0 and m.calls_per_sample == 1
     assert clock.calls_per_region == [1] * len(m.samples_s)  # every call it made is a sample
-    one = run(FakeClock(per_call_s=21 * MS), plan(max_samples=5), handover=True, min_s=0.0)
+    one = run(FakeClock(per_call_s=21 * MS), plan(max_samples=5), handover=True,
+              min_warmup_s=0.0)
     assert one.warmup_calls == 1  # without ``calls``, one call sizes K

@@ -3,9 +3,9 @@ and ``runner/execution/timed.py``, no function takes more than :data:`MAX_PARAME
 parameters (frozen plan objects instead) and no module keeps trial state in a global (what a
 trial hands to the next is the worker's ``runner.execution.timed.WorkerTiming``).
 
-What is still wider is named in :data:`WIDE` with its reason, so the list can only shrink;
-caches of per-process CUDA resources are named in :data:`CACHES`. Each rule is tested on a
-copy of the tree with a violation planted in it.
+Caches of per-process CUDA resources are named in :data:`CACHES` with their reason, so the
+list can only shrink. Each rule is tested on a copy of the tree with a violation planted in
+it.
 """
 
 from __future__ import annotations
@@ -18,11 +18,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_PARAMETERS = 8
-#: ``module:function`` -> why it still takes more than MAX_PARAMETERS. Shrink, never grow.
-WIDE: dict[str, str] = {
-    "timing/timer.py:measure": "the loop timer's public call; its options become a plan next",
-    "timing/timer.py:_warm_up_loop": "measure's warm-up, fed from the same options",
-}
 #: ``module:name`` -> why a module-level mutable value is a cache, not trial state.
 CACHES: dict[str, str] = {
     "timing/cuda_device.py:_CAPTURE_STREAMS": "one side stream per device and process",
@@ -75,7 +70,7 @@ def violations(runner: Path) -> list[str]:
         tree = ast.parse(path.read_text())
         for name, node in _qualified(tree):
             count = parameter_count(node)  # type: ignore[arg-type]
-            if count > MAX_PARAMETERS and f"{rel}:{name}" not in WIDE:
+            if count > MAX_PARAMETERS:
                 out.append(f"runner/{rel}: {name} takes {count} parameters (> "
                            f"{MAX_PARAMETERS}): pass a frozen plan object")
         for node in tree.body:
@@ -93,21 +88,16 @@ def test_timing_takes_plan_objects_and_keeps_no_trial_state_in_globals() -> None
     assert violations(ROOT / "runner") == []
 
 
-def test_every_named_exception_still_exists() -> None:
-    """WIDE and CACHES only shrink: an entry whose function or global is gone, or no longer
-    wide, must go too."""
-    names = {}
+def test_every_named_cache_still_exists() -> None:
+    """CACHES only shrinks: an entry whose global is gone must go too."""
+    names = set()
     for path in timing_modules(ROOT / "runner"):
         rel = path.relative_to(ROOT / "runner").as_posix()
         tree = ast.parse(path.read_text())
-        names.update({f"{rel}:{name}": parameter_count(node)  # type: ignore[arg-type]
-                      for name, node in _qualified(tree)})
-        names.update({f"{rel}:{t.id}": None for node in tree.body
+        names.update({f"{rel}:{t.id}" for node in tree.body
                       if isinstance(node, (ast.Assign, ast.AnnAssign))
                       for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
                       if isinstance(t, ast.Name)})
-    for entry in WIDE:
-        assert entry in names and names[entry] > MAX_PARAMETERS, f"drop {entry} from WIDE"
     for entry in CACHES:
         assert entry in names, f"drop {entry} from CACHES"
 

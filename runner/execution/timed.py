@@ -35,7 +35,7 @@ from runner.timing.heat import (
 )
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.settle import CAPPED_MIN_S
-from runner.timing.timer import measure
+from runner.timing.timer import LoopTimeOptions, measure
 
 #: µs of calls in one loop-time sample of a power-capped op (see the hazard in handover_plan).
 CAPPED_LOOP_SAMPLE_US = 10_000.0
@@ -115,9 +115,10 @@ def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.dev
     heat_before = (seen(state.heat.before(str(device)), start)
                    if device.type == "cuda" else None)
     steady = device.type == "cuda" and timer.device_time
+    hooks = LoopTimeOptions(before_sample=prepared.before_sample,
+                            flush=state.flusher(timer, device))
     if steady:
-        probe = measure(prepared.fn, dataclasses.replace(plan, **_PROBE), clock,
-                        before_sample=prepared.before_sample, flush=state.flusher(timer, device))
+        probe = measure(prepared.fn, dataclasses.replace(plan, **_PROBE), clock, hooks)
         memory = _memory(device)
         # The probe's few calls cannot tell a settled op: the device time judges on its own.
         probe = dataclasses.replace(probe, power_capped=None)
@@ -129,9 +130,9 @@ def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.dev
             _DeviceTimeCall(timer, prepared, None, device, None, held_bytes), state)
     device_s = time.perf_counter() - start
     sustained = device_time.measurement
-    loop_plan, handover = handover_plan(plan, sustained)
-    loop = measure(prepared.fn, loop_plan, clock, before_sample=prepared.before_sample,
-                   flush=state.flusher(timer, device), **{"read_clock": read_clock, **handover})
+    loop_plan, loop_options = handover_plan(
+        plan, sustained, dataclasses.replace(hooks, read_clock=read_clock))
+    loop = measure(prepared.fn, loop_plan, clock, loop_options)
     if not steady:
         memory = _memory(device)
     state.record_heat(str(device), device_time.measurement, loop)
@@ -178,10 +179,12 @@ def _steady_device_time(call: _DeviceTimeCall, state: WorkerTiming, watch: Any) 
                                                                           starved))))
 
 
-def handover_plan(plan: TimerPlan, sustained: Measurement | None
-                  ) -> tuple[TimerPlan, dict[str, Any]]:
-    """The loop time's plan and warm-up after the device time's samples (``sustained``; None:
-    there were none, and the loop time is taken on its own with ``plan`` as it is).
+def handover_plan(plan: TimerPlan, sustained: Measurement | None,
+                  options: LoopTimeOptions = LoopTimeOptions()
+                  ) -> tuple[TimerPlan, LoopTimeOptions]:
+    """The loop time's plan and options after the device time's samples (``sustained``; None:
+    there were none, and the loop time is taken on its own with ``plan`` and ``options`` as
+    they are; else ``options`` keeps its hooks and its warm-up is the handover's).
 
     The device time has just run the op back to back: the loop's warm-up only checks that its
     own regime holds the op there (none at all for an op the device time did not find
@@ -190,14 +193,16 @@ def handover_plan(plan: TimerPlan, sustained: Measurement | None
     shorter span (``runner.timing.heat.LOOP_HANDOVER_TARGET_SHARE``): the device time is
     the headline."""
     if sustained is None:
-        return plan, {}
+        return plan, options
     capped = bool(sustained.power_capped)
-    handover = {"handover": True, "read_clock": None,
-                "min_s": HANDOVER_CAPPED_MIN_S if capped else 0.0,
-                "span_s": LOOP_CAPPED_SAMPLE_S if capped else 0.0}
+    handover = dataclasses.replace(
+        options, handover=True, read_clock=None,
+        min_warmup_s=HANDOVER_CAPPED_MIN_S if capped else 0.0,
+        min_span_s=LOOP_CAPPED_SAMPLE_S if capped else 0.0)
     if not capped and sustained.samples_s and (
             min(sustained.samples_s) * 1e6 >= plan.batch_below_us):
-        handover["calls"] = 1  # the host cannot run a call faster than the device does
+        # the host cannot run a call faster than the device does
+        handover = dataclasses.replace(handover, calls_per_sample=1)
     loop_plan = dataclasses.replace(
         plan, target_rel=plan.target_rel * LOOP_HANDOVER_TARGET_SHARE,
         max_time_s=min(plan.max_time_s, max(LOOP_HANDOVER_MAX_S,
@@ -253,7 +258,7 @@ def burst_time(timer: TimerSettings, prepared: modes.Prepared, device: torch.dev
     if not (timer.burst and timer.device_time and device.type == "cuda"):
         return None
     probe = measure(prepared.fn, dataclasses.replace(timer.plan, **_PROBE), clock,
-                    before_sample=prepared.before_sample)
+                    LoopTimeOptions(before_sample=prepared.before_sample))
     peak = torch.cuda.max_memory_allocated(device)
     burst = device_time_of(_DeviceTimeCall(timer, prepared, probe, device, peak, held_bytes),
                            state, steady=False)

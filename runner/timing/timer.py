@@ -6,7 +6,8 @@ sample, flushes L2 if asked, reads the clock and decides when to stop. Nothing e
 but the device time (``runner.timing.device_time``), which shares its sampler.
 
 Clocks are injectable (``runner.timing.clocks.Clock``), as is the wall clock that enforces
-``max_time_s``, so tests drive the whole loop with a fake clock and check exact statistics.
+``max_time_s`` (:class:`LoopTimeOptions`), so tests drive the whole loop with a fake clock and
+check exact statistics.
 
 Measurement hazards (each is commented where it is handled: here, in ``runner.timing.clocks``
 and in ``runner.timing.sampler``):
@@ -44,6 +45,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from runner.timing.clocks import Clock
@@ -66,38 +68,50 @@ def choose_calls_per_sample(per_call_s: float, plan: TimerPlan) -> int:
     return max(1, min(calls, plan.max_calls_per_sample))
 
 
-def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
-            wall: Callable[[], float] = time.perf_counter,
-            before_sample: Callable[[], None] | None = None,
-            flush: Callable[[], None] | None = None,
-            read_clock: Callable[[], Reading | None] | None = None,
-            handover: bool = False, min_s: float | None = None,
-            min_capped_s: float = CAPPED_MIN_S,
-            span_s: float | None = None, calls: int | None = None) -> Measurement:
+@dataclass(frozen=True)
+class LoopTimeOptions:
+    """How the loop time of one op is taken (:func:`measure`), beyond its plan and clock:
+    the hooks around each sample, the wall clock, and what a handover from the device time
+    (``runner.execution.timed.handover_plan``) already knows."""
+
+    #: the clock that enforces ``warmup_s`` and ``max_time_s`` (tests inject a fake)
+    wall: Callable[[], float] = time.perf_counter
+    #: run before every timed region, outside it (backward mode resets grads there, as
+    #: ``triton.testing.do_bench`` does with ``grad_to_none``)
+    before_sample: Callable[[], None] | None = None
+    #: flush L2 before every sample, outside the timed region (hazard 4)
+    flush: Callable[[], None] | None = None
+    #: reads the SM clock and power (a ``Reading``) for the settle rule (None: time alone)
+    read_clock: Callable[[], Reading | None] | None = None
+    #: the op has just run back to back at its sustained state (the device time's samples,
+    #: which tell its clock), so the warm-up only checks that its time per call holds,
+    #: without probing the clock (``runner.timing.settle.settle``)
+    handover: bool = False
+    #: the shortest warm-up (None: the plan's ``warmup_s``)
+    min_warmup_s: float | None = None
+    #: the shortest warm-up of a power-capped op
+    min_capped_warmup_s: float = CAPPED_MIN_S
+    #: the shortest span of the samples, whatever the warm-up found (a handover's; None:
+    #: ``runner.timing.sampler.sample_min_s``)
+    min_span_s: float | None = None
+    #: the calls per sample, known already: a handover with no warm-up to speak of
+    #: (``min_warmup_s`` 0) then runs none, not even the call that would size them (one
+    #: call of a 21 ms op is 21 ms). None: chosen from the warm-up's last calls
+    calls_per_sample: int | None = None
+
+
+def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock,
+            options: LoopTimeOptions = LoopTimeOptions()) -> Measurement:
     """Warm ``fn`` up until settled, then sample it until the median is stable or a cap is
     reached; a block of samples a burst of other work spoilt is set aside once and re-taken.
-
-    ``before_sample`` runs before every timed region, outside it (backward mode resets grads
-    there, as ``triton.testing.do_bench`` does with ``grad_to_none``). ``flush`` too (L2).
-    ``wall`` is the clock that enforces ``warmup_s`` and ``max_time_s``; tests inject a fake.
-    ``read_clock`` reads the SM clock and power (a ``Reading``) for the settle rule (None:
-    time alone). ``handover``: the op has just run back to back at its sustained state (the
-    device time's samples, which tell its clock), so the warm-up only checks that its time
-    per call holds, without probing the clock (``runner.timing.settle.settle``); ``min_s``:
-    the shortest warm-up (default ``warmup_s``); ``min_capped_s``: the shortest warm-up of a
-    power-capped op; ``span_s``: the shortest span of the samples, whatever the warm-up found
-    (a handover's; default: ``runner.timing.sampler.sample_min_s``). ``calls``: the calls
-    per sample, known already: a handover with no warm-up to speak of (``min_s`` 0) then
-    runs none, not even the call that would size them (one call of a 21 ms op is 21 ms).
-    """
-    warmup, verdict, calls = _warm_up_loop(fn, plan, clock, wall, before_sample, read_clock,
-                                           handover=handover, min_s=min_s,
-                                           min_capped_s=min_capped_s, calls=calls)
+    ``options`` (:class:`LoopTimeOptions`): the hooks around each sample, the wall clock and
+    what a handover already knows."""
+    warmup, verdict, calls = _warm_up_loop(fn, plan, clock, options)
+    wall, flush = options.wall, options.flush
     # With an L2 flush every call must start cold: one call per sample (hazard 4).
-    loop = _LoopSampler(fn, plan, clock, wall, before_sample, flush,
-                        calls=1 if flush else calls,
-                        span_s=sample_min_s(verdict) if span_s is None
-                        else span_s)
+    loop = _LoopSampler(fn, plan, clock, options, calls=1 if flush else calls,
+                        span_s=sample_min_s(verdict) if options.min_span_s is None
+                        else options.min_span_s)
     begun = wall()
     samples, stop_reason, preempted = loop.block()
     # K came from the median of the last five warm-up calls; fewer (the smoke preset's one
@@ -127,15 +141,16 @@ def measure(fn: Callable[[], Any], plan: TimerPlan, clock: Clock, *,
 
 
 def _warm_up_loop(fn: Callable[[], Any], plan: TimerPlan, clock: Clock,
-                  wall: Callable[[], float], before_sample: Callable[[], None] | None,
-                  read_clock: Callable[[], Reading | None] | None, *, handover: bool,
-                  min_s: float | None, min_capped_s: float,
-                  calls: int | None) -> tuple[list[Point], Settled, int]:
+                  options: LoopTimeOptions) -> tuple[list[Point], Settled, int]:
     """Hazard 2: the loop's warm-up (``runner.timing.sampler.warm_up``), one call per step,
     the clock probed while it runs (an event clock that can: ``probing``); and the calls per
-    sample its last calls ask for (``calls``, where known, skips a handover's one call)."""
-    if calls is not None and handover and not min_s:
+    sample its last calls ask for (``calls_per_sample``, where known, skips a handover's one
+    call)."""
+    handover, calls = options.handover, options.calls_per_sample
+    if calls is not None and handover and not options.min_warmup_s:
         return [], Settled(True, 0.0, capped=False), calls
+    before_sample = options.before_sample
+
     def one_call() -> tuple[float, float | None]:
         if before_sample:
             before_sample()
@@ -150,8 +165,10 @@ def _warm_up_loop(fn: Callable[[], Any], plan: TimerPlan, clock: Clock,
     if probing:
         clock.probing = True  # type: ignore[attr-defined]
     try:
-        warmup, verdict = warm_up(lambda: [one_call()], plan, wall, read_clock=read_clock,
-                                  min_s=min_s, handover=handover, min_capped_s=min_capped_s)
+        warmup, verdict = warm_up(lambda: [one_call()], plan, options.wall,
+                                  read_clock=options.read_clock, min_s=options.min_warmup_s,
+                                  handover=handover,
+                                  min_capped_s=options.min_capped_warmup_s)
     finally:
         if probing:
             clock.probing = False  # type: ignore[attr-defined]
@@ -164,10 +181,9 @@ class _LoopSampler:
     re-measure changes it), spanning at least ``span_s``."""
 
     def __init__(self, fn: Callable[[], Any], plan: TimerPlan, clock: Clock,
-                 wall: Callable[[], float], before_sample: Callable[[], None] | None,
-                 flush: Callable[[], None] | None, *, calls: int, span_s: float) -> None:
-        self.fn, self.plan, self.clock, self.wall = fn, plan, clock, wall
-        self.before_sample, self.flush = before_sample, flush
+                 options: LoopTimeOptions, *, calls: int, span_s: float) -> None:
+        self.fn, self.plan, self.clock, self.wall = fn, plan, clock, options.wall
+        self.before_sample, self.flush = options.before_sample, options.flush
         self.calls, self.span_s = calls, span_s
 
     def take(self) -> float:
