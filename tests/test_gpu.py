@@ -503,7 +503,7 @@ def test_energy_window_with_nvml_on_cuda() -> None:
 
     x = torch.randn(1 << 20, device="cuda")
     device = f"cuda:{torch.cuda.current_device()}"
-    out = energy.measure_energy(lambda: x * 2, device, window_s=1.0, idle_s=0.2,
+    out = energy.measure_energy(lambda: x * 2, device, window_s=1.0, idle_s=0.5,
                                 per_call_s=20e-6, flops=None, bytes_moved=None, capture=True)
     if out["energy_method"] == "unavailable":
         pytest.skip(out["energy_reason"])
