@@ -14,6 +14,10 @@ The rules, checked by :func:`violations` on a source tree:
   its reason.
 * **function size**: a function (or method) has at most :data:`MAX_FUNCTION_LINES` lines,
   its docstring included, unless :data:`LONG_FUNCTIONS` names it with its reason.
+* **one event-timing and graph-capture path**: only :data:`CUDA_TIMING_MADE_IN` names
+  ``torch.cuda.Event``, ``torch.cuda.CUDAGraph`` or ``torch.cuda.graph``; every other timer
+  (the loop time's event clock, the energy window) goes through it
+  (:func:`cuda_timing_makers`).
 
 The rules are tested themselves: each ``test_planted_*`` breaks a copy of the tree on purpose
 and asserts that :func:`violations` says so. ``docs/architecture.md`` draws the same picture.
@@ -244,12 +248,50 @@ def axis_readers(runner: Path) -> dict[str, set[str]]:
     return found
 
 
+#: The one module that makes CUDA events and graphs (``runner.timing.cuda_device``).
+CUDA_TIMING_MADE_IN = frozenset({"timing/cuda_device.py"})
+#: What only it may name, as attributes of ``torch.cuda`` (or imported from it).
+CUDA_TIMING_NAMES = frozenset({"Event", "CUDAGraph", "graph"})
+
+
+def cuda_timing_makers(runner: Path) -> dict[str, list[int]]:
+    """``{module: lines}`` of every module under ``runner`` whose code names
+    ``torch.cuda.Event``, ``torch.cuda.CUDAGraph`` or ``torch.cuda.graph`` (as ``cuda.X`` of
+    any owner, ``X`` imported from ``torch.cuda``, or ``CUDAGraph`` anywhere). Comments and
+    docstrings do not count: only the code that could make one."""
+    found: dict[str, list[int]] = {}
+    for path in sorted(runner.rglob("*.py")):
+        rel = path.relative_to(runner).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            named = False
+            if isinstance(node, ast.Attribute):
+                owner = node.value
+                of_cuda = (isinstance(owner, ast.Attribute) and owner.attr == "cuda"
+                           or isinstance(owner, ast.Name) and owner.id == "cuda")
+                named = node.attr == "CUDAGraph" or of_cuda and node.attr in CUDA_TIMING_NAMES
+            elif isinstance(node, ast.Name):
+                named = node.id == "CUDAGraph"
+            elif isinstance(node, ast.ImportFrom) and node.module == "torch.cuda":
+                named = any(alias.name in CUDA_TIMING_NAMES for alias in node.names)
+            if named:
+                found.setdefault(rel, []).append(node.lineno)
+    return found
+
+
 # ---------------------------------------------------------------------------------------
 # The contract holds on the tree
 # ---------------------------------------------------------------------------------------
 
 def test_the_tree_keeps_the_import_contract() -> None:
     assert violations(RUNNER) == []
+
+
+def test_cuda_events_and_graphs_are_made_in_one_module() -> None:
+    """The device time, the loop time's event clock and the energy window share one path for
+    CUDA events and graph capture (``runner.timing.cuda_device``)."""
+    found = cuda_timing_makers(RUNNER)
+    assert set(found) == CUDA_TIMING_MADE_IN, {
+        rel: lines for rel, lines in found.items() if rel not in CUDA_TIMING_MADE_IN}
 
 
 def test_the_allowed_layers_have_no_circle() -> None:
@@ -418,3 +460,27 @@ def test_planted_axis_readers_are_caught(copy: Path) -> None:
     found = axis_readers(copy)
     assert found["check"] == AXIS_CHECKED_IN | {"config/overrides.py"}
     assert "execution/worker.py" in found["graph"] & found["spec"]
+
+
+@pytest.mark.parametrize("planted", [
+    "start = torch.cuda.Event(enable_timing=True)",
+    "end = self._torch.cuda.Event(enable_timing=True)",
+    "graph = torch.cuda.CUDAGraph()",
+    "with torch.cuda.graph(graph, stream=stream):\n    fn()",
+    "from torch.cuda import Event",
+    "from torch.cuda import CUDAGraph",
+])
+def test_planted_cuda_event_or_graph_outside_the_timing_device_is_caught(
+        tmp_path: Path, planted: str) -> None:
+    """A second event-timing or capture path, as the energy window once had, is caught: the
+    same scan run on a tree with one module that makes its own."""
+    runner = tmp_path / "runner"
+    (runner / "execution").mkdir(parents=True)
+    (runner / "execution" / "planted.py").write_text(
+        '"""torch.cuda.Event in a docstring is no code."""\n'
+        "import torch\n\n\ndef chunk(fn, graph, stream):\n"
+        + "".join(f"    {line}\n" for line in planted.splitlines()))
+    (runner / "execution" / "clean.py").write_text(
+        "import torch\n\n\ndef wait(device):\n"
+        "    torch.cuda.synchronize(device)  # torch.cuda.Event in a comment is no code\n")
+    assert set(cuda_timing_makers(runner)) == {"execution/planted.py"}

@@ -8,6 +8,7 @@ failures on the device (an op that synchronises during capture) become rows.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import pytest
@@ -439,3 +440,73 @@ def test_device_time_of_reduce_overhead_is_blocked(run_one: Any) -> None:
     assert row["status"] == "ok", (row["reason"], row.get("error_traceback"))
     assert row["gpu_time_method"] in ("blocked", "unavailable")
     assert "replays CUDA graphs of its own" in row["gpu_time_reason"]
+
+
+# ---------------------------------------------------------------------------------------
+# The energy window (runner.execution.energy), on the timing layer's device
+# ---------------------------------------------------------------------------------------
+
+class SteppingCounter:
+    """NVML's energy counter as if the board drew exactly 100 W: the window runs on the real
+    device, its capture and events, whether or not nvidia-ml-py is installed."""
+
+    def energy_mj(self) -> int:
+        return int(time.perf_counter() * 100e3)
+
+    def state(self) -> dict:
+        return {}
+
+
+def _energy_window(fn: Any, per_call_s: float, **kwargs: Any) -> dict:
+    from runner.execution import energy
+    from runner.timing.cuda_device import CudaDevice
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    board = energy.Board(SteppingCounter(), CudaDevice(device))
+    return energy.measure_energy(fn, str(device), window_s=0.5, idle_s=0.1,
+                                 per_call_s=per_call_s, flops=None, bytes_moved=None,
+                                 board=board, **kwargs)
+
+
+def test_energy_window_replays_the_timing_layers_graph_on_cuda() -> None:
+    x = torch.randn(1 << 20, device="cuda")
+    out = _energy_window(lambda: x * 2, 20e-6, capture=True)  # K = 50 ms / 20 µs = 2500
+    assert out["energy_method"] == "graph", out["energy_reason"]
+    assert out["energy_reason"] is None
+    assert out["energy_calls"] > 0 and out["energy_calls"] % 2500 == 0
+    assert 0 < out["energy_busy_fraction"] <= 1
+    assert out["energy_time_per_call_us"] > 0
+    assert out["avg_power_W"] == pytest.approx(100.0, rel=0.01)
+    torch.cuda.synchronize()
+
+
+def test_energy_window_of_an_uncapturable_op_runs_eagerly_on_cuda() -> None:
+    x = torch.randn(64, device="cuda")
+    out = _energy_window(lambda: x * x.sum().item(), 50e-6, capture=True)  # K = 1000
+    assert out["energy_method"] == "eager"
+    assert out["energy_reason"].startswith("ran eagerly, graph capture failed: ")
+    assert out["energy_calls"] > 0 and out["energy_calls"] % 1000 == 0
+    assert 0 < out["energy_busy_fraction"] <= 1
+    # the device is still usable after the failed capture
+    assert (x * 2).sum().item() == pytest.approx(2 * x.sum().item(), rel=1e-5)
+    graph_trial = _energy_window(lambda: x * 2, 50e-6, capture=False)
+    assert graph_trial["energy_method"] == "eager"
+    assert graph_trial["energy_reason"] == ("ran eagerly: graph/compile/backward trials are "
+                                            "not re-captured")
+    assert graph_trial["energy_calls"] > 0
+
+
+def test_energy_window_with_nvml_on_cuda() -> None:
+    """The real board: NVML's counter read around the timing layer's replays."""
+    pytest.importorskip("pynvml")
+    from runner.execution import energy
+
+    x = torch.randn(1 << 20, device="cuda")
+    device = f"cuda:{torch.cuda.current_device()}"
+    out = energy.measure_energy(lambda: x * 2, device, window_s=1.0, idle_s=0.5,
+                                per_call_s=20e-6, flops=None, bytes_moved=None, capture=True)
+    if out["energy_method"] == "unavailable":
+        pytest.skip(out["energy_reason"])
+    assert out["energy_method"] == "graph", out["energy_reason"]
+    assert out["avg_power_W"] > 0 and out["idle_power_W"] > 0, out["energy_reason"]
+    assert out["energy_per_call_mJ"] > 0 and 0 < out["energy_busy_fraction"] <= 1

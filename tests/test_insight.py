@@ -78,8 +78,10 @@ def test_cpu_profile_pass_writes_a_trace_and_lists_cpu_operators(tmp_path: Path)
 # --------------------------------------------------------------------------- energy math
 
 class FakeBoard:
-    """A fake clock and NVML: power ``busy_w`` while work is queued, ``idle_w`` otherwise;
-    the energy counter publishes its integral only every ``step_s`` (as NVML does)."""
+    """A fake clock, NVML and device (``runner.timing.device_time.Device``): power ``busy_w``
+    while work is queued, ``idle_w`` otherwise; the energy counter publishes its integral
+    only every ``step_s`` (as NVML does). Each chunk ``enqueue`` queues runs its work on the
+    host (as a launch does) and ``chunk_s`` of device time."""
 
     def __init__(self, busy_w: float = 600.0, idle_w: float = 100.0, step_s: float = 0.1,
                  chunk_s: float = 0.01) -> None:
@@ -88,6 +90,10 @@ class FakeBoard:
         self.energy_j = 0.0
         self.published_mj, self.next_publish = 0, step_s
         self.queue_end = 0.0  # when the queued work finishes
+        self.captured: list[int] = []  # calls of each capture
+        self.capture_error: Exception | None = None
+        self.enqueued: list[tuple[int, float, object]] = []  # (samples, spin_s, before_sample)
+        self.synced_at: list[float] = []
 
     def wall(self) -> float:
         return self.now
@@ -103,13 +109,35 @@ class FakeBoard:
                 self.published_mj = round(self.energy_j * 1e3)
                 self.next_publish += self.step_s
 
-    def launch(self) -> float:
+    # the device
+    def capture(self, fn, calls: int):
+        self.captured.append(calls)
+        if self.capture_error is not None:
+            raise self.capture_error
+        self.replays = 0
+
+        def replay() -> None:
+            self.replays += 1
+        return replay
+
+    def synchronize(self) -> None:
+        self.synced_at.append(self.now)
+        self.sleep(max(0.0, self.queue_end - self.now))
+
+    def enqueue(self, work, samples: int, spin_s: float, before_sample) -> float:
+        self.enqueued.append((samples, spin_s, before_sample))
+        work()
         self.queue_end = max(self.queue_end, self.now) + self.chunk_s
         return self.queue_end
 
-    def done(self, handle: float) -> bool:
-        return self.now >= handle - 1e-12
+    def finished(self, chunk: float) -> bool:
+        return self.now >= chunk - 1e-12
 
+    def wait(self, chunk: float) -> list[float]:
+        assert self.finished(chunk), "the window waits only for finished chunks"
+        return [self.chunk_s]
+
+    # NVML
     def energy_mj(self) -> int:
         return self.published_mj
 
@@ -119,13 +147,15 @@ class FakeBoard:
                 "temperature_c": 40 + int(self.now), "power_instant_w": self.busy_w if busy
                 else self.idle_w, "throttle_reasons": "SwPowerCap" if busy else ""}
 
+    def board(self):
+        return energy.Board(self, self, self.wall, self.sleep)
+
 
 def test_energy_window_uses_whole_counter_steps_and_gives_exact_energy_per_call():
     board = FakeBoard()
     kwargs = {"wall": board.wall, "sleep": board.sleep}
     idle = energy.run_window(board, 1.0, **kwargs)
-    load = energy.run_window(board, 5.0, launch=board.launch, done=board.done,
-                             calls_per_chunk=10, busy=lambda _h: board.chunk_s, **kwargs)
+    load = energy.run_window(board, 5.0, load=energy.Load(board, lambda: None, 10), **kwargs)
     out = energy.energy_columns(load, idle, flops=2e12 * 0.001, bytes_moved=None,
                                 method="graph")
     # 10 calls per 10 ms chunk: 1 ms per call at 600 W -> 600 mJ per call, 2 GFLOP per call.
@@ -144,16 +174,70 @@ def test_energy_window_uses_whole_counter_steps_and_gives_exact_energy_per_call(
     assert out["energy_throttle_reasons"] == "SwPowerCap"
     assert out["energy_busy_fraction"] == pytest.approx(1.0, abs=2e-3)  # never idle
     assert out["energy_method"] == "graph" and out["energy_reason"] is None
+    # every chunk is one sample of the work, unheld, queued as the device time queues
+    assert set(board.enqueued) == {(1, 0.0, None)}
+    assert load.calls == 10 * len(board.enqueued)
 
 
 def test_energy_window_too_short_for_the_counter_says_why():
     board = FakeBoard(step_s=1.0)
-    load = energy.run_window(board, 0.5, launch=board.launch, done=board.done,
-                             calls_per_chunk=10, wall=board.wall, sleep=board.sleep)
+    load = energy.run_window(board, 0.5, load=energy.Load(board, lambda: None, 10),
+                             wall=board.wall, sleep=board.sleep)
     out = energy.energy_columns(load, None, flops=None, bytes_moved=None, method="eager")
     assert out["energy_per_call_mJ"] is None and out["avg_power_W"] is None
     assert "lengthen energy_window_s" in out["energy_reason"]
     assert out["energy_calls"] == load.calls > 0
+
+
+def _measure(board: FakeBoard, fn, **kwargs) -> dict:
+    options = {"window_s": 2.0, "idle_s": 0.5, "per_call_s": 1e-3, "flops": None,
+               "bytes_moved": None, "capture": True, **kwargs}
+    return energy.measure_energy(fn, "cuda:0", board=board.board(), **options)
+
+
+def test_energy_window_replays_the_timing_layers_capture():
+    """The window's chunk is one graph of K calls captured by the device (the device time's
+    ``capture``), replayed once per chunk through the device's enqueue; 1 ms calls make
+    50 ms chunks of 50 calls."""
+    board = FakeBoard(chunk_s=0.05)
+    calls = []
+    out = _measure(board, lambda: calls.append(1))
+    assert board.captured == [50] and calls == []  # the fake capture never runs fn
+    assert out["energy_method"] == "graph" and out["energy_reason"] is None
+    assert out["energy_calls"] == 50 * board.replays == 50 * len(board.enqueued)
+    assert out["energy_per_call_mJ"] == pytest.approx(600.0, rel=5e-3)
+    assert out["idle_power_W"] == pytest.approx(100.0, rel=1e-3)
+    assert out["energy_busy_fraction"] == pytest.approx(1.0, abs=5e-3)
+    assert board.synced_at == [0.0]  # drained once, before the idle baseline
+
+
+def test_a_failed_capture_runs_the_window_eagerly_and_says_why():
+    board = FakeBoard(chunk_s=0.05)
+    board.capture_error = RuntimeError("operation not permitted when stream is capturing\nmore")
+    calls = []
+    out = _measure(board, lambda: calls.append(1))
+    assert board.captured == [50]
+    assert out["energy_method"] == "eager"
+    assert out["energy_reason"] == ("ran eagerly, graph capture failed: operation not "
+                                    "permitted when stream is capturing")
+    assert len(calls) == out["energy_calls"] == 50 * len(board.enqueued) > 0
+    assert out["energy_per_call_mJ"] == pytest.approx(600.0, rel=5e-3)
+
+
+def test_graph_and_compile_trials_are_not_recaptured_and_before_call_runs_each_call():
+    board = FakeBoard(chunk_s=0.05)
+    out = _measure(board, lambda: None, capture=False)
+    assert board.captured == [] and out["energy_method"] == "eager"
+    assert out["energy_reason"] == ("ran eagerly: graph/compile/backward trials are not "
+                                    "re-captured")
+    # a callable with work before each call (an L2 flush) is run eagerly, without a note
+    board = FakeBoard(chunk_s=0.05)
+    order = []
+    out = _measure(board, lambda: order.append("call"),
+                   before_call=lambda: order.append("before"))
+    assert board.captured == [] and out["energy_method"] == "eager"
+    assert out["energy_reason"] is None
+    assert order == ["before", "call"] * out["energy_calls"]
 
 
 def test_missing_nvml_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch):
@@ -295,8 +379,8 @@ def test_energy_read_over_the_samples_takes_their_time_and_the_boards_power():
     window = SampleWindow(board, 2.0, 1.0, wall=board.wall, sleep=board.sleep)
 
     def run_chunk() -> None:  # one chunk of 10 calls, the host polling while it runs
-        handle = board.launch()
-        while not board.done(handle):
+        handle = board.enqueue(lambda: None, 1, 0.0, None)
+        while not board.finished(handle):
             window.poll()
 
     run_chunk()
@@ -325,8 +409,8 @@ def test_a_watch_that_left_the_device_idle_is_starved() -> None:
         window = SampleWindow(board, 2.0, 0.0, wall=board.wall, sleep=board.sleep)
         window.begin()
         for _ in range(50):
-            handle = board.launch()
-            while not board.done(handle):
+            handle = board.enqueue(lambda: None, 1, 0.0, None)
+            while not board.finished(handle):
                 window.poll()
             window.chunk(10, board.chunk_s)
             board.sleep(idle_per_chunk_s)  # the host late: nothing queued meanwhile

@@ -15,15 +15,18 @@ NVML. Measurement hazards, each handled below:
    three ahead, so the host polling NVML (a read can take milliseconds) never leaves the
    device waiting. Each chunk is bracketed by timing events, so ``energy_busy_fraction`` says
    how much of the window the device really worked; below ~0.99 the energy per call includes
-   idle gaps.
+   idle gaps. The capture, the events and the queueing are the device time's own
+   (``runner.timing.cuda_device.CudaDevice``: ``capture``, ``enqueue``, ``finished``,
+   ``wait``), so the window and the device time are taken by one path.
 4. NVML measures the whole board (HBM, VRMs, fans' share too), not the kernel: the idle
    baseline (``idle_power_W``, the same counter over ``idle_s`` of no work, measured first)
    says how much of ``avg_power_W`` the board draws anyway.
 5. The sensor behind average power samples only part of the time on A100/H100 (Yang et
    al., SC24); ``NVML_FI_DEV_POWER_INSTANT`` samples are recorded alongside as a check.
 
-Everything NVML is behind :class:`EnergyReader`, so tests drive the whole window with a fake
-counter and a fake clock. A missing NVML or counter is a ``energy_reason``, never an error.
+Everything NVML is behind :class:`EnergyReader` and everything CUDA behind the timing layer's
+``Device``, so tests drive the whole window with a fake counter, device and clock
+(:class:`Board`). A missing NVML or counter is a ``energy_reason``, never an error.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.execution.energy_nvml import EnergyReader, EnergyUnavailable, NvmlReader
-from runner.timing.cuda_device import capture_stream
-from runner.timing.device_time import REPLAY
+from runner.timing.cuda_device import CudaDevice
+from runner.timing.device_time import REPLAY, Device
+from runner.timing.graph_size import first_line
 
 ENERGY_COLUMNS = (
     "energy_method", "energy_reason", "energy_counter_s", "energy_counter_steps", "energy_calls",
@@ -64,21 +68,30 @@ class Window:
     start_s: float = 0.0
     end_s: float = 0.0
     calls: int = 0
-    busy_s: float | None = None  # device time of the chunks, where the caller measures it
+    busy_s: float | None = None  # device time of the chunks (None: an idle window)
 
 
-def run_window(reader: EnergyReader, seconds: float, *,
-               launch: Callable[[], Any] | None = None, done: Callable[[Any], bool] | None = None,
-               calls_per_chunk: int = 0, wall: Callable[[], float] = time.perf_counter,
-               sleep: Callable[[float], None] = time.sleep,
-               busy: Callable[[Any], float] | None = None) -> Window:
+@dataclass(frozen=True)
+class Load:
+    """What keeps the device busy in a window: ``work`` (one chunk of ``calls`` calls)
+    queued on ``device`` (``runner.timing.device_time.Device``), as one sample between its
+    own two events, the way the device time queues its chunks (hazard 3)."""
+
+    device: Device
+    work: Callable[[], Any]
+    calls: int
+
+
+def run_window(reader: EnergyReader, seconds: float, *, load: Load | None = None,
+               wall: Callable[[], float] = time.perf_counter,
+               sleep: Callable[[float], None] = time.sleep) -> Window:
     """Poll the counter (and every ``STATE_INTERVAL_S`` the state) for ``seconds``.
 
-    With ``launch``/``done`` the device is loaded meanwhile: ``launch()`` queues one chunk of
-    ``calls_per_chunk`` calls and returns a handle, ``done(handle)`` says whether it finished,
-    ``busy(handle)`` (optional) how many seconds of device time it took. ``QUEUE_CHUNKS``
-    chunks stay queued until ``seconds`` have passed; the window ends when the last one has
-    finished (hazard 3). Without ``launch`` the device idles: the baseline.
+    With ``load`` the device is loaded meanwhile: ``QUEUE_CHUNKS`` chunks stay queued
+    (``Device.enqueue``) until ``seconds`` have passed; a chunk counts once the device has
+    ``finished`` it, with the seconds its events read (``Device.wait``, which no longer
+    waits then). The window ends when the last one has finished (hazard 3). Without
+    ``load`` the device idles: the baseline.
     """
     window = Window(start_s=wall())
     pending: list[Any] = []
@@ -86,14 +99,13 @@ def run_window(reader: EnergyReader, seconds: float, *,
     while True:
         now = wall()
         loading = now - window.start_s < seconds
-        if launch is not None and loading:
+        if load is not None and loading:
             while len(pending) < QUEUE_CHUNKS:
-                pending.append(launch())
-        while pending and done(pending[0]):
-            handle = pending.pop(0)
-            window.calls += calls_per_chunk
-            if busy is not None:
-                window.busy_s = (window.busy_s or 0.0) + busy(handle)
+                pending.append(load.device.enqueue(load.work, 1, 0.0, None))
+        while pending and load.device.finished(pending[0]):
+            busy_s = sum(load.device.wait(pending.pop(0)))
+            window.calls += load.calls
+            window.busy_s = (window.busy_s or 0.0) + busy_s
             window.end_s = now
         energy = reader.energy_mj()
         if energy != last_energy:
@@ -105,7 +117,7 @@ def run_window(reader: EnergyReader, seconds: float, *,
         if not loading and not pending:
             break
         sleep(POLL_S)
-    if launch is None:
+    if load is None:
         window.end_s = wall()
     return window
 
@@ -181,79 +193,82 @@ def _state_columns(states: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Board:
+    """What a window reads and loads: NVML's counter, the timing layer's device and the
+    clocks it polls by (tests inject fakes of all four)."""
+
+    reader: EnergyReader
+    device: Device
+    wall: Callable[[], float] = time.perf_counter
+    sleep: Callable[[float], None] = time.sleep
+
+
 def measure_energy(fn: Callable[[], Any], device: str, *, window_s: float, idle_s: float,
                    per_call_s: float, flops: float | None, bytes_moved: float | None,
                    capture: bool, before_call: Callable[[], None] | None = None,
-                   reader: EnergyReader | None = None,
+                   board: Board | None = None,
                    device_time_s: float | None = None) -> dict[str, Any]:
     """The energy columns of ``fn`` on CUDA ``device``; never raises for a missing NVML.
 
     ``per_call_s`` (the timed median) sizes a chunk to ~``CHUNK_S``. ``capture``: try to
     replay the chunk from one CUDA graph (a single graph launch per chunk: the device sees
     the op's kernels back-to-back, whatever the host's speed); a failed capture falls back to
-    eager calls and says why in ``energy_reason``.
+    eager calls and says why in ``energy_reason``. ``board``: NVML and the device (None:
+    the real ones of ``device``).
     """
-    import torch
-
     if not device.startswith("cuda"):
         return unavailable(f"energy needs a CUDA device (NVML); this trial runs on {device}")
     try:
-        reader = reader or NvmlReader(device)
+        board = board or _board(device)
     except EnergyUnavailable as exc:
         return unavailable(str(exc))
-    dev = torch.device(device)
     calls = max(1, min(MAX_CHUNK_CALLS, round(CHUNK_S / max(per_call_s, 1e-7))))
-    chunk, method, note = None, "eager", None
-    if capture and before_call is None:
-        try:
-            chunk = _graph_chunk(fn, calls, dev)
-            method = REPLAY  # the replay method (runner.timing.device_time), stored as graph
-        except Exception as exc:  # not capturable: a host sync, pageable copies, ...
-            note = f"ran eagerly, graph capture failed: {str(exc).splitlines()[0][:200]}"
-    elif not capture:
-        note = "ran eagerly: graph/compile/backward trials are not re-captured"
-
-    def launch() -> Any:
-        stream = torch.cuda.current_stream(dev)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record(stream)
-        if chunk is not None:
-            chunk.replay()
-        else:
-            for _ in range(calls):
-                if before_call is not None:
-                    before_call()
-                fn()
-        end.record(stream)
-        return start, end
-
-    torch.cuda.synchronize(dev)
-    idle = run_window(reader, idle_s) if idle_s > 0 else None
-    load = run_window(reader, window_s, launch=launch, done=lambda e: e[1].query(),
-                      calls_per_chunk=calls, busy=lambda e: e[0].elapsed_time(e[1]) / 1e3)
-    torch.cuda.synchronize(dev)
-    chunk = None  # frees the graph and its pool before the trial ends
+    work, method, note = _chunk_work(fn, calls, board.device, capture, before_call)
+    board.device.synchronize()
+    clocks = {"wall": board.wall, "sleep": board.sleep}
+    idle = run_window(board.reader, idle_s, **clocks) if idle_s > 0 else None
+    load = run_window(board.reader, window_s, load=Load(board.device, work, calls), **clocks)
+    del work  # frees the graph and its pool before the trial ends
     return energy_columns(load, idle, flops=flops, bytes_moved=bytes_moved, method=method,
                           note=note, device_time_s=device_time_s)
 
 
-def _graph_chunk(fn: Callable[[], Any], calls: int, device: Any) -> Any:
-    """One CUDA graph of ``calls`` calls of ``fn``. Outputs are dropped inside the capture,
-    so the graph's private pool reuses one output's memory for all of them."""
+def _board(device: str) -> Board:
+    """NVML's counter and the timing layer's device for CUDA ``device``; raises
+    ``EnergyUnavailable`` (before any CUDA work) where NVML cannot read energy."""
     import torch
 
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        fn()  # a warm call on the capture stream (lazy handles, workspaces)
-    torch.cuda.current_stream(device).wait_stream(stream)
-    with torch.cuda.graph(graph, stream=capture_stream(device)):  # this device's stream
+    reader = NvmlReader(device)
+    return Board(reader, CudaDevice(torch.device(device)))
+
+
+def _chunk_work(fn: Callable[[], Any], calls: int, device: Device, capture: bool,
+                before_call: Callable[[], None] | None
+                ) -> tuple[Callable[[], Any], str, str | None]:
+    """One chunk's work, its ``energy_method`` and why it runs eagerly (None: it does not).
+
+    Replayed from one graph of ``calls`` calls where it can be captured, by the device
+    time's own capture (``Device.capture``: outputs are dropped inside the capture, so the
+    graph's private pool reuses one output's memory for all of them), else ``calls`` eager
+    calls, each after ``before_call``."""
+    if capture and before_call is None:
+        try:
+            # the replay method (runner.timing.device_time), stored as graph
+            return device.capture(fn, calls), REPLAY, None
+        except Exception as exc:  # not capturable: a host sync, pageable copies, ...
+            note = f"ran eagerly, graph capture failed: {first_line(exc)[:200]}"
+    else:
+        note = None if capture else \
+            "ran eagerly: graph/compile/backward trials are not re-captured"
+
+    def eager() -> None:
         for _ in range(calls):
+            if before_call is not None:
+                before_call()
             fn()
-    graph.replay()
-    torch.cuda.synchronize(device)
-    return graph
+
+    return eager, "eager", note
 
 
 def unavailable(reason: str) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from runner.timing.cuda_device import timing_event
+
 
 class Clock(Protocol):
     """Measures the duration of a region of work, in seconds."""
@@ -82,13 +84,13 @@ class CudaEventClock:
             self._next_probe_s = time.perf_counter() + PROBE_EVERY_S
             stamps = self._probe.stamps(2)
             self._probe.record(stamps, 0)
-        event = self._torch.cuda.Event(enable_timing=True)
+        event = timing_event()
         event.record(self._torch.cuda.current_stream(self._device))
         return event, stamps
 
     def stop(self, token: Any) -> float:
         start, stamps = token
-        end = self._torch.cuda.Event(enable_timing=True)
+        end = timing_event()
         end.record(self._torch.cuda.current_stream(self._device))
         if stamps is not None:
             self._probe.record(stamps, 1)

@@ -1,7 +1,10 @@
 """The CUDA side of the device time (``runner.timing.device_time``): graph capture, the spin
 kernel and the event-timed sample. Kept apart so that the device time's logic runs (and is
 tested) without a GPU; ``runner.execution.modes`` captures ``graph=cuda_graph`` with the same
-:func:`capture_graph`.
+:func:`capture_graph`, the energy window (``runner.execution.energy``) queues its chunks
+through the same :class:`CudaDevice`, and the loop time's event clock
+(``runner.timing.clocks.CudaEventClock``) takes its events from :func:`timing_event`. This
+module is the only one of ``runner`` that makes CUDA events or graphs.
 """
 
 from __future__ import annotations
@@ -68,6 +71,13 @@ def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
     return graph.replay, output, time.perf_counter() - start
 
 
+def timing_event() -> Any:
+    """A CUDA event that records time (``elapsed_time``), for the current stream."""
+    import torch
+
+    return torch.cuda.Event(enable_timing=True)
+
+
 #: One capture stream per device (:func:`capture_stream`).
 _CAPTURE_STREAMS: dict[str, Any] = {}
 
@@ -108,6 +118,9 @@ class CudaDevice:
 
     def free_bytes(self) -> int:
         return int(self._torch.cuda.mem_get_info(self._device)[0])
+
+    def synchronize(self) -> None:
+        self._torch.cuda.synchronize(self._device)
 
     def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
         replay, _, _ = capture_graph(fn, self._device, calls)

@@ -77,9 +77,13 @@ REPLAY_SLOWER_TOL = 1.3
 
 
 class Device(Protocol):
-    """The CUDA operations the device time needs (tests inject a fake)."""
+    """The CUDA operations the device time and the energy window (``runner.execution.energy``)
+    need: the one place their events and graphs are made (tests inject a fake)."""
 
     def free_bytes(self) -> int: ...
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on the device."""
 
     def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
         """``calls`` calls of ``fn`` in one graph; returns its replay. Raises if it cannot."""
