@@ -342,14 +342,15 @@ def test_predicted_slots_for_cpu_workers_and_what_is_not_predicted(planned: list
 
 
 def test_only_a_plain_command_line_starts_its_worker_before_hydra_s_parser() -> None:
-    from runner.config.commandline import plainly_one_worker
+    from runner.config.early_workers import WorkerRequest, early_request
 
-    assert plainly_one_worker(["op=matmul", "dtype=fp16,fp32", "-m", "+experiment=x"])
-    assert plainly_one_worker([])
-    for placed in (["workers=2"], ["device=cpu"], ["isolation=none"], ["+device=cuda:1"],
+    one = WorkerRequest(1, None)
+    assert early_request(["op=matmul", "dtype=fp16,fp32", "-m", "+experiment=x"]) == one
+    assert early_request([]) == one
+    for placed in (["isolation=none"], ["+device=cuda:1"], ["~workers"], ["device.x=1"],
                    ["hydra/launcher=submitit_local"], ["hydra.launcher.timeout_min=5"],
                    ["op=matmul", "--help"], ["--cfg", "job"], ["-c"], ["op"]):
-        assert not plainly_one_worker(placed), placed
+        assert early_request(placed) is None, placed
 
 
 def test_python_m_runner_starts_the_worker_before_it_imports_hydra(tmp_path: Path) -> None:
@@ -368,8 +369,8 @@ def test_python_m_runner_starts_the_worker_before_it_imports_hydra(tmp_path: Pat
         "print(seen)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    # first before Hydra (the early start), then again once parsed (which then does nothing)
-    assert out.stdout.strip().splitlines()[-1] == "[False, True]", out.stdout + out.stderr
+    # before Hydra (the early start), and not again once parsed: the same request
+    assert out.stdout.strip().splitlines()[-1] == "[False]", out.stdout + out.stderr
 
 
 def test_the_opsweep_script_with_a_plain_command_line_runs_its_trial(tmp_path: Path) -> None:
