@@ -92,6 +92,7 @@ def main() -> None:
     hydra_reuse.install()  # one parse and one composition, shared with Hydra's run
     try:
         cmd = parse_command_line(args)
+        timeline.mark("parsed")
         if cmd.runs_trials:
             check_job_count(cmd)  # before a huge -m sweep's values are listed or checked
         check_config_files(cmd)  # an alias bomb or a deep file, before anything loads it

@@ -235,3 +235,36 @@ def test_workers_are_stopped_when_a_launcher_runs_every_job(tmp_path: Path) -> N
     assert out.returncode == 0, out.stderr[-3000:]
     # started once parsed (a hydra key: not before), then stopped by the pre-flight's finding
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"running": [False, False]}
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_the_start_up_line_gives_the_driver_s_steps_in_the_order_they_happened(
+        monkeypatch: pytest.MonkeyPatch, early: bool) -> None:
+    from datetime import datetime, timezone
+
+    from runner.execution import timeline
+
+    t0 = 1_000_000.0
+    spawned, parsed = (t0 + 0.1, t0 + 0.4) if early else (t0 + 0.45, t0 + 0.4)
+    monkeypatch.setattr(timeline, "_MARKS", {"main": t0 + 0.05, "spawned": spawned,
+                                             "parsed": parsed, "checked": t0 + 0.5,
+                                             "preflight": t0 + 1.0, "job": t0 + 1.2,
+                                             "planned": t0 + 1.3})
+    for name, value in (("_WORKERS", {}), ("_STARTUP", []), ("_SENT", {}),
+                        ("_FIRST_TRIAL", [])):
+        monkeypatch.setattr(timeline, name, value)
+    timeline.trial_started(datetime.fromtimestamp(t0 + 4.0, timezone.utc))
+    parts = timeline.startup(command_at=t0)
+    driver = [key for key in parts if key.endswith("_s") and key in timeline.DRIVER_LABELS]
+    assert sum(parts[key] for key in driver) == pytest.approx(parts["planned_at_s"])
+    assert all(parts[key] >= 0 for key in driver)
+    line = timeline.startup_line(parts)
+    if early:  # the workers first, then Hydra's import and the parse
+        assert parts["worker_spawn_s"] == pytest.approx(0.05)
+        assert parts["parse_s"] == pytest.approx(0.3)
+        assert "Python 0.05, starting workers 0.05, importing Hydra and parsing 0.30, " \
+               "checks 0.10" in line, line
+    else:  # started once parsed
+        assert parts["parse_s"] == pytest.approx(0.35)
+        assert "Python 0.05, importing Hydra and parsing 0.35, starting workers 0.05, " \
+               "checks 0.05" in line, line

@@ -222,7 +222,8 @@ def test_every_row_has_its_busy_time_and_job_0_its_startup(cli_runs: dict[str, A
                            .metadata[METADATA_KEY])["startup"] for n in (0, 1)]
     parts, later = startups
     assert later is None, "a later job of the multirun reuses the workers: no start-up"
-    driver = ("python_s", "worker_spawn_s", "checks_s", "preflight_s", "hydra_s", "planning_s")
+    driver = ("python_s", "worker_spawn_s", "parse_s", "checks_s", "preflight_s", "hydra_s",
+              "planning_s")
     for key in (*driver, "workers", "worker_process_s", "worker_torch_import_s",
                 "worker_imports_s", "worker_warm_s"):
         assert parts[key] >= 0, key
@@ -235,6 +236,8 @@ def test_every_row_has_its_busy_time_and_job_0_its_startup(cli_runs: dict[str, A
     # are ready and the job is planned
     assert sum(parts[key] for key in driver) == pytest.approx(parts["planned_at_s"], abs=0.01)
     assert parts["workers_started_at_s"] <= parts["python_s"] + parts["worker_spawn_s"] + 0.002
+    # workers=2 plainly: they started before Hydra was imported and the command line parsed
+    assert list(parts).index("worker_spawn_s") < list(parts).index("parse_s")
     assert parts["planned_at_s"] <= parts["first_trial_at_s"]
     assert parts["workers_ready_at_s"] <= parts["first_trial_at_s"] + 0.05
     assert "busy: worker 0 (cpu)" in run.err and "worker 1 (cpu)" in run.err
