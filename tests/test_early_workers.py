@@ -171,7 +171,13 @@ runpy.run_module("runner", run_name="__main__", alter_sys=False)
 """
 
 
+#: A CPU sweep's settings; each test adds its shapes and workers.
+SMALL = ["op=vector_add", "timer=smoke", "check_accuracy=false", "device=cpu"]
+
+
 def run_runner(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``python -m runner ARGS`` into ``tmp_path/results``, and what :data:`SCRIPT` saw."""
+    args = (*args, f"results_dir={tmp_path / 'results'}")
     out = subprocess.run([sys.executable, "-c", SCRIPT, *args], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -182,9 +188,7 @@ def run_runner(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess,
 
 @pytest.mark.slow
 def test_the_job_runs_on_the_pool_started_before_hydra(tmp_path: Path) -> None:
-    out, seen = run_runner(tmp_path, "op=vector_add", "timer=smoke", "check_accuracy=false",
-                           "shape=[[8],[16],[32]]", "workers=2", "device=cpu",
-                           f"results_dir={tmp_path / 'results'}")
+    out, seen = run_runner(tmp_path, *SMALL, "shape=[[8],[16],[32]]", "workers=2")
     assert out.returncode == 0, out.stderr[-3000:]
     [start] = seen["starts"]  # one start, before Hydra; the parse then started nothing
     assert start["hydra"] is False and len(start["pids"]) == 2
@@ -198,9 +202,7 @@ def test_the_job_runs_on_the_pool_started_before_hydra(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_workers_with_nothing_to_run_are_stopped(tmp_path: Path) -> None:
     # three workers for one trial: the two idle ones too are stopped when the command ends
-    out, seen = run_runner(tmp_path, "op=vector_add", "timer=smoke", "check_accuracy=false",
-                           "shape=[8]", "workers=3", "device=cpu",
-                           f"results_dir={tmp_path / 'results'}")
+    out, seen = run_runner(tmp_path, *SMALL, "shape=[8]", "workers=3")
     assert out.returncode == 0, out.stderr[-3000:]
     assert len(seen["starts"][0]["pids"]) == 3 and seen["alive"] == []
     # a command line the checks refuse: exit 2, and its early workers are stopped
@@ -226,8 +228,8 @@ def test_workers_are_stopped_when_a_launcher_runs_every_job(tmp_path: Path) -> N
              "guards.guard_hydra_record = stop_here\n")
     script = SCRIPT.replace("atexit.register(report)\n", check)
     out = subprocess.run(
-        [sys.executable, "-c", script, "op=vector_add", "timer=smoke", "device=cpu",
-         "workers=2", f"hydra.searchpath=[file://{tmp_path / 'configs'}]",
+        [sys.executable, "-c", script, *SMALL, "workers=2",
+         f"hydra.searchpath=[file://{tmp_path / 'configs'}]",
          "experiment=elsewhere", "seed=0,1", "-m",
          f"results_dir={tmp_path / 'results'}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
