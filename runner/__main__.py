@@ -17,18 +17,22 @@ import sys
 from multiprocessing import current_process
 from pathlib import Path
 
-from runner.config.commandline import plainly_one_worker
+from runner.config.early_workers import WorkerRequest, early_request
 
+#: The workers started before Hydra was imported, by what the raw arguments plainly ask for
+#: (runner.config.early_workers); None when none were.
+EARLY: WorkerRequest | None = None
 # Run as the command (`python -m runner`, or the `opsweep` script), not in a worker: a spawned
 # worker runs the `opsweep` script again, with the same arguments, to start; it has its own
 # process name by then, which tells it apart.
-if (__name__ == "__main__" or Path(sys.argv[0]).name == "opsweep") and (
-        current_process().name == "MainProcess" and plainly_one_worker(sys.argv[1:])):
-    # The worker's torch import starts before Hydra is imported.
-    from runner.execution.pool import prestart
+if (__name__ == "__main__" or Path(sys.argv[0]).name == "opsweep") and \
+        current_process().name == "MainProcess":
+    EARLY = early_request(sys.argv[1:])
+    if EARLY is not None:  # their torch import starts before Hydra is imported
+        from runner.execution.pool import prestart
 
-    prestart(1, None)
-    timeline.mark("spawned")
+        prestart(*EARLY.arguments)
+        timeline.mark("spawned")
 
 # isort: split
 import hydra  # noqa: E402
@@ -88,6 +92,7 @@ def main() -> None:
     hydra_reuse.install()  # one parse and one composition, shared with Hydra's run
     try:
         cmd = parse_command_line(args)
+        timeline.mark("parsed")
         if cmd.runs_trials:
             check_job_count(cmd)  # before a huge -m sweep's values are listed or checked
         check_config_files(cmd)  # an alias bomb or a deep file, before anything loads it
@@ -101,7 +106,8 @@ def main() -> None:
             _help_page(cmd)
         if cmd.runs_trials:
             timeline.mark("checked")
-            preflight(cmd)
+            if not preflight(cmd):  # a launcher runs every job in a process of its own
+                _stop_workers()
             timeline.mark("preflight")
     except ConfigError as exc:
         fail(exc)
@@ -149,23 +155,22 @@ def _prestart(cmd: CommandLine) -> None:
     and planned (a device check imports torch), and Hydra runs: their torch import and
     CUDA context run on other cores meanwhile (runner.execution.pool). ``workers=N`` starts
     a pool. A bad command line stops them again (exit 2). A plain command line started its
-    one worker already, before Hydra was imported (top of this module); this then finds
-    it running, warming the same device."""
-    if "none" in (cmd.values_of("isolation") or []):
+    workers already, before Hydra was imported (top of this module): the same request
+    starts nothing more; another one starts what it asks for."""
+    request = WorkerRequest.parsed(cmd)
+    if request is None or request == EARLY:
         return
     from runner.execution.pool import prestart
 
-    workers = cmd.values_of("workers") or [1]  # unset: one worker
-    prestart(workers[0] if len(workers) == 1 else None, cmd.values_of("device"),
-             _seconds(cmd.values_of("gpu_warmup_s")))
+    prestart(*request.arguments)
 
 
-def _seconds(values: list | None) -> float:
-    """The one number of seconds given (0.0 for none, several, or one the job will refuse)."""
-    try:
-        return max(float(values[0]), 0.0) if values and len(values) == 1 else 0.0
-    except (TypeError, ValueError):
-        return 0.0
+def _stop_workers() -> None:
+    """Stop the workers started early: no job of this sweep runs in this process."""
+    from runner.execution import pool, worker
+
+    pool.stop_pool()
+    worker.supervisor().stop()
 
 
 if __name__ == "__main__":

@@ -88,13 +88,13 @@ def test_a_small_sweep_without_m_is_told_to_add_m(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_sweep_without_m_starts_no_worker_before_its_refusal() -> None:
-    from runner.config.commandline import plainly_one_worker
+    from runner.config.early_workers import early_request
 
     for sweep in ["seed=range(0,10000000)", "dtype=fp16,fp32", "seed=choice(1,2)"]:
-        assert not plainly_one_worker([*BASE[:1], sweep]), sweep
-        assert plainly_one_worker([*BASE[:1], sweep, "-m"]), sweep
+        assert early_request([*BASE[:1], sweep]) is None, sweep
+        assert early_request([*BASE[:1], sweep, "-m"]) is not None, sweep
     for single in ["shape=[1,2]", "shape=[[1],[2]]", "notes='a,b'", "notes=x"]:
-        assert plainly_one_worker([*BASE[:1], single]), single
+        assert early_request([*BASE[:1], single]) is not None, single
 
 
 def test_the_cli_refuses_a_huge_sweep_without_m_in_one_line(start_cli: Any,

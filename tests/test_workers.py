@@ -222,7 +222,8 @@ def test_every_row_has_its_busy_time_and_job_0_its_startup(cli_runs: dict[str, A
                            .metadata[METADATA_KEY])["startup"] for n in (0, 1)]
     parts, later = startups
     assert later is None, "a later job of the multirun reuses the workers: no start-up"
-    driver = ("python_s", "worker_spawn_s", "checks_s", "preflight_s", "hydra_s", "planning_s")
+    driver = ("python_s", "worker_spawn_s", "parse_s", "checks_s", "preflight_s", "hydra_s",
+              "planning_s")
     for key in (*driver, "workers", "worker_process_s", "worker_torch_import_s",
                 "worker_imports_s", "worker_warm_s"):
         assert parts[key] >= 0, key
@@ -235,6 +236,8 @@ def test_every_row_has_its_busy_time_and_job_0_its_startup(cli_runs: dict[str, A
     # are ready and the job is planned
     assert sum(parts[key] for key in driver) == pytest.approx(parts["planned_at_s"], abs=0.01)
     assert parts["workers_started_at_s"] <= parts["python_s"] + parts["worker_spawn_s"] + 0.002
+    # workers=2 plainly: they started before Hydra was imported and the command line parsed
+    assert list(parts).index("worker_spawn_s") < list(parts).index("parse_s")
     assert parts["planned_at_s"] <= parts["first_trial_at_s"]
     assert parts["workers_ready_at_s"] <= parts["first_trial_at_s"] + 0.05
     assert "busy: worker 0 (cpu)" in run.err and "worker 1 (cpu)" in run.err
@@ -342,14 +345,15 @@ def test_predicted_slots_for_cpu_workers_and_what_is_not_predicted(planned: list
 
 
 def test_only_a_plain_command_line_starts_its_worker_before_hydra_s_parser() -> None:
-    from runner.config.commandline import plainly_one_worker
+    from runner.config.early_workers import WorkerRequest, early_request
 
-    assert plainly_one_worker(["op=matmul", "dtype=fp16,fp32", "-m", "+experiment=x"])
-    assert plainly_one_worker([])
-    for placed in (["workers=2"], ["device=cpu"], ["isolation=none"], ["+device=cuda:1"],
+    one = WorkerRequest(1, None)
+    assert early_request(["op=matmul", "dtype=fp16,fp32", "-m", "+experiment=x"]) == one
+    assert early_request([]) == one
+    for placed in (["isolation=none"], ["+device=cuda:1"], ["~workers"], ["device.x=1"],
                    ["hydra/launcher=submitit_local"], ["hydra.launcher.timeout_min=5"],
                    ["op=matmul", "--help"], ["--cfg", "job"], ["-c"], ["op"]):
-        assert not plainly_one_worker(placed), placed
+        assert early_request(placed) is None, placed
 
 
 def test_python_m_runner_starts_the_worker_before_it_imports_hydra(tmp_path: Path) -> None:
@@ -368,8 +372,8 @@ def test_python_m_runner_starts_the_worker_before_it_imports_hydra(tmp_path: Pat
         "print(seen)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    # first before Hydra (the early start), then again once parsed (which then does nothing)
-    assert out.stdout.strip().splitlines()[-1] == "[False, True]", out.stdout + out.stderr
+    # before Hydra (the early start), and not again once parsed: the same request
+    assert out.stdout.strip().splitlines()[-1] == "[False]", out.stdout + out.stderr
 
 
 def test_the_opsweep_script_with_a_plain_command_line_runs_its_trial(tmp_path: Path) -> None:

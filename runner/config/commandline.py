@@ -4,7 +4,7 @@ Hydra's own argument parser reads the flags (``-m``, ``--config-dir``, ``--cfg``
 override grammar reads the ``key=value`` overrides; every check (``runner.config.overrides``),
 the pre-flight composition of every job (``runner.config.preflight``) and the start of the
 trial workers (``runner.__main__``) read this one :class:`CommandLine`, never the raw
-arguments again; only :func:`plainly_one_worker` reads them before, without Hydra. The
+arguments again; only ``runner.config.early_workers`` reads them before, without Hydra. The
 config folders it adds (:attr:`CommandLine.extra_dirs`) travel with it.
 Flags and overrides may come in any order (``op=matmul -m dtype=a,b``):
 :attr:`CommandLine.argv` puts the flags first, the order Hydra's parser needs.
@@ -13,7 +13,6 @@ Flags and overrides may come in any order (``op=matmul -m dtype=a,b``):
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,53 +25,6 @@ from runner.core.errors import TEXT_FIX, ConfigError, shown, unwritable
 
 #: Hydra flags after which no trial runs (help, config printing, completion).
 NO_TRIALS = ("help", "hydra_help", "cfg", "info", "version", "shell_completion")
-#: Override keys (their first part) that place the workers, or may: where one is given, the
-#: workers start only once Hydra's parser has read it.
-PLACING_KEYS = ("isolation", "workers", "device", "hydra")
-
-
-def plainly_one_worker(args: Sequence[str]) -> bool:
-    """Whether ``args`` plainly ask for the one default worker (an experiment's own
-    ``workers`` or ``device`` is seen only later, as by the parse), read without Hydra: the
-    worker's ``import torch`` (3-5 s) then starts before Hydra is imported (0.15-0.3 s of the
-    driver's). Only ``key=value`` overrides of keys that place nothing (not
-    :data:`PLACING_KEYS`), and no flag but ``-m``; without ``-m``, no value that reads as a
-    sweep (``seed=range(0,10000000)`` is refused at once, and a worker started for it would
-    only take a core from the refusal). Anything else waits for the parse; a command line
-    that then fails stops the worker (exit 2)."""
-    multirun = any(arg in ("-m", "--multirun") for arg in args)
-    for arg in args:
-        if arg in ("-m", "--multirun"):
-            continue
-        key, equals, value = arg.partition("=")
-        if arg.startswith("-") or not equals:
-            return False
-        if key.lstrip("+~").replace("/", ".").split(".")[0] in PLACING_KEYS:
-            return False
-        if not multirun and _reads_as_sweep(value):
-            return False
-    return True
-
-
-def _reads_as_sweep(value: str) -> bool:
-    """``a,b`` (a comma outside brackets and quotes) or ``range(...)`` and the grammar's other
-    sweep functions: what Hydra's grammar would read as a sweep, roughly (a value it reads
-    otherwise only starts the worker after the parse)."""
-    if re.match(r"\s*(range|choice|glob|interval|shuffle|sort|tag)\(", value):
-        return True
-    depth, quote = 0, ""
-    for char in value:
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char in "[{(":
-            depth += 1
-        elif char in "]})":
-            depth -= 1
-        elif char == "," and depth == 0:
-            return True
-    return False
 
 
 @dataclass

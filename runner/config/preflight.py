@@ -39,8 +39,10 @@ SAY_EARLY_JOBS = 20
 LOCAL_LAUNCHERS = ("hydra._internal.core_plugins.basic_launcher.BasicLauncher",)
 
 
-def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
+def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> bool:
     """Compose and plan each job of ``cmd``; :class:`ConfigError` for the first bad one.
+    Returns whether any job runs in this process (False: a multirun whose launcher, chosen
+    by an experiment too, runs every job in a process of its own, starting its own workers).
 
     Says the sweep's size on stderr before it starts (``runner.config.sweep_size``): the jobs
     are counted before they are listed, and a sweep past ``max_trials`` stops here, exit 2."""
@@ -93,6 +95,7 @@ def preflight(cmd: CommandLine, conf_dir: Path = CONF_DIR) -> None:
         print(f"opsweep: nothing to run: {empty[0]} has no trials (shard i runs the trials "
               "whose index is i modulo num_shards); no sweep folder made.", file=sys.stderr)
         raise SystemExit(0)
+    return bool(counts) or not cmd.multirun  # a single run: Hydra runs it here, whatever
 
 
 def check_job_count(cmd: CommandLine) -> None:

@@ -42,13 +42,16 @@ def mark(name: str) -> None:
     _MARKS.setdefault(name, time.time())
 
 
-#: The driver's steps in order, each with the name of the part that ends there.
-DRIVER_STEPS = (("spawned", "worker_spawn_s"), ("checked", "checks_s"),
+#: The driver's steps, each with the name of the part that ends there. The workers start
+#: before Hydra is imported where the command line plainly says which (``spawned`` before
+#: ``parsed``), else once it is parsed: each part runs from the step before it in time.
+DRIVER_STEPS = (("spawned", "worker_spawn_s"), ("parsed", "parse_s"), ("checked", "checks_s"),
                 ("preflight", "preflight_s"), ("job", "hydra_s"), ("planned", "planning_s"))
 #: How :func:`startup_line` names them.
 DRIVER_LABELS = {"python_s": "Python", "worker_spawn_s": "starting workers",
-                 "checks_s": "checks", "preflight_s": "composing and planning every job",
-                 "hydra_s": "Hydra", "planning_s": "planning"}
+                 "parse_s": "importing Hydra and parsing", "checks_s": "checks",
+                 "preflight_s": "composing and planning every job", "hydra_s": "Hydra",
+                 "planning_s": "planning"}
 
 
 def job_started() -> None:
@@ -108,9 +111,9 @@ def startup(command_at: float | None = None) -> dict[str, Any] | None:
         "python_s": marks["main"] - start,
     }
     previous = marks["main"]
-    for step, part in DRIVER_STEPS:  # each part: from the step before (that happened) to it
-        if step in marks:
-            parts[part], previous = marks[step] - previous, marks[step]
+    steps = sorted((marks[step], part) for step, part in DRIVER_STEPS if step in marks)
+    for at, part in steps:  # each part: from the step before it in time, in that order
+        parts[part], previous = at - previous, at
     if "planned" in marks:
         parts["planned_at_s"] = marks["planned"] - start
     parts.update(_SENT)
@@ -146,8 +149,8 @@ def startup_line(parts: Mapping[str, Any] | None) -> str | None:
     if not parts:
         return None
     text = f"start-up: first trial {parts['first_trial_at_s']:.2f} s after the command."
-    shown = ", ".join(f"{label} {parts[key]:.2f}" for key, label in DRIVER_LABELS.items()
-                      if key in parts)
+    shown = ", ".join(f"{DRIVER_LABELS[key]} {value:.2f}" for key, value in parts.items()
+                      if key in DRIVER_LABELS)  # in the order they happened
     text += f" Driver: {shown}"
     if "planned_at_s" in parts:
         text += f" (planned at {parts['planned_at_s']:.2f} s)"

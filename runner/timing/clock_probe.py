@@ -53,6 +53,17 @@ def _kernel() -> Any:
     return _KERNEL
 
 
+def prepare() -> None:
+    """Import Triton and define the probe's kernel: what needs no device. A worker does it on
+    a thread of its own while its CUDA context starts (``runner.execution.warmup``), so the
+    probe built after the context only compiles and runs. Without Triton nothing is done
+    here; :func:`clock_probe` then returns None."""
+    try:
+        _kernel()
+    except Exception:  # no Triton, or one that does not import: the probe says None later
+        pass
+
+
 class ClockProbe:
     """Probes on one CUDA device: :meth:`stamps` makes a buffer, :meth:`record` queues a probe
     into one of its slots on the current stream, :func:`effective_mhz` turns read-back stamps
