@@ -46,8 +46,9 @@ def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
-        for _ in range(warmup_calls):
+        for _ in range(warmup_calls - 1):
             fn()
+        refuse_host_sync(fn)  # last: lazy initialisation may synchronise once, harmlessly
     torch.cuda.current_stream(device).wait_stream(side)
     torch.cuda.synchronize(device)
     graph = torch.cuda.CUDAGraph()
@@ -80,6 +81,23 @@ def timing_event() -> Any:
 
 #: One capture stream per device (:func:`capture_stream`).
 _CAPTURE_STREAMS: dict[str, Any] = {}
+
+
+def refuse_host_sync(fn: Callable[[], Any]) -> None:
+    """Run ``fn`` once with PyTorch's sync debug mode set to raise, so that an op which
+    synchronises the host (``.item()``, ``nonzero``, a pageable copy) fails here, before any
+    capture. Hazard: such an op cannot be captured, and a capture that fails inside PyTorch
+    leaves the process's default CUDA generator poisoned: every later ``torch.randn`` on the
+    device raised "Offset increment outside graph capture encountered unexpectedly", in the
+    trials that followed too."""
+    import torch
+
+    mode = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn()
+    finally:
+        torch.cuda.set_sync_debug_mode(mode)
 
 
 def capture_stream(device: Any) -> Any:
