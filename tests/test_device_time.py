@@ -7,6 +7,7 @@ device time is scripted per call, so a sample of K calls reads exactly K × per_
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -795,3 +796,30 @@ def test_the_short_tail_queues_a_short_chunk_once_min_samples_are_on_their_way()
     # min_samples = 3: a full chunk already holds them, so the next is short; one at a time,
     # so the one queued behind the short chunk is full again.
     assert [n for n, _ in device.chunks] == [5, 1, 5]
+
+
+def test_a_capped_ops_power_share_is_what_its_samples_drew() -> None:
+    """The averaged power is read once per sampled chunk: a board that drew the limit through
+    the warm-up but less under the samples (a faster clock at less power, as one H100 did)
+    shows it, and the row's sustained flag says so (runner.execution.sustained)."""
+    from runner.execution.sustained import HEADROOM_SHARE, sustained_flag
+
+    device = FakeDevice(per_call_s=5 * US, clock_at=lambda t: 1450.0)
+    warm_up_ends_s = CAPPED_MIN_S + 0.05
+
+    def read() -> Reading:
+        share = 1.0 if device.now < warm_up_ends_s else 0.84
+        return dataclasses.replace(AT_CAP, power_avg_share=share)
+
+    timer_plan = plan(warmup_s=0.05, max_samples=100000, min_samples=10, settle_max_s=5.0)
+    m = run(device, 200, steady=True, loop_capped=False, read_clock=read,
+            timer_plan=timer_plan).measurement
+    assert m.power_capped is True and m.settled_samples > 0
+    assert m.power_avg_share == pytest.approx(0.84)
+    assert "drew 84% of the power limit" in sustained_flag(m, None)
+    # the same run drawing the limit throughout: no flag
+    device = FakeDevice(per_call_s=5 * US, clock_at=lambda t: 1450.0)
+    m = run(device, 200, steady=True, loop_capped=False,
+            read_clock=lambda: dataclasses.replace(AT_CAP, power_avg_share=0.99),
+            timer_plan=timer_plan).measurement
+    assert m.power_avg_share >= HEADROOM_SHARE and sustained_flag(m, None) is None

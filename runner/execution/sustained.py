@@ -6,8 +6,9 @@ never claim a sustained number it did not measure: these columns say what the tr
 left the GPU in and the clock capped work last sustained there, and flag a device time that
 may be a burst number after all, with the reason:
 
-* its samples were power-capped, yet the board's averaged power stayed well under its limit
-  across them (:data:`HEADROOM_SHARE`): the controller still had headroom to give, as after
+* its samples were power-capped, yet the board's averaged power (read once per sampled chunk)
+  stayed well under its limit across them (:data:`HEADROOM_SHARE`): the controller still had
+  headroom to give, or the board ran the op at a clock it does not hold, as after
   an idle gap (on an H100, bf16 4096³ 0.5 s after bf16 8192³ drew 0.58-0.92 of the limit
   over its first second and ran 4-10% fast);
 * its samples were power-capped and its warm-up hit ``timer.settle_max_s`` before it settled:

@@ -141,6 +141,7 @@ class ChunkStream:
         self.buffer: deque[tuple[float, float | None]] = deque()  # (s per call, MHz) to take
         self.taken = 0
         self.clocks: list[float] = []  # the samples' clock (MHz), as take() read it
+        self.power_shares: list[float] = []  # NVML's averaged power over its limit, a chunk each
 
     def enqueue(self) -> None:
         """Queue one more chunk: a short first one, then full ones."""
@@ -224,10 +225,12 @@ class ChunkStream:
         clock it ran at: the probe's, else NVML's once per chunk."""
         if not self.buffer:
             chunk = self.next_chunk(False)
-            if all(mhz is None for _, mhz in chunk):  # no probe: NVML's, once per chunk
-                reading = self.read_clock() if self.read_clock is not None else None
-                if reading is not None and reading.clock_mhz is not None:
-                    self.clocks.append(float(reading.clock_mhz))
+            reading = self.read_clock() if self.read_clock is not None else None
+            if reading is not None:  # once per chunk: the averaged power the samples drew
+                if reading.power_avg_share is not None:
+                    self.power_shares.append(reading.power_avg_share)
+                if reading.clock_mhz is not None and all(mhz is None for _, mhz in chunk):
+                    self.clocks.append(float(reading.clock_mhz))  # no probe: NVML's clock
             self.buffer.extend(chunk)
         per_call_s, mhz = self.buffer.popleft()
         self.taken += 1
@@ -287,4 +290,5 @@ def steady_samples(sample_work: SampleWork, plan: TimerPlan, device: Any,
                        settled=verdict.settled, settle_reason=verdict.reason,
                        settled_clock_mhz=last_clock(warmup), clock_mhz=tuple(stream.clocks),
                        min_samples=plan.min_samples, power_capped=verdict.capped,
-                       settled_samples=len(tail), power_avg_share=tail_power_share(tail))
+                       settled_samples=len(tail),
+                       power_avg_share=tail_power_share(tail, stream.power_shares))

@@ -52,10 +52,13 @@ def tail_clocks(tail: Sequence[Point]) -> list[float]:
     return clocks
 
 
-def tail_power_share(tail: Sequence[Point]) -> float | None:
-    """The median averaged board power over its limit across ``tail`` (a capped op's settled
-    half: the first of its samples), or None where it was not read."""
-    shares = [p.power_avg_share for p in tail if p.power_avg_share is not None]
+def tail_power_share(tail: Sequence[Point], sampled: Sequence[float] = ()) -> float | None:
+    """The median averaged board power over its limit while the samples ran: ``sampled``,
+    read once per chunk of the fresh samples, where there are any (the state they measured:
+    a board that went on drawing the limit through the warm-up's settled half can draw less
+    under the samples, as one H100 did at a higher clock), else across ``tail`` (a capped
+    op's settled half: the first of its samples). None where it was not read."""
+    shares = list(sampled) or [p.power_avg_share for p in tail if p.power_avg_share is not None]
     return statistics.median(shares) if shares else None
 
 
