@@ -483,17 +483,17 @@ def test_energy_window_replays_the_timing_layers_graph_on_cuda() -> None:
 def test_energy_window_of_an_uncapturable_op_runs_eagerly_on_cuda() -> None:
     x = torch.randn(64, device="cuda")
     out = _energy_window(lambda: x * x.sum().item(), 50e-6, capture=True)  # K = 1000
-    assert out["energy_method"] == "eager"
-    assert out["energy_reason"].startswith("ran eagerly, graph capture failed: ")
-    assert out["energy_calls"] > 0 and out["energy_calls"] % 1000 == 0
-    assert 0 < out["energy_busy_fraction"] <= 1
+    assert out["energy_method"] == "eager", out
+    assert out["energy_reason"].startswith("ran eagerly, graph capture failed: "), out
+    assert out["energy_calls"] > 0 and out["energy_calls"] % 1000 == 0, out
+    assert 0 < out["energy_busy_fraction"] <= 1, out
     # the device is still usable after the failed capture
     assert (x * 2).sum().item() == pytest.approx(2 * x.sum().item(), rel=1e-5)
     graph_trial = _energy_window(lambda: x * 2, 50e-6, capture=False)
-    assert graph_trial["energy_method"] == "eager"
+    assert graph_trial["energy_method"] == "eager", graph_trial
     assert graph_trial["energy_reason"] == ("ran eagerly: graph/compile/backward trials are "
-                                            "not re-captured")
-    assert graph_trial["energy_calls"] > 0
+                                            "not re-captured"), graph_trial
+    assert graph_trial["energy_calls"] > 0, graph_trial
 
 
 def test_energy_window_with_nvml_on_cuda() -> None:
