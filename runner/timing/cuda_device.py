@@ -93,6 +93,8 @@ def refuse_host_sync(fn: Callable[[], Any]) -> None:
     import torch
 
     mode = torch.cuda.get_sync_debug_mode()
+    # The mode is the process's, not this thread's: nothing else runs CUDA work while a trial
+    # captures (keep_warm's heating stops before a trial is answered).
     torch.cuda.set_sync_debug_mode("error")
     try:
         fn()
