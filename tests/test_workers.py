@@ -342,6 +342,8 @@ def test_predicted_slots_for_cpu_workers_and_what_is_not_predicted(planned: list
     assert placement.predicted_slots("per_gpu", ["0"], 6) is None
     assert placement.predicted_slots("4", ["0", "1"], 6) is None  # refused by the job's check
     assert placement.predicted_slots("two", ["0", "1"], 6) is None
+    assert placement.predicted_slots("7", [], 6) is None  # more CPU workers than cores
+    assert len(placement.predicted_slots("4", [], 2)) == 4  # a few: started all the same
 
 
 def test_only_a_plain_command_line_starts_its_worker_before_hydra_s_parser() -> None:

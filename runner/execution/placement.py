@@ -109,6 +109,10 @@ def plan_workers(workers: Any, isolation: str, planned: list, explicit: set[str]
     return WorkerPlan(slots, pinned)
 
 
+#: CPU workers that may start before the job is checked, whatever the core count.
+EARLY_CPU_WORKERS = 4
+
+
 def make_slots(n: int, gpus: list[str], pin: bool, cpu_count: int) -> tuple[Slot, ...]:
     """N workers: worker *i* owns visible GPU *i* when ``pin``; N > 1 split the cores."""
     threads = max(1, cpu_count // n) if n > 1 else None
@@ -119,12 +123,15 @@ def make_slots(n: int, gpus: list[str], pin: bool, cpu_count: int) -> tuple[Slot
 
 def predicted_slots(workers: str, gpus: list[str], cpu_count: int) -> tuple[Slot, ...] | None:
     """The slots :func:`plan_workers` gives ``workers=<value>`` when the job's trials use
-    the GPUs (or, with no GPU, the CPU); None when that is not a pool of 2 or more."""
+    the GPUs (or, with no GPU, the CPU); None when that is not a pool of 2 or more, or more
+    CPU workers than cores (and than :data:`EARLY_CPU_WORKERS`): started before the job is
+    checked, a typo such as ``workers=200`` would import torch 200 times; the job starts
+    what it accepts."""
     try:
         n = len(gpus) if workers == PER_GPU else int(workers)
     except ValueError:
         return None  # the job's own check says what is wrong with it
-    if n < 2 or n > len(gpus) > 0:
+    if n < 2 or n > len(gpus) > 0 or (not gpus and n > max(cpu_count, EARLY_CPU_WORKERS)):
         return None
     return make_slots(n, gpus, bool(gpus), cpu_count)
 
