@@ -51,11 +51,11 @@ import pandas as pd
 from every_gpu import every_gpu  # benchmarks/: this script's folder
 from long_reference import matmul_inputs as long_reference_inputs
 from long_reference import reference as long_reference
+from order_gates import DTYPES, order_args, order_checks, pct, print_misses
 from sustained_load import back_to_back_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = (256, 512, 1024, 2048, 4096, 8192)
-DTYPES = ("bf16", "fp16", "fp32", "tf32")
 COPY_NUMELS = (1 << 27, 1 << 28)  # fp32: 512 MiB and 1 GiB
 COST_COLUMNS = ("cost_settle_s", "cost_loop_s", "cost_device_s", "cost_accuracy_s",
                 "cost_other_s")
@@ -207,10 +207,6 @@ def eager_copy_us(numel: int, launches: int = 20) -> float:
     return statistics.median(times)
 
 
-def pct(value: float, reference: float) -> float:
-    return (value / reference - 1) * 100
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -327,6 +323,7 @@ def main() -> None:
                        statistics.median(moves) <= 1 and moves[-1] <= 3,
                        f"median {statistics.median(moves):.2f}%, max {moves[-1]:.2f}%"))
     checks.extend(order_checks(by_order, refs))
+    checks.append(print_misses(by_order, refs))
     if args.burst:
         burst, _, _ = run_opsweep(args.out, "burst", [*sweep, "timer.burst=true"])
         faster = [f"{row['dtype']} {row['shape_str']}" for _, row in burst.iterrows()
@@ -366,39 +363,6 @@ def print_checks(checks: list[tuple[str, bool, str]]) -> None:
     print("\n| check | result | measured |\n|---|---|---|")
     for name, ok, text in checks:
         print(f"| {name} | {'PASS' if ok else 'FAIL'} | {text} |")
-
-
-def order_checks(by_order: dict[str, list], refs: dict) -> list[tuple[str, bool, str]]:
-    """Per trial order: every trial of every process within 3% of the reference, and the
-    misses named."""
-    checks = []
-    for order, runs in by_order.items():
-        deltas = [(f"{row['dtype']} {row['shape_str'].split('x')[0]}³",
-                   pct(row["gpu_time_median_us"],
-                       refs[(int(row["shape_str"].split("x")[0]), row["dtype"])]["ref_us"]))
-                  for frame, _, _ in runs for _, row in frame.iterrows()]
-        misses = [f"{name} {d:+.1f}%" for name, d in deltas if abs(d) > 3.0]
-        checks.append((f"order {order}: every trial within 3% of the reference", not misses,
-                       f"{len(deltas) - len(misses)} of {len(deltas)}, max |Δ| "
-                       f"{max(abs(d) for _, d in deltas):.2f}%; walls "
-                       f"{', '.join(f'{w:.1f}' for _, w, _ in runs)} s"
-                       + (f"; misses: {', '.join(misses)}" if misses else "")))
-    return checks
-
-
-def order_args(sweep: list[str], order: str, sizes: tuple[int, ...]) -> list[str]:
-    """The sweep's overrides for one trial order: heat (the default), plan, or the plan
-    reversed (sizes and dtypes listed the other way round)."""
-    if order == "heat":
-        return sweep
-    if order == "plan":
-        return [*sweep, "trial_order=plan"]
-    if order == "reverse":
-        shapes = "[" + ",".join(f"[{s},{s},{s}]" for s in reversed(sizes)) + "]"
-        return [f"shape={shapes}" if arg.startswith("shape=") else
-                f"dtype=[{','.join(reversed(DTYPES))}]" if arg.startswith("dtype=") else arg
-                for arg in sweep] + ["trial_order=plan"]
-    raise SystemExit(f"--orders: unknown order {order!r}: expected heat, plan or reverse")
 
 
 if __name__ == "__main__":

@@ -28,3 +28,28 @@ def test_a_renamed_step_is_caught() -> None:
     assert steps.missing_steps(("spec_columns", "no_such_step"), ()) == ["no_such_step"]
     assert steps.missing_steps((), (("runner.execution.timed", "gone"),)) == [
         "runner.execution.timed.gone"]
+
+
+def test_the_order_gate_fails_on_an_unflagged_miss_and_counts_false_alarms(capsys) -> None:  # noqa: ANN001
+    import pandas as pd
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import order_gates
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    refs = {(4096, "bf16"): {"ref_us": 200.0}, (2048, "bf16"): {"ref_us": 25.0}}
+
+    def runs(flag_fast: str | None, flag_right: str | None) -> dict[str, list]:
+        frame = pd.DataFrame([
+            {"dtype": "bf16", "shape_str": "4096x4096x4096", "gpu_time_median_us": 180.0,
+             "sustained_flag": flag_fast},
+            {"dtype": "bf16", "shape_str": "2048x2048x2048", "gpu_time_median_us": 25.2,
+             "sustained_flag": flag_right}])
+        return {"heat": [(frame, 30.0, 4.0)]}
+
+    name, ok, text = order_gates.print_misses(runs(None, None), refs)
+    assert not ok and "heat/1 bf16 4096³ -10.0%" in text
+    assert "bf16 4096³ | -10.00%" in capsys.readouterr().out
+    _, ok, text = order_gates.print_misses(runs("drew 84% of the limit", "drew 90%"), refs)
+    assert ok and "1 of 1 right rows flagged" in text

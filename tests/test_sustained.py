@@ -178,6 +178,7 @@ def test_the_row_carries_the_heat_the_trial_began_in() -> None:
                             device=SimpleNamespace(measurement=measurement(200.0)))
     assert sustained_columns(times, None) == {"heat_before": "hot",
                                               "sm_clock_mhz_capped_sustained": 1405.0,
+                                              "power_share_samples": 0.99,
                                               "sustained_flag": None}
     cpu = SimpleNamespace(heat_before=None, device=SimpleNamespace(measurement=None))
     assert set(sustained_columns(cpu, None).values()) == {None}

@@ -30,12 +30,14 @@ HEADROOM_SHARE = 0.93
 
 
 def sustained_columns(times: Any, burst: Measurement | None) -> dict[str, Any]:
-    """``heat_before``, ``sm_clock_mhz_capped_sustained`` and ``sustained_flag`` of a trial
-    whose times are ``times`` (``runner.execution.timed.TrialTimes``)."""
-    heat = times.heat_before
+    """``heat_before``, ``sm_clock_mhz_capped_sustained``, ``power_share_samples`` and
+    ``sustained_flag`` of a trial whose times are ``times``
+    (``runner.execution.timed.TrialTimes``)."""
+    heat, device = times.heat_before, times.device.measurement
     return {"heat_before": None if heat is None else heat.label,
             "sm_clock_mhz_capped_sustained": None if heat is None else heat.sustained_mhz,
-            "sustained_flag": sustained_flag(times.device.measurement, burst)}
+            "power_share_samples": None if device is None else device.power_avg_share,
+            "sustained_flag": sustained_flag(device, burst)}
 
 
 def sustained_flag(device: Measurement | None, burst: Measurement | None) -> str | None:

@@ -33,7 +33,7 @@ NAMED_UNITS: dict[str, str] = {
     "host_overhead_ratio": "ratio", "ci_rel_halfwidth": "ratio", "gpu_clock_vs_host": "ratio",
     "gpu_time_ci_rel_halfwidth": "ratio", "rel_error": "ratio", "rel_error_tol": "ratio",
     "gpu_idle_fraction": "fraction", "top_kernel_share": "fraction",
-    "energy_busy_fraction": "fraction",
+    "energy_busy_fraction": "fraction", "power_share_samples": "fraction of the power limit",
     "job_num": "index", "trial_index": "index", "shard": "index", "worker": "index",
     "gpu_index": "index", "job_pid": NO_UNIT, "seed": NO_UNIT,
 }

@@ -152,6 +152,9 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                         "just ended) or recovering (its clock may still be coming back)"),
     "sm_clock_mhz_capped_sustained": (_F, "SM clock capped work last sustained on this GPU "
                                           "before the trial, MHz (docs/timing.md)"),
+    "power_share_samples": (_F, "board power over its limit while the device-time samples "
+                                "ran: NVML's one-second average, read once per sampled "
+                                "chunk, the median (a settled capped op draws 0.96-1.0)"),
     "sustained_flag": (_S, "set when the device time may not be the sustained number: its "
                            "capped samples drew under 93% of the power limit (averaged) or "
                            "never settled, or it reads faster than its own burst time"),

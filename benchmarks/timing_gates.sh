@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The timing gates of one GPU (docs/timing.md), in steps that fit calls of under ten minutes
+# and share one long reference, kept in $CACHE while the machine stays up:
+#   STEPS="heat plan" bash benchmarks/timing_gates.sh OUTDIR       # takes the reference first
+#   STEPS="reverse burst tests" bash benchmarks/timing_gates.sh OUTDIR
+# Steps: heat, plan, reverse (the 24-trial sweep in that trial order, two processes, against
+# the 15 s reference: ~5 minutes of 14 capped cases on an H100, taken once, after the first
+# step's sweeps); burst (the sweep with timer.burst=true: no row faster than its burst time
+# unless flagged); tests (pytest -m gpu). Logs under OUTDIR; the gate tables last.
+set -uo pipefail
+out=${1:-${OUT:-/tmp/timing_gates}}
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${CACHE:-/tmp/opsweep-reference.json}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,uuid,power.limit,temperature.gpu --format=csv > "$out/gpu.csv"
+for step in ${STEPS:-heat plan reverse burst tests}; do
+    case $step in
+        heat|plan|reverse) (cd "$here" && python3 time_to_result.py --out "$out/$step" \
+                --orders "$step" --runs 2 --reference-s 15 --reference-passes 1 \
+                --reference-cache "$cache" > "$out/$step.log" 2>&1) ;;
+        burst) (cd "$here" && python3 time_to_result.py --out "$out/burst" --orders heat \
+                --runs 1 --burst --reference-s 15 --reference-passes 1 \
+                --reference-cache "$cache" > "$out/burst.log" 2>&1) ;;
+        tests) (cd "$here/.." && python3 -m pytest -q -p no:cacheprovider -m gpu tests \
+                > "$out/tests.log" 2>&1) ;;
+        *) echo "unknown step $step: expected heat, plan, reverse, burst or tests" >&2; exit 2 ;;
+    esac
+done
+cp "$cache" "$out/" 2>/dev/null
+cat "$out/gpu.csv"
+for step in ${STEPS:-heat plan reverse burst tests}; do
+    echo "=== $step"
+    if [ "$step" = tests ]; then tail -n 8 "$out/tests.log"
+    else sed -n '/^## Misses/,$p' "$out/$step.log" | grep -v '^$'; fi
+done
