@@ -67,6 +67,7 @@ def print_misses(by_order: dict[str, list], refs: dict) -> tuple[str, bool, str]
             for _, row in frame.iterrows():
                 delta = pct(row["gpu_time_median_us"], refs[case_of(row)]["ref_us"])
                 flag = row.get("sustained_flag")
+                flag = flag if isinstance(flag, str) else None  # pandas reads a null as NaN
                 if abs(delta) <= MISS_PCT:
                     right, false_alarms = right + 1, false_alarms + bool(flag)
                     continue
