@@ -174,13 +174,13 @@ def test_the_row_carries_the_heat_the_trial_began_in() -> None:
     from runner.execution.sustained import sustained_columns
     from runner.timing.heat import HeatSeen
 
-    times = SimpleNamespace(heat_before=HeatSeen("hot", 1405.0),
+    times = SimpleNamespace(heat_before=HeatSeen("hot", 1405.0), loop=None,
                             device=SimpleNamespace(measurement=measurement(200.0)))
     assert sustained_columns(times, None) == {"heat_before": "hot",
                                               "sm_clock_mhz_capped_sustained": 1405.0,
                                               "power_share_samples": 0.99,
                                               "sustained_flag": None}
-    cpu = SimpleNamespace(heat_before=None, device=SimpleNamespace(measurement=None))
+    cpu = SimpleNamespace(heat_before=None, loop=None, device=SimpleNamespace(measurement=None))
     assert set(sustained_columns(cpu, None).values()) == {None}
 
 
@@ -202,3 +202,36 @@ def test_a_row_flags_a_device_time_faster_than_its_own_burst_time() -> None:
     burst = measurement(190.0, capped=False, spread=0.01)
     assert "faster than its own burst time" in sustained_flag(measurement(179.0), burst)
     assert sustained_flag(measurement(200.0), burst) is None
+
+
+def test_a_row_flags_a_capped_device_time_well_faster_than_the_loop_right_after_it() -> None:
+    """An H100 ran capped samples at 1570-1640 MHz at the power limit; the loop time right
+    after read the 15 s reference, the device time 8-15% fast. The loop time is the witness,
+    only where the GPU paces it and only in that direction."""
+    fast, loop = measurement(176.0), measurement(200.0, capped=False)
+    assert "12% faster than the loop time right after it" in sustained_flag(fast, None, loop)
+    assert sustained_flag(measurement(190.0), None, loop) is None  # 5%: a settled wobble
+    assert sustained_flag(measurement(230.0), None, loop) is None  # slower: not burst
+    assert sustained_flag(measurement(176.0, capped=False), None, loop) is None
+    launch_paced = measurement(5.7), measurement(15.9, capped=False)
+    assert sustained_flag(*launch_paced[:1], None, launch_paced[1]) is None
+
+
+def test_capped_samples_that_drew_headroom_leave_the_device_cold() -> None:
+    """A trial whose capped samples drew 45% of the limit (the host left the GPU idle) must
+    not hand a hot device to the next: that one would warm up for the short hot minimum
+    and read fast."""
+    import dataclasses
+
+    from runner.execution.timed import WorkerTiming
+    from runner.timing.heat import capped_min_s
+    from runner.timing.settle import CAPPED_MIN_S
+
+    state = WorkerTiming()
+    settled = dataclasses.replace(measurement(200.0), clock_mhz=(1400.0,))
+    hot = state.record_heat("cuda:0", settled)
+    assert capped_min_s(hot, hot.ended_s) < CAPPED_MIN_S
+    starved = dataclasses.replace(measurement(174.0, power=0.45), clock_mhz=(1640.0,))
+    after = state.record_heat("cuda:0", starved)
+    assert capped_min_s(after, after.ended_s) == CAPPED_MIN_S
+    assert after.sustained_mhz == 1400.0  # the starved clock is not what capped work sustains

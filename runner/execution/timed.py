@@ -15,6 +15,7 @@ import torch
 
 from runner.config.trial_settings import TimerSettings
 from runner.execution import modes
+from runner.execution.sustained import drew_headroom
 from runner.timing.clock_probe import clock_probe
 from runner.timing.clocks import Clock, CudaEventClock, HostClock, L2Flusher
 from runner.timing.cuda_device import CudaDevice
@@ -68,10 +69,18 @@ class WorkerTiming:
         (``runner.timing.heat.heat_left``). Every trial records it, capped or not: one at
         full clock between two capped ones lets the clock back up, so the next starts cold.
         A capped, settled device time also records the clock its samples ran at: what capped
-        work sustains on this device now."""
-        capped = any(m.power_capped for m in measurements if m is not None)
-        sustained = next((statistics.median(m.clock_mhz) for m in measurements
-                          if m is not None and m.power_capped and m.settled and m.clock_mhz),
+        work sustains on this device now.
+
+        Hot is what the device did, not what the op is: capped samples that drew under
+        ``runner.execution.sustained.HEADROOM_SHARE`` of the power limit (the host left the
+        GPU idle between chunks, so the controller gave headroom back) leave it cold, and
+        the next capped trial warms up in full. On an H100, a trial after one whose samples
+        drew 45% of the limit started "hot", warmed up for 1.8 s, and read 11% fast."""
+        taken = [m for m in measurements if m is not None]
+        capped = any(m.power_capped for m in taken) and not any(map(drew_headroom, taken))
+        sustained = next((statistics.median(m.clock_mhz) for m in taken
+                          if m.power_capped and m.settled and m.clock_mhz and not
+                          drew_headroom(m)),
                          None)
         return self.heat.record(device_key, capped, time.perf_counter(), sustained)
 

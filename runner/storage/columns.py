@@ -156,8 +156,9 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                                 "ran: NVML's one-second average, read once per sampled "
                                 "chunk, the median (a settled capped op draws 0.96-1.0)"),
     "sustained_flag": (_S, "set when the device time may not be the sustained number: its "
-                           "capped samples drew under 93% of the power limit (averaged) or "
-                           "never settled, or it reads faster than its own burst time"),
+                           "capped samples drew under 93% of the power limit (averaged), "
+                           "never settled, or read over 8% faster than the loop time right "
+                           "after them, or it reads faster than its own burst time"),
     # timer.burst=true: gapped samples at the boost clock (docs/timing.md)
     "gpu_burst_time_median_us": (_F, "burst device time per call, µs: gapped samples at the "
                                      "boost clock; not what a sustained job sees"),
