@@ -31,8 +31,10 @@ in one call on a CUDA machine:
    calls back to back between two events: a copy captured in a CUDA graph can run slower than
    the eager one the user's code runs, and the device time must measure the eager one.
 
-Prints each trial's agreement with the reference, the walls and their ratio, and a PASS/FAIL
-table last. Logs and Parquet go to DIR.
+Prints each trial's agreement with the reference, the walls and their ratio, every miss of
+every process with what its row says of it (``order_gates.py``: a miss without a
+``sustained_flag`` fails), and a PASS/FAIL table last. Logs and Parquet go to DIR;
+``timing_gates.sh`` runs it in steps that share one reference.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -65,6 +68,9 @@ def run_opsweep(out: Path, name: str, args: list[str]) -> tuple[pd.DataFrame, fl
     """Run ``python -m runner`` as a user would; returns its rows, its wall (s) and the
     seconds from the command to its first trial's start."""
     results = out / name
+    # A results folder left by an earlier call (the same --out on a warm machine) would be
+    # read as this run's: start from an empty one.
+    shutil.rmtree(results, ignore_errors=True)
     cmd = [sys.executable, "-m", "runner", f"results_dir={results}", *args]
     started_at = time.time()
     start = time.perf_counter()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -83,6 +84,9 @@ def run(out: Path, name: str, args: list[str]) -> dict[str, Any]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
                                          if p)}
+    # A results folder left by an earlier call (the same --out on a warm machine) would be
+    # read as this run's: start from an empty one.
+    shutil.rmtree(out / name, ignore_errors=True)
     command_at = time.time()
     proc = subprocess.run([sys.executable, "-m", "runner", f"results_dir={out}/{name}", *args],
                           env=env, capture_output=True, text=True)
