@@ -6,7 +6,9 @@
 # Steps: heat, plan, reverse (the 24-trial sweep in that trial order, two processes, against
 # the 15 s reference: ~5 minutes of 14 capped cases on an H100, taken once, after the first
 # step's sweeps); burst (the sweep with timer.burst=true: no row faster than its burst time
-# unless flagged); tests (pytest -m gpu). Logs under OUTDIR; the gate tables last.
+# unless flagged); tests (pytest -m gpu); regime (regime_check.py: opsweep's own sampling for
+# 15 s against plain back-to-back work). Logs under OUTDIR; the gate tables last. PACK=FILE
+# packs OUTDIR into one .tgz as well (a machine that returns few files returns that one).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/timing_gates}}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,13 +25,18 @@ for step in ${STEPS:-heat plan reverse burst tests}; do
                 --reference-cache "$cache" > "$out/burst.log" 2>&1) ;;
         tests) (cd "$here/.." && python3 -m pytest -q -p no:cacheprovider -m gpu tests \
                 > "$out/tests.log" 2>&1) ;;
-        *) echo "unknown step $step: expected heat, plan, reverse, burst or tests" >&2; exit 2 ;;
+        regime) (cd "$here" && python3 regime_check.py --out "$out/regime" \
+                > "$out/regime.log" 2>&1) ;;
+        *) echo "unknown step $step: expected heat, plan, reverse, burst, tests or regime" >&2
+           exit 2 ;;
     esac
 done
 cp "$cache" "$out/" 2>/dev/null
+if [ -n "${PACK:-}" ]; then tar -czf "$PACK" -C "$(dirname "$out")" "$(basename "$out")"; fi
 cat "$out/gpu.csv"
 for step in ${STEPS:-heat plan reverse burst tests}; do
     echo "=== $step"
     if [ "$step" = tests ]; then tail -n 8 "$out/tests.log"
+    elif [ "$step" = regime ]; then tail -n 6 "$out/regime.log"
     else sed -n '/^## Misses/,$p' "$out/$step.log" | grep -v '^$'; fi
 done
