@@ -53,3 +53,14 @@ def test_the_order_gate_fails_on_an_unflagged_miss_and_counts_false_alarms(capsy
     assert "bf16 4096³ | -10.00%" in capsys.readouterr().out
     _, ok, text = order_gates.print_misses(runs("drew 84% of the limit", "drew 90%"), refs)
     assert ok and "1 of 1 right rows flagged" in text
+
+
+def test_the_regime_check_imports_and_splits_a_trial_into_thirds() -> None:
+    """benchmarks/regime_check.py runs only on a GPU: a broken import or split shows here."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import regime_check
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert regime_check.thirds([1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 9.0, 9.0, 9.0]) == (1.0, 9.0)
+    assert regime_check.thirds([2.0]) == (2.0, 2.0)
