@@ -17,7 +17,7 @@ may be a burst number after all, with the reason:
   after it on the same op (:data:`LOOP_GAP_SHARE`), where the GPU, not the host, sets the
   loop's pace (:data:`LOOP_CHECK_MIN_S`): the device's clock moved between the two, and the
   later, slower one is nearer what a long job sustains. On an H100 whose capped samples ran
-  at 1570-1640 MHz at the power limit, the loop time right after agreed with a 15 s
+  at 1500-1750 MHz at the power limit, the loop time right after agreed with a 15 s
   back-to-back reference within 3% where the device time read 8-15% fast;
 * it reads faster than the same op's burst time (``timer.burst=true``), which runs at the
   boost clock by construction.
@@ -76,7 +76,8 @@ def sustained_flag(device: Measurement | None, burst: Measurement | None,
                        "power limit (one-second average): the controller still had headroom, "
                        "so it may read faster than a job running it back to back")
     median_s = device.stats.median
-    if (loop is not None and loop.samples_s and device.power_capped and median_s >= LOOP_CHECK_MIN_S
+    paced_by_gpu = device.power_capped and median_s >= LOOP_CHECK_MIN_S
+    if (paced_by_gpu and loop is not None and loop.samples_s
             and loop.stats.median > (1 + LOOP_GAP_SHARE) * median_s):
         loop_s = loop.stats.median
         reasons.append(f"it reads {median_s * 1e6:.4g} µs, {1 - median_s / loop_s:.0%} faster "
