@@ -5,7 +5,7 @@ One call on a CUDA machine:
 
 On some H100s a capped trial's device-time samples ran 5-15% faster than a 15 s back-to-back
 reference, at the same averaged power and temperature, while the loop time taken right after
-them read the reference (docs/timing.md#the-h100-fast-state). This asks whether the device
+them read the reference (docs/timing.md, "The H100 fast state"). This asks whether the device
 time's regime itself (chunks with a clock probe between samples, an NVML read per chunk) is
 the cause: per case, opsweep's device time sampled for ``--seconds`` back to back
 (``timer.max_time_s``, a CI target it cannot meet), its samples' first and last thirds, then
