@@ -5,7 +5,10 @@
 # once, each against its own 15 s reference). Logs under $1 (default $OUT); short tables
 # last. The three-times-over sweep takes about 330 s on its own (one GPU alone is 2 minutes
 # of it): with under ten minutes a call, run `STEPS=seeds3` and `STEPS="seeds1 every_gpu"`
-# as two calls.
+# as two calls. Two more steps: imports (torch's import on this host, alone and once per GPU
+# at once: the floor under any worker's first trial) and regime (regime_check.py on every GPU
+# at once, each against its own plain back-to-back reference). PACK=FILE packs the logs and
+# results into one .tgz as well (a machine that returns few files returns that one).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/host_check}}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,10 +24,25 @@ for step in $steps; do
                     --seeds 1 > "$out/workers_seeds1.log" 2>&1 ;;
         every_gpu) (cd "$here" && timeout 150 python3 time_to_result.py --out "$out/ttr" \
                     --gpus "$gpus" --reference-s 15 > "$out/every_gpu.log" 2>&1) ;;
-        *) echo "unknown step $step: expected seeds3, seeds1 or every_gpu" >&2; exit 2 ;;
+        imports) { for run in 1 2; do (TIMEFORMAT="alone: %R s"; time python3 -c "import torch")
+                   done
+                   for i in $(seq 0 $((gpus - 1))); do
+                       (TIMEFORMAT="one of $gpus at once: %R s"; time python3 -c "import torch") &
+                   done; wait; } > "$out/imports.log" 2>&1 ;;
+        regime) for i in $(seq 0 $((gpus - 1))); do
+                    (cd "$here" && CUDA_VISIBLE_DEVICES=$i timeout 200 python3 regime_check.py \
+                        --out "$out/regime$i" > "$out/regime$i.log" 2>&1) &
+                done; wait ;;
+        *) echo "unknown step $step: expected seeds3, seeds1, every_gpu, imports or regime" >&2
+           exit 2 ;;
     esac
 done
+if [ -n "${PACK:-}" ]; then tar -czf "$PACK" -C "$(dirname "$out")" "$(basename "$out")"; fi
 for step in $steps; do
-    log=$([ "$step" = every_gpu ] && echo every_gpu || echo "workers_$step")
-    echo "=== $log"; tail -n 40 "$out/$log.log"
+    case $step in
+        every_gpu|imports) echo "=== $step"; tail -n 40 "$out/$step.log" ;;
+        regime) for i in $(seq 0 $((gpus - 1))); do
+                    echo "=== regime, GPU $i"; tail -n 4 "$out/regime$i.log"; done ;;
+        *) echo "=== workers_$step"; tail -n 40 "$out/workers_$step.log" ;;
+    esac
 done

@@ -20,7 +20,8 @@ Runs from a checkout (``python benchmarks/workers_check.py``) or with the packag
    (``device=[cuda:0,...]``, 20 s of heat): each GPU's device time, clock and temperature.
 4. A short table last: each target, PASS/FAIL/N/A and the value. Targets: trial-span
    speed-up >= 0.9·N and wall speed-up >= 0.85·N, every worker busy >= 90%, first trial
-   <= 4.5 s after the command, each trial's device time within 3% of the one-GPU run.
+   <= 4.5 s after the command, each trial's device time within 3% of the one-GPU run. The
+   46-trial mix alone (``--seeds 1``) wants a wall speed-up of 1.8× on 2 GPUs and 3.0× on 4.
 
 ``--dry`` (CPU dry run): device=cpu, workers=1 and 2, tiny sizes, smoke timer; checks the
 plumbing, not the targets.
@@ -48,6 +49,9 @@ from runner.execution import gpu_compare, timeline  # noqa: E402  (the runner's 
 from runner.storage.files import METADATA_KEY  # noqa: E402
 
 STARTUP_TARGET_S = 4.5
+#: Wall speed-up wanted of the 46-trial mix on N GPUs (``--seeds 1``): its start-up and end
+#: are a larger share of its wall than of a sweep of minutes, whose target is 0.85·N.
+MIX_WALL_TARGETS = {2: 1.8, 4: 3.0}
 SPREAD_TARGET = 0.03
 BUSY_TARGET = 0.9
 SHOWN = 15
@@ -174,7 +178,14 @@ def pinned_lines(p: pd.DataFrame) -> list[str]:
     return lines
 
 
-def checks_for(runs: dict[str, dict[str, Any]], dry: bool) -> list[tuple[str, str, str]]:
+def wall_target(n: int, seeds: int) -> float:
+    """The wall speed-up wanted on ``n`` GPUs: the mix's own (:data:`MIX_WALL_TARGETS`),
+    else 0.85·N."""
+    return MIX_WALL_TARGETS.get(n, 0.75 * n) if seeds == 1 else 0.85 * n
+
+
+def checks_for(runs: dict[str, dict[str, Any]], dry: bool,
+               seeds: int = 1) -> list[tuple[str, str, str]]:
     base = runs["1"]
     checks: list[tuple[str, str, str]] = []
 
@@ -191,8 +202,9 @@ def checks_for(runs: dict[str, dict[str, Any]], dry: bool) -> list[tuple[str, st
         span_x, wall_x = base["span_s"] / r["span_s"], base["wall_s"] / r["wall_s"]
         check(f"N={n}: trial-span speed-up >= {0.9 * n:.2f}x", None if dry else
               span_x >= 0.9 * n, f"{span_x:.2f}x")
-        check(f"N={n}: wall speed-up >= {0.85 * n:.2f}x", None if dry else
-              wall_x >= 0.85 * n, f"{wall_x:.2f}x")
+        wanted = wall_target(n, seeds)
+        check(f"N={n}: wall speed-up >= {wanted:.2f}x", None if dry else
+              wall_x >= wanted, f"{wall_x:.2f}x")
         fractions = [b["fraction"] or 0.0 for b in r["busy"].values()]
         check(f"N={n}: every worker busy >= {BUSY_TARGET:.0%}", None if dry else
               min(fractions) >= BUSY_TARGET, ", ".join(f"{f:.0%}" for f in fractions))
@@ -244,7 +256,7 @@ def main() -> int:
         runs[str(n)] = run(out, f"workers_{n}", sweep + [f"workers={n}"])
     for r in runs.values():
         lines += describe(r, runs["1"])
-    checks = checks_for(runs, a.dry)
+    checks = checks_for(runs, a.dry, a.seeds)
     width = max(len(name) for name, _, _ in checks)
     lines += ["", f"{'check':<{width}}  result  value"]
     lines += [f"{name:<{width}}  {status:<6}  {value}" for name, status, value in checks]

@@ -73,17 +73,28 @@ def scaled_randn(ctx: OpContext, *size: int, fan_in: int) -> torch.Tensor:
     return ctx.randn(*size) / math.sqrt(fan_in)
 
 
+class _UninitialisedLinear(torch.nn.Linear):
+    """``nn.Linear`` whose parameters are allocated but not initialised: the trial's
+    generator fills them (:func:`seeded_linear`)."""
+
+    def reset_parameters(self) -> None:
+        """Nothing: PyTorch's default initialisation would draw from the global RNG (not the
+        trial's), and its values would be overwritten at once."""
+
+
 def seeded_linear(ctx: OpContext, in_features: int, out_features: int,
                   bias: bool) -> torch.nn.Linear:
     """An ``nn.Linear`` on ``ctx.device``/``ctx.dtype`` whose weights come from ``ctx.randn``.
 
-    ``skip_init`` avoids PyTorch's default initialisation, which would draw from the global
-    RNG (not the trial's) and cost time that is thrown away. Parameters are created with
+    Not ``torch.nn.utils.skip_init``: it builds the module on the meta device first, and the
+    meta device's first use in a process imports PyTorch's decompositions, 0.7 s on a CPU and
+    1.8-2.9 s on a GPU host beside other workers, inside the first ``linear`` or ``mlp`` trial
+    of every worker (docs/timing.md#what-a-trial-costs). Parameters are created with
     ``requires_grad=False`` so that a forward-only trial does not record an autograd graph;
     the runner's backward mode turns gradients on for ``Workload.module``'s parameters.
     """
-    layer = torch.nn.utils.skip_init(torch.nn.Linear, in_features, out_features, bias=bias,
-                                     device=ctx.device, dtype=ctx.dtype)
+    layer = _UninitialisedLinear(in_features, out_features, bias=bias, device=ctx.device,
+                                 dtype=ctx.dtype)
     with torch.no_grad():
         layer.weight.copy_(scaled_randn(ctx, out_features, in_features, fan_in=in_features))
         if layer.bias is not None:

@@ -204,3 +204,41 @@ def test_workload_contract_violation_is_an_error_row(frozen_gc: None,
     row = run_trial(TrialTask(0, spec, timer))
     assert row["status"] == "error"
     assert "ops.base.Workload" in row["reason"]
+
+
+def test_a_slow_build_is_the_trials_setup_not_other(frozen_gc: None,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the inputs is ``cost_setup_s``, not ``cost_other_s``: the summary's "other"
+    is then what is left over, and a build that grows (a kernel's first use in a worker)
+    shows where it grew. The parts still add up to no more than the trial's wall."""
+    import time
+    import types
+
+    from runner.config.schema import TimerSettings
+    from runner.execution.task import TrialTask, TrialTimer
+    from runner.execution.trial import run_trial
+    from runner.storage.columns import COST_COLUMNS
+
+    build_s = 0.5
+
+    def build(ctx: OpContext) -> Workload:
+        time.sleep(build_s)
+        x = ctx.randn(4)
+        return Workload(fn=lambda: x + 1, flops=4, bytes_moved=32,
+                        reference=lambda: x.double() + 1)
+
+    module = types.ModuleType("opsweep_slow_build_op")
+    module.build = build  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "opsweep_slow_build_op", module)
+    spec = TrialSpec(op="slow", target="opsweep_slow_build_op:build", shape=(4,),
+                     dtype=DType.fp32, device="cpu", seed=0, num_threads=None, streams=1,
+                     graph=GraphMode.none, compile=CompileMode.none, compile_dynamic=None,
+                     fullgraph=False, backward=False)
+    timer = TrialTimer.from_settings(TimerSettings(min_samples=3, max_samples=3))
+    began = time.perf_counter()
+    row = run_trial(TrialTask(0, spec, timer))
+    wall_s = time.perf_counter() - began
+    assert row["status"] == "ok", row["reason"]
+    assert row["cost_setup_s"] >= build_s
+    assert row["cost_other_s"] < build_s
+    assert sum(row[name] for name in COST_COLUMNS) <= wall_s

@@ -563,3 +563,29 @@ def test_gpu_tensor_create_lands_on_the_device() -> None:
     for where in ("device", "host_then_copy"):
         out = build("tensor_create", (4, 5), device="cuda", where=where).fn()
         assert out.device.type == "cuda" and out.shape == (4, 5)
+
+
+def test_seeded_linear_uses_neither_the_meta_device_nor_the_global_rng(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The weights come from the trial's generator alone, and the module is built without
+    the meta device (whose first use in a process imported seconds of PyTorch inside the
+    first linear trial of every worker): the global RNG is untouched, ``to_empty`` is never
+    called, and the same seed gives the same weights."""
+    from ops.common import seeded_linear
+
+    def no_meta(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("seeded_linear went through the meta device (Module.to_empty)")
+
+    monkeypatch.setattr(torch.nn.Module, "to_empty", no_meta)
+
+    def layer(seed: int) -> torch.nn.Linear:
+        generator = torch.Generator().manual_seed(seed)
+        ctx = OpContext(shape=(2, 8, 4), dtype=torch.float32, device=torch.device("cpu"),
+                        generator=generator, seed=seed)
+        return seeded_linear(ctx, 8, 4, bias=True)
+
+    state = torch.get_rng_state()
+    first, again = layer(3), layer(3)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.equal(first.weight, again.weight) and torch.equal(first.bias, again.bias)
+    assert not first.weight.requires_grad

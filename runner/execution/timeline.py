@@ -219,7 +219,8 @@ def busy_line(rows: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 #: The parts of a sweep's time, in the summary's order: (label, the rows' column).
-COST_PARTS = (("settling", "cost_settle_s"), ("loop time", "cost_loop_s"),
+COST_PARTS = (("setup", "cost_setup_s"), ("settling", "cost_settle_s"),
+              ("loop time", "cost_loop_s"),
               ("device time", "cost_device_s"), ("accuracy", "cost_accuracy_s"),
               ("other", "cost_other_s"))
 

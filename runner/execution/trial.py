@@ -150,15 +150,17 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     9. the insight passes last, at that settled state: never inside the samples.
     """
     spec, timer, device = task.spec, task.timer, torch.device(task.spec.device)
+    set_up_at = time.perf_counter()
     workloads = build_workloads(spec, device)  # 1
     modes.check_supported(spec, workloads[0])
     for workload in workloads if spec.backward else ():
         modes.enable_grads(workload)
     flops_per_op = count_flops(workloads[0], spec.backward)  # 2
     prepared = modes.prepare(spec, workloads)  # 3
-    out: dict[str, Any] = {"compile_time_s": prepared.compile_time_s,
-                           "capture_time_s": prepared.capture_time_s}
     checked_at = time.perf_counter()
+    out: dict[str, Any] = {"compile_time_s": prepared.compile_time_s,
+                           "capture_time_s": prepared.capture_time_s,
+                           "cost_setup_s": checked_at - set_up_at}
     if task.check_accuracy:  # 4
         out.update(accuracy(spec, workloads, prepared))
     held_bytes = _fresh_peaks(device)  # 5

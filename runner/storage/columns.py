@@ -276,14 +276,17 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
 
 #: Where a trial's wall time went (docs/timing.md#what-a-trial-costs): they add up to its wall.
 COST_COLUMNS: dict[str, tuple[pa.DataType, str]] = {
+    "cost_setup_s": (_F, "seconds of building the inputs, counting the FLOPs (one eager call: "
+                         "a kernel's first use in this process loads it) and composing the "
+                         "modes (compiling, capturing)"),
     "cost_settle_s": (_F, "seconds of the trial spent warming up until settled (the device "
                           "time's and the loop time's warm-ups)"),
     "cost_loop_s": (_F, "seconds of the loop time's samples (its warm-up is in cost_settle_s)"),
     "cost_device_s": (_F, "seconds of the device time besides its warm-up: the probe that "
                           "sizes it, the graph's capture, its samples"),
     "cost_accuracy_s": (_F, "seconds of the accuracy check (the float64 reference, one call)"),
-    "cost_other_s": (_F, "the rest of the trial's seconds: inputs, FLOP count, compiling, "
-                         "burst time, profile and energy passes, GPU state, freeing memory"),
+    "cost_other_s": (_F, "the rest of the trial's seconds: burst time, profile and energy "
+                         "passes, GPU state, freeing memory"),
 }
 COLUMNS.update(COST_COLUMNS)
 
