@@ -64,6 +64,7 @@ class FakeDevice:
         self.calls = 0
         self.now = 0.0
         self.chunks: list[tuple[int, float]] = []  # (samples, spin) of each steady chunk
+        self.fills: list[int] = []  # unsampled calls of the work ahead of each steady chunk
         self.ahead_s = 0.0  # device work queued and not yet waited for
 
     def wall(self) -> float:
@@ -102,8 +103,13 @@ class FakeDevice:
     # first event is reached early when the host's enqueue (``host_s`` or the script) took
     # longer than the spin plus the work still queued ahead of it.
     def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
-                before_sample: Callable[[], None] | None) -> dict[str, Any]:
+                before_sample: Callable[[], None] | None, fill: int = 0) -> dict[str, Any]:
         self.chunks.append((samples, spin_s))
+        self.fills.append(fill)
+        before = self.calls
+        for _ in range(fill):  # unsampled work ahead of the samples: the device runs it too
+            work()
+        fill_s = (self.calls - before) * self.per_call_s
         times = []
         for _ in range(samples):
             if before_sample:
@@ -112,16 +118,17 @@ class FakeDevice:
             work()
             times.append((self.calls - before) * self.per_call_s)
         host_s = self.host_script.pop(0) if self.host_script else self.host_s
-        chunk = {"times": times, "early": host_s >= spin_s + self.ahead_s}
-        self.ahead_s += sum(times)
+        chunk = {"times": times, "early": host_s >= spin_s + fill_s + self.ahead_s,
+                 "fill_s": fill_s}
+        self.ahead_s += fill_s + sum(times)
         return chunk
 
     def reached(self, chunk: dict[str, Any]) -> bool:
         return chunk["early"]
 
     def wait(self, chunk: dict[str, Any]) -> list[float]:
-        self.ahead_s = max(0.0, self.ahead_s - sum(chunk["times"]))
-        self.now += sum(chunk["times"])
+        self.ahead_s = max(0.0, self.ahead_s - chunk["fill_s"] - sum(chunk["times"]))
+        self.now += chunk["fill_s"] + sum(chunk["times"])
         return chunk["times"]
 
     def finished(self, chunk: dict[str, Any]) -> bool:
@@ -387,23 +394,27 @@ def test_a_host_that_waits_on_the_device_is_given_up_in_the_warm_up() -> None:
 # ---------------------------------------------------------------------------------------
 
 def test_steady_samples_run_back_to_back_two_chunks_ahead() -> None:
-    # 1 ms samples: 5 per chunk (CHUNK_S = 5 ms). Only the first chunk waits on a spin;
-    # every later one is queued behind the chunk still running, with no gap.
+    # 1 ms samples: 5 per chunk (CHUNK_S = 5 ms). Only the first chunk is held; every later
+    # one is queued behind the chunk still running, with no gap.
     device = FakeDevice(per_call_s=5 * US)
     result = run(device, 200, steady=True,
                  timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
     assert result.method == "graph" and result.reason is None
-    # The first chunk's spin covers each sample's enqueue (SPIN_MIN_S each), and a margin.
-    assert device.chunks[0] == (5, pytest.approx(6 * bb.SPIN_MIN_S))
+    # The first chunk is held by one more replay (1 ms: it covers each sample's enqueue,
+    # SPIN_MIN_S each, and a margin), not by a spin: a spin is a low-power gap.
+    assert device.chunks[0] == (5, 0.0) and device.fills[0] == 1
     assert all(chunk == (5, 0.0) for chunk in device.chunks[1:-1])
+    assert not any(device.fills[1:])
     # Once 30 samples were on their way, the chunk queued past them is a short one: it is
     # waited for and (the median converged) never used.
     assert device.chunks[-1] == (1, 0.0)
     m = result.measurement
     assert m.samples_s == pytest.approx((5 * US,) * 30)
     # The loop could not tell whether the op is power-capped: the warm-up is judged, from
-    # DEVICE_WARMUP_S on, once two windows hold a chunk each (4 chunks, 20 ms).
-    assert m.settled is True and m.warmup_s == pytest.approx(bb.DEVICE_WARMUP_S, abs=1e-3)
+    # DEVICE_WARMUP_S on, once two windows hold a chunk each (4 chunks, 20 ms, and the
+    # first chunk's 1 ms of fill).
+    assert m.settled is True
+    assert m.warmup_s == pytest.approx(bb.DEVICE_WARMUP_S + 1e-3, abs=0.5e-3)
     # 4 warm-up chunks + 6 sampled chunks, and the one queued past the last sample was
     # waited for, not used.
     assert len(device.chunks) == 4 + 6 + 1 and device.ahead_s == 0
@@ -459,9 +470,10 @@ def test_a_chunk_whose_enqueue_outlasts_many_sample_spins_still_gets_a_covering_
     # MAX_SPIN_GROWTHS doublings of SPIN_MIN_S, but a chunk's spin stays well under
     # SPIN_MAX_S, so the warm-up keeps growing it and the graph is kept.
     class SlowPerSample(FakeDevice):
-        def enqueue(self, work: Any, samples: int, spin_s: float, before: Any) -> Any:
+        def enqueue(self, work: Any, samples: int, spin_s: float, before: Any,
+                    fill: int = 0) -> Any:
             self.host_s = samples * 1000 * US
-            return super().enqueue(work, samples, spin_s, before)
+            return super().enqueue(work, samples, spin_s, before, fill)
 
     device = SlowPerSample(per_call_s=5 * US)
     result = run(device, 1, steady=True)
@@ -565,14 +577,15 @@ def test_an_op_the_loop_found_uncapped_hands_over_after_a_short_chunk() -> None:
     result = run(device, 200, steady=True, loop_capped=False, read_clock=lambda: MAX_CLOCK,
                  timer_plan=plan(warmup_s=0.05, max_samples=30, min_samples=30))
     m = result.measurement
-    # one chunk of a quarter of the usual size: 5 samples of 1 ms // 4 = 1 sample
-    assert m.warmup_calls == 1 and m.warmup_s == pytest.approx(CHUNK_S / 5, rel=0.05)
+    # one chunk of a quarter of the usual size: 5 samples of 1 ms // 4 = 1 sample, behind
+    # one replay of fill
+    assert m.warmup_calls == 1 and m.warmup_s == pytest.approx(2 * CHUNK_S / 5, rel=0.05)
     assert m.settled is True and m.power_capped is False
-    # The full chunk queued behind the short one waits behind a spin of its own (the device
-    # would run the short chunk before the host had queued it); the rest follow with none.
-    assert device.chunks[:2] == [(1, pytest.approx(2 * bb.SPIN_MIN_S)),
-                                 (5, pytest.approx(6 * bb.SPIN_MIN_S))]
-    assert all(spin == 0.0 for _, spin in device.chunks[2:])
+    # The full chunk queued behind the short one is held too (the device would run the
+    # short chunk before the host had queued it), by a replay of fill; the rest follow with
+    # neither.
+    assert device.fills[:2] == [1, 1] and not any(device.fills[2:])
+    assert all(spin == 0.0 for _, spin in device.chunks)
 
 
 def test_a_capped_op_warms_up_and_samples_long_enough_to_span_the_swing() -> None:
@@ -665,9 +678,10 @@ def test_a_watched_window_that_falls_behind_is_dropped_and_the_device_time_kept(
     # The host's enqueue of a long watched chunk outlasts any spin (50 ms a chunk, 20 µs
     # without the watch): the watched run is abandoned, the plain one kept.
     class SlowOnLongChunks(FakeDevice):
-        def enqueue(self, work: Any, samples: int, spin_s: float, before: Any) -> Any:
+        def enqueue(self, work: Any, samples: int, spin_s: float, before: Any,
+                    fill: int = 0) -> Any:
             self.host_s = 1.0 if samples > 5 else 20 * US
-            return super().enqueue(work, samples, spin_s, before)
+            return super().enqueue(work, samples, spin_s, before, fill)
 
     device, watch = SlowOnLongChunks(per_call_s=5 * US), RecordingWatch(0.5)
     result = run(device, 200, steady=True, watch=watch,
@@ -773,6 +787,35 @@ def test_an_unheld_chunk_reached_early_makes_every_chunk_wait_behind_a_spin() ->
     assert stream.retaken == 1 and stream.spin_s == bb.SPIN_MIN_S  # sampling never grows it
     stream.drain()
     assert not stream.inflight and device.ahead_s == 0
+
+
+def test_a_replay_stream_that_holds_every_chunk_holds_them_with_its_own_work() -> None:
+    """Once the host has fallen behind, every chunk is held. A replay's chunks are held by
+    more replays (unsampled), never by a spin: a spin is a low-power gap, and on an H100 the
+    samples after such gaps ran at a higher clock than back-to-back work sustains. A replay
+    too short to outrun its own launch (under FILL_MIN_SAMPLE_S) still waits on a spin."""
+    def stream(device: FakeDevice, sample_s: float) -> bb.ChunkStream:
+        def work() -> None:
+            device.calls += 1000
+        return bb.ChunkStream(SampleWork(work, 1, bb.SPIN_MIN_S, sample_s=sample_s,
+                                         fill=True), plan(), device, None, None,
+                              handover=False)
+
+    device = FakeDevice(host_script=[0.0, 1.0])
+    replay = stream(device, 1e-3)
+    replay.next_chunk(True)
+    replay.next_chunk(True)
+    assert replay.hold_every
+    for _ in range(4):
+        replay.next_chunk(False)
+    assert all(spin == 0.0 for _, spin in device.chunks)
+    # each held chunk: ceil((SPIN_MIN_S + SPIN_MIN_S × 5 samples) / 1 ms) = 1 replay of fill
+    assert device.fills[0] == 1 and all(fill == 1 for fill in device.fills[2:])
+    tiny = FakeDevice(host_script=[0.0, 1.0])
+    short = stream(tiny, bb.FILL_MIN_SAMPLE_S / 2)
+    for _ in range(4):
+        short.next_chunk(True)
+    assert not any(tiny.fills) and tiny.chunks[0][1] > 0
 
 
 def test_a_held_chunk_reached_early_in_the_warm_up_doubles_the_spin_until_blocked() -> None:

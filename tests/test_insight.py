@@ -124,7 +124,7 @@ class FakeBoard:
         self.synced_at.append(self.now)
         self.sleep(max(0.0, self.queue_end - self.now))
 
-    def enqueue(self, work, samples: int, spin_s: float, before_sample) -> float:
+    def enqueue(self, work, samples: int, spin_s: float, before_sample, fill: int = 0) -> float:
         self.enqueued.append((samples, spin_s, before_sample))
         work()
         self.queue_end = max(self.queue_end, self.now) + self.chunk_s

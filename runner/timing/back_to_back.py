@@ -32,6 +32,14 @@ SAMPLE_LAUNCHES = 4
 SPIN_MIN_S = 50e-6
 #: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
 SPIN_MAX_S = 0.2
+#: Shortest sample (s) whose chunks are held behind more of the same work rather than a spin
+#: (``SampleWork.fill``). A spin kernel runs one thread: while it holds a chunk the board draws
+#: little power, and a power-capped GPU that averages in those gaps runs its samples at a
+#: higher clock than back-to-back work sustains. On an H100, whose host had fallen behind once
+#: and so held every chunk, opsweep's samples read bf16 4096³ 6.9% and bf16 2048³ 13% faster
+#: than 15 s of plain graph replays (docs/timing.md, "The H100 fast state"). A replay this
+#: long costs its host one launch, a tenth of what it gives the device.
+FILL_MIN_SAMPLE_S = 100e-6
 #: Seconds of samples per back-to-back chunk (one sync per chunk) and the most samples in one.
 CHUNK_S, MAX_CHUNK_SAMPLES = 0.005, 64
 #: While a ``Watch`` polls NVML between chunks: longer chunks, more of them queued ahead. An
@@ -107,6 +115,8 @@ class ChunkStream:
                  read_clock: Callable[[], Reading | None] | None, watch: Watch | None,
                  handover: bool) -> None:
         self.work, self.calls, self.plan, self.device = sample.work, sample.calls, plan, device
+        self.sample_s = sample.sample_s
+        self.fills = sample.fill and sample.sample_s >= FILL_MIN_SAMPLE_S
         self.before_sample, self.read_clock, self.watch = sample.before, read_clock, watch
         spin_s, sample_s = sample.spin_s, sample.sample_s
         chunk_s, self.ahead = (WATCHED_CHUNK_S, WATCHED_AHEAD) if watch is not None \
@@ -128,7 +138,9 @@ class ChunkStream:
         # between chunks is an idle gap in which a power-capped GPU recovers its clock. A call
         # (eager, or a graph replay of a tiny op) the host enqueues slower than the device runs
         # it falls behind; the warm-up then turns it on (that op is launch-bound, far from the
-        # power cap, so the gap costs it nothing).
+        # power cap, so the gap costs it nothing). A host that stalls once (an NVML read, a
+        # collection) turns it on too, for a capped op: its chunks are then held by more of
+        # its own replays (``fills``), never by a spin.
         self.hold_every = False
         self.short_tail = False  # whether chunks past min_samples may be short
         self.window_open = False
@@ -161,7 +173,12 @@ class ChunkStream:
         held = (self.hold_every or not self.inflight or not self.inflight[-1].valid
                 or self.inflight[-1].samples < samples)
         hold_s = min(SPIN_MIN_S + self.spin_s * samples, SPIN_MAX_S) if held else 0.0
-        chunk = self.device.enqueue(self.work, samples, hold_s, self.before_sample)
+        fill = 0
+        if held and self.fills:
+            # Held by the op's own work, not a spin: a spin is a low-power gap in which a
+            # power-capped GPU gains clock for the samples after it (FILL_MIN_SAMPLE_S).
+            fill, hold_s = math.ceil(hold_s / self.sample_s), 0.0
+        chunk = self.device.enqueue(self.work, samples, hold_s, self.before_sample, fill=fill)
         # Valid when the device had not reached the chunk's first event once the host had
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
         self.inflight.append(Queued(chunk, not self.device.reached(chunk), samples,

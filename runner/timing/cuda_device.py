@@ -186,7 +186,7 @@ class CudaDevice:
         return max(1, int(seconds * _CYCLES_PER_S[key]))
 
     def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
-                before_sample: Callable[[], None] | None) -> _Chunk:
+                before_sample: Callable[[], None] | None, fill: int = 0) -> _Chunk:
         torch = self._torch
         # Events are made before anything is queued: the host work between two records is
         # then only the sample's own (``before_sample`` and ``work``).
@@ -195,6 +195,8 @@ class CudaDevice:
         stamps = self._probe.stamps(samples + 1) if self._probe is not None else None
         if spin_s > 0:
             torch.cuda._sleep(self.spin_cycles(spin_s))
+        for _ in range(fill):  # the op's own work holds the chunk: no low-power gap
+            work()
         for i, (start, end) in enumerate(zip(starts, ends)):
             if stamps is not None:
                 # Between the samples, outside their events: the probe pair around a sample

@@ -51,7 +51,9 @@ class SampleWork:
     """What one device-time sample runs: ``work`` (``calls`` calls of the op, or a replay of
     them), held behind a spin of ``spin_s`` while the host enqueues it; ``sample_s``: what it
     is expected to take; ``launches``: the kernels it launches (0 for a graph replay);
-    ``before``: run before it, outside the timed region."""
+    ``before``: run before it, outside the timed region; ``fill``: hold it behind more of
+    ``work`` (unsampled) instead of a spin, where one ``work`` costs the host a single
+    launch (a graph replay: ``runner.timing.back_to_back.FILL_MIN_SAMPLE_S``)."""
 
     work: Callable[[], Any]
     calls: int
@@ -59,3 +61,4 @@ class SampleWork:
     sample_s: float = 0.0
     launches: int = 0
     before: Callable[[], None] | None = None
+    fill: bool = False

@@ -95,10 +95,10 @@ class Device(Protocol):
         """One sample: (flush, sync,) spin, start event, ``work()``, end event."""
 
     def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
-                before_sample: Callable[[], None] | None) -> Any:
-        """Queue one back-to-back chunk without waiting: (a spin of ``spin_s`` if > 0,) then
-        ``samples`` × (probe, start event, ``work()``, end event) and a last probe. Returns
-        the chunk."""
+                before_sample: Callable[[], None] | None, fill: int = 0) -> Any:
+        """Queue one back-to-back chunk without waiting: (a spin of ``spin_s`` if > 0, and
+        ``fill`` unsampled calls of ``work``,) then ``samples`` × (probe, start event,
+        ``work()``, end event) and a last probe. Returns the chunk."""
 
     def reached(self, chunk: Any) -> bool:
         """Whether the device had reached the chunk's first event once the host had queued
@@ -227,7 +227,7 @@ def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler) -> Measurement
         return None
     try:
         measurement = sampler.take(SampleWork(replay, replay_calls, SPIN_MIN_S,
-                                              replay_calls * per_call_s))
+                                              replay_calls * per_call_s, fill=True))
     except HostBlocked as exc:
         notes.append(f"{REPLAY}: {exc}")
         return None
