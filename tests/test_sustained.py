@@ -235,3 +235,16 @@ def test_capped_samples_that_drew_headroom_leave_the_device_cold() -> None:
     after = state.record_heat("cuda:0", starved)
     assert capped_min_s(after, after.ended_s) == CAPPED_MIN_S
     assert after.sustained_mhz == 1400.0  # the starved clock is not what capped work sustains
+
+
+def test_a_row_flags_an_uncapped_op_the_work_before_still_held_down() -> None:
+    """On four H200s an fp32 linear (22 ms a call, 85-90% of the power limit on its own)
+    read 3-4% slow right after capped work: its samples ran with the board's averaged power
+    still at the limit, and the loop time right after read it at full speed."""
+    held, loop = measurement(22241.0, capped=False, power=0.996), measurement(21608.0,
+                                                                             capped=False)
+    assert "2.9% slower than the loop time right after it" in sustained_flag(held, None, loop)
+    assert sustained_flag(measurement(21386.0, capped=False, power=0.78), None, loop) is None
+    assert sustained_flag(measurement(22241.0, capped=False, power=0.9), None, loop) is None
+    assert sustained_flag(measurement(21700.0, capped=False, power=0.996), None, loop) is None
+    assert sustained_flag(measurement(22241.0, capped=None, power=0.996), None, loop) is None

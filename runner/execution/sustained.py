@@ -20,7 +20,13 @@ may be a burst number after all, with the reason:
   at 1500-1750 MHz at the power limit, the loop time right after agreed with a 15 s
   back-to-back reference within 3% where the device time read 8-15% fast;
 * it reads faster than the same op's burst time (``timer.burst=true``), which runs at the
-  boost clock by construction.
+  boost clock by construction;
+* the other way round: its samples were not power-capped, yet the board's averaged power
+  stood at its limit across them (:data:`HELD_SHARE`, the work before's), and it reads slower
+  than the loop time right after it (:data:`LOOP_SLOWER_SHARE`). The controller still held
+  the clock down for that work: on four H200s an fp32 linear (32768×4096→4096, 85-90% of the
+  limit on its own) read 22.2 ms at 1902 MHz right after capped work and 21.4 ms at 1979 MHz
+  elsewhere, its loop time 21.6 ms either way.
 """
 
 from __future__ import annotations
@@ -37,6 +43,13 @@ HEADROOM_SHARE = 0.93
 #: Settled capped rows read within 7% of their loop time even on an H100 whose clock swung
 #: ±5% under load; the fast state read 8-21% apart.
 LOOP_GAP_SHARE = 0.08
+#: An uncapped op's samples at this averaged share of the power limit or more ran while the
+#: work before still held the clock down (uncapped ops on their own drew up to 0.96 of it).
+HELD_SHARE = 0.97
+#: ... and a device time this much slower than the loop time right after it is flagged: on
+#: an H200 uncapped GPU-paced rows read 0.79-1.01 of their loop time, except those held
+#: down (1.016-1.032).
+LOOP_SLOWER_SHARE = 0.015
 #: Only a call at least this long (s) is compared with its loop time: a shorter one's loop is
 #: paced by the host's launches (a bf16 1024³ matmul: 5.7 µs of GPU, 15.9 µs a loop call).
 LOOP_CHECK_MIN_S = 20e-6
@@ -62,7 +75,8 @@ def sustained_columns(times: Any, burst: Measurement | None) -> dict[str, Any]:
 
 def sustained_flag(device: Measurement | None, burst: Measurement | None,
                    loop: Measurement | None = None) -> str | None:
-    """Why the device time ``device`` may read faster than what the GPU sustains, or None.
+    """Why the device time ``device`` may not be what the GPU sustains (mostly: may read
+    faster), or None.
     ``burst``: the same op's burst time (None: not taken); ``loop``: its loop time, taken
     right after the device time (None: not taken)."""
     if device is None:
@@ -84,6 +98,16 @@ def sustained_flag(device: Measurement | None, burst: Measurement | None,
                        f"than the loop time right after it ({loop_s * 1e6:.4g} µs) on an op "
                        "the GPU paces: the clock moved between the two, so it may not be the "
                        "sustained number")
+    held = (device.power_capped is False and device.power_avg_share is not None
+            and device.power_avg_share >= HELD_SHARE and median_s >= LOOP_CHECK_MIN_S)
+    if (held and loop is not None and loop.samples_s
+            and median_s > (1 + LOOP_SLOWER_SHARE) * loop.stats.median):
+        loop_s = loop.stats.median
+        reasons.append(f"it reads {median_s * 1e6:.4g} µs, {median_s / loop_s - 1:.1%} slower "
+                       f"than the loop time right after it ({loop_s * 1e6:.4g} µs), not "
+                       "power-capped itself while the board's averaged power stood at "
+                       f"{device.power_avg_share:.0%} of the limit: the work before still held "
+                       "the clock down, and a job running it back to back runs it faster")
     if burst is not None and median_s < burst.stats.ci_low:
         reasons.append(f"it reads {median_s * 1e6:.4g} µs, faster than its own "
                        f"burst time ({burst.stats.median * 1e6:.4g} µs, CI low "

@@ -158,7 +158,9 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "sustained_flag": (_S, "set when the device time may not be the sustained number: its "
                            "capped samples drew under 93% of the power limit (averaged), "
                            "never settled, or read over 8% faster than the loop time right "
-                           "after them, or it reads faster than its own burst time"),
+                           "after them, or it reads faster than its own burst time; or, "
+                           "not capped, it ran while the board's averaged power was at the "
+                           "limit and reads slower than the loop time right after it"),
     # timer.burst=true: gapped samples at the boost clock (docs/timing.md)
     "gpu_burst_time_median_us": (_F, "burst device time per call, µs: gapped samples at the "
                                      "boost clock; not what a sustained job sees"),
