@@ -149,8 +149,8 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     8. read the clocks before anything else runs on the GPU: the state the samples ended in;
     9. the insight passes last, at that settled state: never inside the samples.
     """
-    spec, timer, device = task.spec, task.timer, torch.device(task.spec.device)
-    set_up_at = time.perf_counter()
+    spec, timer, device, set_up_at = (task.spec, task.timer, torch.device(task.spec.device),
+                                      time.perf_counter())
     workloads = build_workloads(spec, device)  # 1
     modes.check_supported(spec, workloads[0])
     for workload in workloads if spec.backward else ():
@@ -158,9 +158,8 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     flops_per_op = count_flops(workloads[0], spec.backward)  # 2
     prepared = modes.prepare(spec, workloads)  # 3
     checked_at = time.perf_counter()
-    out: dict[str, Any] = {"compile_time_s": prepared.compile_time_s,
-                           "capture_time_s": prepared.capture_time_s,
-                           "cost_setup_s": checked_at - set_up_at}
+    out: dict[str, Any] = {"compile_time_s": prepared.compile_time_s, "capture_time_s":
+                           prepared.capture_time_s, "cost_setup_s": checked_at - set_up_at}
     if task.check_accuracy:  # 4
         out.update(accuracy(spec, workloads, prepared))
     held_bytes = _fresh_peaks(device)  # 5
@@ -181,9 +180,8 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
 
 
 def _fresh_peaks(device: torch.device) -> int:
-    """Return the accuracy check's cached blocks (its float64 reference and temporaries are
-    freed by now) and reset the peak counters, so ``peak_reserved_bytes`` reflects the timed
-    op; the bytes still held (the workloads)."""
+    """Return the accuracy check's cached blocks and reset the peak counters, so
+    ``peak_reserved_bytes`` is the timed op's; the bytes still held (the workloads)."""
     if device.type != "cuda":
         return 0
     torch.cuda.synchronize(device)

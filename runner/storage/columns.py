@@ -159,8 +159,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
                            "capped samples drew under 93% of the power limit (averaged), "
                            "never settled, or read over 8% faster than the loop time right "
                            "after them, or it reads faster than its own burst time; or, "
-                           "not capped, it ran while the board's averaged power was at the "
-                           "limit and reads slower than the loop time right after it"),
+                           "uncapped at the averaged power limit, reads slower than that loop"),
     # timer.burst=true: gapped samples at the boost clock (docs/timing.md)
     "gpu_burst_time_median_us": (_F, "burst device time per call, µs: gapped samples at the "
                                      "boost clock; not what a sustained job sees"),
@@ -278,9 +277,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
 
 #: Where a trial's wall time went (docs/timing.md#what-a-trial-costs): they add up to its wall.
 COST_COLUMNS: dict[str, tuple[pa.DataType, str]] = {
-    "cost_setup_s": (_F, "seconds of building the inputs, counting the FLOPs (one eager call: "
-                         "a kernel's first use in this process loads it) and composing the "
-                         "modes (compiling, capturing)"),
+    "cost_setup_s": (_F, "seconds of building the inputs, counting the FLOPs and composing "
+                         "the modes (compiling, capturing)"),
     "cost_settle_s": (_F, "seconds of the trial spent warming up until settled (the device "
                           "time's and the loop time's warm-ups)"),
     "cost_loop_s": (_F, "seconds of the loop time's samples (its warm-up is in cost_settle_s)"),

@@ -32,13 +32,9 @@ SAMPLE_LAUNCHES = 4
 SPIN_MIN_S = 50e-6
 #: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
 SPIN_MAX_S = 0.2
-#: Shortest sample (s) whose chunks are held behind more of the same work rather than a spin
-#: (``SampleWork.fill``). A spin kernel runs one thread: while it holds a chunk the board draws
-#: little power, and a power-capped GPU that averages in those gaps runs its samples at a
-#: higher clock than back-to-back work sustains. On an H100, whose host had fallen behind once
-#: and so held every chunk, opsweep's samples read bf16 4096³ 6.9% and bf16 2048³ 13% faster
-#: than 15 s of plain graph replays (docs/timing.md, "The H100 fast state"). A replay this
-#: long costs its host one launch, a tenth of what it gives the device.
+#: Shortest sample (s) whose chunks are held by more of the same work, not a low-power spin
+#: that let an H100 run the samples 7-13% fast (docs/timing.md, "The H100 fast state"): a
+#: replay this long costs its host one launch, a tenth of what it gives the device.
 FILL_MIN_SAMPLE_S = 100e-6
 #: Seconds of samples per back-to-back chunk (one sync per chunk) and the most samples in one.
 CHUNK_S, MAX_CHUNK_SAMPLES = 0.005, 64
@@ -97,16 +93,15 @@ class ChunkStream:
         phase      WARMING ──warm_up() returns──▶ SAMPLING ──sample() stops──▶ drain()
                    (next_chunk(True))              (take() → next_chunk(False))
         holding    FIRST ──an unheld chunk reached early──▶ EVERY          (hold_every)
-                   FIRST: a chunk waits behind a spin only with nothing in flight ahead of
-                   it, behind a chunk reached early or behind a shorter one
+                   FIRST: a chunk is held (by a spin, or a replay's fill) only with nothing in
+                   flight ahead of it, behind a chunk reached early or behind a shorter one
         spin       spin_s ──a held chunk, queued at this spin_s, reached early while
                    WARMING──▶ 2 × spin_s   (growths; past max_growths or a chunk's spin at
                    SPIN_MAX_S: HostBlocked)
         chunk      queued (held, or behind the chunk before) ──▶ waited ──▶ used if valid,
                    else retaken (counted in retaken while SAMPLING); more than MAX_RETAKES in
                    a row (plus the growths' budget while WARMING): HostBlocked
-        window     closed ──the first sampled chunk completes──▶ open (window_open: every
-                   later chunk is told to the watch)
+        window     closed ──the first sampled chunk completes──▶ open (window_open)
         tail       short_tail (SAMPLING with no span to fill): once min_samples are on their
                    way, a chunk queued behind full ones is a short one
     """
@@ -115,13 +110,13 @@ class ChunkStream:
                  read_clock: Callable[[], Reading | None] | None, watch: Watch | None,
                  handover: bool) -> None:
         self.work, self.calls, self.plan, self.device = sample.work, sample.calls, plan, device
-        self.sample_s = sample.sample_s
-        self.fills = sample.fill and sample.sample_s >= FILL_MIN_SAMPLE_S
         self.before_sample, self.read_clock, self.watch = sample.before, read_clock, watch
-        spin_s, sample_s = sample.spin_s, sample.sample_s
+        spin_s, self.sample_s = sample.spin_s, sample.sample_s
+        self.fills = sample.fill and self.sample_s >= FILL_MIN_SAMPLE_S
         chunk_s, self.ahead = (WATCHED_CHUNK_S, WATCHED_AHEAD) if watch is not None \
             else (CHUNK_S, 2)
-        samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES, round(chunk_s / max(sample_s, 1e-9))))
+        samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES,
+                                       round(chunk_s / max(self.sample_s, 1e-9))))
         # Every chunk in flight together stays within half the launch queue: past it the host
         # blocks inside a launch and the device catches up (50 ms chunks of a 0.75 ms bmm
         # sample, three ahead, were reached early every time).
@@ -129,18 +124,16 @@ class ChunkStream:
         self.samples_per_chunk = max(1, min(samples_per_chunk,
                                             2 * LAUNCH_QUEUE_BUDGET // (self.ahead * per_sample)))
         # The spin per sample of a held chunk (spin_s covers one sample's enqueue). The warm-up
-        # may grow it until a chunk's spin reaches SPIN_MAX_S (doubling), not just
-        # MAX_SPIN_GROWTHS times. Only a host that outlasts even that waits on the device.
+        # may grow it (doubling) until a chunk's spin reaches SPIN_MAX_S, not just
+        # MAX_SPIN_GROWTHS times: only a host that outlasts that waits on the device.
         self.spin_s = min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)
         self.max_growths = max(MAX_SPIN_GROWTHS, math.ceil(math.log2(SPIN_MAX_S / self.spin_s)))
         self.growths = 0
         # Off at first: a chunk queued behind one still running needs no spin, and a spin
         # between chunks is an idle gap in which a power-capped GPU recovers its clock. A call
         # (eager, or a graph replay of a tiny op) the host enqueues slower than the device runs
-        # it falls behind; the warm-up then turns it on (that op is launch-bound, far from the
-        # power cap, so the gap costs it nothing). A host that stalls once (an NVML read, a
-        # collection) turns it on too, for a capped op: its chunks are then held by more of
-        # its own replays (``fills``), never by a spin.
+        # it falls behind; the warm-up then turns it on. A host that stalls once turns it on
+        # for a capped op too: a replay's chunks are then held by more replays (``fills``).
         self.hold_every = False
         self.short_tail = False  # whether chunks past min_samples may be short
         self.window_open = False
@@ -174,9 +167,7 @@ class ChunkStream:
                 or self.inflight[-1].samples < samples)
         hold_s = min(SPIN_MIN_S + self.spin_s * samples, SPIN_MAX_S) if held else 0.0
         fill = 0
-        if held and self.fills:
-            # Held by the op's own work, not a spin: a spin is a low-power gap in which a
-            # power-capped GPU gains clock for the samples after it (FILL_MIN_SAMPLE_S).
+        if held and self.fills:  # held by the op's own work, not a low-power spin
             fill, hold_s = math.ceil(hold_s / self.sample_s), 0.0
         chunk = self.device.enqueue(self.work, samples, hold_s, self.before_sample, fill=fill)
         # Valid when the device had not reached the chunk's first event once the host had
@@ -268,15 +259,13 @@ def steady_samples(sample_work: SampleWork, plan: TimerPlan, device: Any,
     then sample, the settled half of a capped warm-up first
     (``runner.timing.sampler.after_warm_up``), all in one :class:`ChunkStream`. ``options``
     gives the clocks and the warm-up floors; ``loop_capped``: whether a loop-time warm-up
-    just before found the op power-capped (None: it could not tell, as ``runner.execution.timed``'s
-    short probe cannot). False: the op has settled there, so the warm-up is a handover of
-    one chunk, judged only if that chunk shows it capped after all (a launch-bound op the
-    loop left idle half the time can reach the cap back to back). A capped op warms up for
-    all of ``options.min_capped_s`` again, whatever the loop did: the few tens of milliseconds
-    between the two (graph capture, memory columns) let an H200 recover enough headroom that
-    a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled while the host waits for each
-    sampled chunk (None: this time without one, whatever ``options`` holds); the samples
-    then span at least its ``window_s``."""
+    just before found the op power-capped (None: it could not tell). False: the warm-up is a
+    handover of one chunk, judged only if that chunk shows it capped after all (a launch-bound
+    op the loop left idle half the time can reach the cap back to back). A capped op warms up
+    for all of ``options.min_capped_s`` again: the few tens of ms between the two let an H200
+    recover enough headroom that a 0.5 s warm-up read bf16 8192³ 7% fast. ``watch``: polled
+    while the host waits for each sampled chunk (None: without one, whatever ``options``
+    holds); the samples then span at least its ``window_s``."""
     wall, read_clock, sample_s = options.wall, options.read_clock, sample_work.sample_s
     calls, min_s, min_capped_s = sample_work.calls, options.min_s, options.min_capped_s
     handover = loop_capped is False and plan.warmup_s > 0
