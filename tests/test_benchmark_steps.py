@@ -64,3 +64,38 @@ def test_the_regime_check_imports_and_splits_a_trial_into_thirds() -> None:
         sys.path.remove(str(BENCHMARKS))
     assert regime_check.thirds([1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 9.0, 9.0, 9.0]) == (1.0, 9.0)
     assert regime_check.thirds([2.0]) == (2.0, 2.0)
+
+
+def test_the_workers_gate_fails_on_an_unflagged_gap_and_passes_a_flagged_one() -> None:
+    """workers_check.py: a device time more than 3% off the one-GPU run fails its gate unless
+    one of the two rows carries a ``sustained_flag``; the 46-trial mix has wall targets of
+    its own (1.8× on 2 GPUs, 3.0× on 4)."""
+    import pandas as pd
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import workers_check
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def rows(times: list[float], flags: list[str | None]) -> pd.DataFrame:
+        return pd.DataFrame({"trial_id": ["a", "b"], "op": "matmul", "dtype": "bf16",
+                             "shape_str": "8", "gpu_index": [0, 1], "status": "ok",
+                             "gpu_time_median_us": times, "sustained_flag": flags})
+
+    def run(df: pd.DataFrame) -> dict:
+        return {"rows": df, "span_s": 10.0, "wall_s": 12.0, "first_by_worker": {0: 4.0},
+                "busy": {0: {"fraction": 1.0}}}
+
+    base = run(rows([100.0, 100.0], [None, None]))
+    gate = "N=2: device time within 3% of workers=1, or flagged"
+
+    def verdict(times: list[float], flags: list[str | None]) -> str:
+        checks = workers_check.checks_for({"1": base, "2": run(rows(times, flags))}, False)
+        return next(status for name, status, _ in checks if name == gate)
+
+    assert verdict([100.0, 105.0], [None, None]) == "FAIL"
+    assert verdict([100.0, 105.0], [None, "held down"]) == "PASS"
+    assert verdict([100.0, 102.0], [None, None]) == "PASS"
+    assert workers_check.wall_target(4, seeds=1) == 3.0
+    assert workers_check.wall_target(4, seeds=3) == 0.85 * 4
