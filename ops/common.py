@@ -86,8 +86,8 @@ def seeded_linear(ctx: OpContext, in_features: int, out_features: int,
                   bias: bool) -> torch.nn.Linear:
     """An ``nn.Linear`` on ``ctx.device``/``ctx.dtype`` whose weights come from ``ctx.randn``.
 
-    Not ``torch.nn.utils.skip_init``: it builds the module on the meta device first, and the
-    meta device's first use in a process imports PyTorch's decompositions, 0.7 s on a CPU and
+    Not ``torch.nn.utils.skip_init``: it builds the module on the meta device, and its first
+    ``to_empty`` in a process imported about 500 modules of PyTorch, 0.35-0.7 s on a CPU and
     1.8-2.9 s on a GPU host beside other workers, inside the first ``linear`` or ``mlp`` trial
     of every worker (docs/timing.md#what-a-trial-costs). Parameters are created with
     ``requires_grad=False`` so that a forward-only trial does not record an autograd graph;
