@@ -49,17 +49,22 @@ def main() -> None:
         row = frame.iloc[0]
         first, last = thirds(list(row["gpu_time_samples_us"]))
         ref = reference(size, dtype, "cuda:0", args.seconds)
-        rows.append((case, len(row["gpu_time_samples_us"]), first, last, ref["ref_us"],
-                     row["time_median_us"], row["sm_clock_mhz_samples_median"],
-                     row["power_share_samples"], row.get("sustained_flag")))
+        rows.append({"case": case, "samples": len(row["gpu_time_samples_us"]), "first": first,
+                     "last": last, "ref": ref["ref_us"], "loop": row["time_median_us"],
+                     "mhz": row["sm_clock_mhz_samples_median"],
+                     "share": row["power_share_samples"], "method": row["gpu_time_method"],
+                     "note": "; ".join(text[:100] for text in (row.get("gpu_time_reason"),
+                                                               row.get("sustained_flag"))
+                                       if isinstance(text, str))})
+    # The method and its note say how the samples were held: a replay ("graph") keeps the
+    # GPU at the op's own power; "blocked" (the replay fell behind the host) spins.
     print("\n| case | samples | opsweep first third µs | last third µs | plain back to back, "
-          "last third µs | gap | loop µs | MHz | power share | flag |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for case, n, first, last, ref_us, loop_us, mhz, share, flag in rows:
-        print(f"| {case} | {n} | {first:.2f} | {last:.2f} | {ref_us:.2f} | "
-              f"{(last / ref_us - 1) * 100:+.2f}% | {loop_us:.2f} | {mhz:.0f} | {share:.2f} | "
-              f"{flag if isinstance(flag, str) else ''} |")
-
+          "last third µs | gap | loop µs | MHz | power share | method | note, flag |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['samples']} | {r['first']:.2f} | {r['last']:.2f} | "
+              f"{r['ref']:.2f} | {(r['last'] / r['ref'] - 1) * 100:+.2f}% | {r['loop']:.2f} | "
+              f"{r['mhz']:.0f} | {r['share']:.2f} | {r['method']} | {r['note']} |")
 
 if __name__ == "__main__":
     sys.exit(main())
