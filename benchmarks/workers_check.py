@@ -133,9 +133,8 @@ def device_ratios(many: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
         columns={column: "base", "sustained_flag": "base_flag"})
     joined = many[[c for c in keep if c in many]].merge(base_keep, on="trial_id")
     joined["ratio"] = joined[column] / joined["base"]
-    joined["flagged"] = [any(isinstance(f, str) for f in pair) for pair in zip(
-        joined.get("sustained_flag", [None] * len(joined)),
-        joined.get("base_flag", [None] * len(joined)))]
+    marks = joined.reindex(columns=["sustained_flag", "base_flag"])  # absent: no flags
+    joined["flagged"] = marks.apply(lambda col: col.map(lambda f: isinstance(f, str))).any(axis=1)
     return joined
 
 
