@@ -818,6 +818,31 @@ def test_a_replay_stream_that_holds_every_chunk_holds_them_with_its_own_work() -
     assert not any(tiny.fills) and tiny.chunks[0][1] > 0
 
 
+def test_a_filled_stream_grows_its_fill_while_sampling_instead_of_giving_up() -> None:
+    """A host that stalls several chunks in a row while sampling (an H100 did, late in 15 s
+    of samples) no longer ends a replay's samples: the fill is the op's own work, so it
+    grows as the warm-up's hold does. A spinning stream still gives up after MAX_RETAKES."""
+    def stream(device: FakeDevice, fill: bool) -> bb.ChunkStream:
+        def work() -> None:
+            device.calls += 1000
+        return bb.ChunkStream(SampleWork(work, 1, bb.SPIN_MIN_S, sample_s=1e-3, fill=fill),
+                              plan(), device, None, None, handover=False)
+
+    stalls = [0.0, 0.0, 0.0] + [0.02] * (bb.MAX_RETAKES + 3)
+    filled_device = FakeDevice(host_script=list(stalls))
+    filled = stream(filled_device, True)
+    filled.hold_every = True
+    for _ in range(4):
+        filled.next_chunk(False)
+    assert filled.retaken > bb.MAX_RETAKES and filled.growths > 0
+    assert all(spin == 0.0 for _, spin in filled_device.chunks)
+    spinning = stream(FakeDevice(host_script=list(stalls)), False)
+    spinning.hold_every = True
+    with pytest.raises(bb.HostBlocked):
+        for _ in range(4):
+            spinning.next_chunk(False)
+
+
 def test_a_held_chunk_reached_early_in_the_warm_up_doubles_the_spin_until_blocked() -> None:
     device = FakeDevice(host_script=[1.0])
     stream = stream_of(device)

@@ -96,8 +96,8 @@ class ChunkStream:
                    FIRST: a chunk is held (by a spin, or a replay's fill) only with nothing in
                    flight ahead of it, behind a chunk reached early or behind a shorter one
         spin       spin_s ──a held chunk, queued at this spin_s, reached early while
-                   WARMING──▶ 2 × spin_s   (growths; past max_growths or a chunk's spin at
-                   SPIN_MAX_S: HostBlocked)
+                   WARMING (or with fills)──▶ 2 × spin_s   (growths; past max_growths or a
+                   chunk's hold at SPIN_MAX_S: HostBlocked)
         chunk      queued (held, or behind the chunk before) ──▶ waited ──▶ used if valid,
                    else retaken (counted in retaken while SAMPLING); more than MAX_RETAKES in
                    a row (plus the growths' budget while WARMING): HostBlocked
@@ -177,10 +177,9 @@ class ChunkStream:
 
     def next_chunk(self, warming: bool) -> list[tuple[float, float | None]]:
         """The next valid chunk's (seconds per call, MHz or None) per sample, keeping
-        ``ahead`` chunks in flight. The warm-up retries until the spin has grown
-        ``max_growths`` times; the sampling retakes at most :data:`MAX_RETAKES` chunks in a
-        row."""
-        attempts = MAX_RETAKES + 1 + (self.max_growths + 2 if warming else 0)
+        ``ahead`` chunks in flight. The warm-up (and a filled stream) retries until the hold
+        has grown ``max_growths`` times; else at most :data:`MAX_RETAKES` retakes in a row."""
+        attempts = MAX_RETAKES + 1 + (self.max_growths + 2 if warming or self.fills else 0)
         for _ in range(attempts):
             while len(self.inflight) < self.ahead:
                 self.enqueue()
@@ -217,8 +216,9 @@ class ChunkStream:
             # behind (eager launches, or graph replays of a tiny op whose replay and events
             # take the host longer than the device). Hold every chunk.
             self.hold_every = True
-        elif warming and queued.spun_s == self.spin_s:  # grow the spin until it covers the host
-            # (in the warm-up; a chunk queued before the last growth says nothing new)
+        elif (warming or self.fills) and queued.spun_s == self.spin_s:
+            # Grow the hold until it covers the host: in the warm-up, and while sampling where
+            # it is the op's own work (no gap; a chunk queued before a growth says nothing).
             chunk_spin_s = min(SPIN_MIN_S + self.spin_s * queued.samples, SPIN_MAX_S)
             if self.growths == self.max_growths or chunk_spin_s >= SPIN_MAX_S:
                 raise HostBlocked(f"the host's enqueue still outlasted a "
