@@ -248,3 +248,25 @@ def test_a_row_flags_an_uncapped_op_the_work_before_still_held_down() -> None:
     assert sustained_flag(measurement(22241.0, capped=False, power=0.9), None, loop) is None
     assert sustained_flag(measurement(21700.0, capped=False, power=0.996), None, loop) is None
     assert sustained_flag(measurement(22241.0, capped=None, power=0.996), None, loop) is None
+
+
+def test_a_row_flags_a_device_time_the_gpu_slowed_for_its_temperature() -> None:
+    """A poorly cooled H100 at 86-88 °C read its sweep 5-16% faster than 15 s of each op back
+    to back, fp32 (not power-capped) too, its power well under the limit: only NVML's
+    clock-event reasons right after the samples said why. A power cap alone is no flag."""
+    from types import SimpleNamespace
+
+    from runner.execution.sustained import sustained_columns
+
+    hot = {"throttle_reasons_timed": "SwPowerCap,SwThermalSlowdown", "temperature_c_timed": 87}
+    flag = sustained_flag(measurement(2640.0, capped=False, power=0.74), None, None, hot)
+    assert "lowering its clock for its temperature" in flag
+    assert "SwThermalSlowdown at 87 °C" in flag
+    hardware = {"throttle_reasons_timed": "HwThermalSlowdown", "temperature_c_timed": None}
+    assert "(HwThermalSlowdown)" in sustained_flag(measurement(200.0), None, None, hardware)
+    capped = {"throttle_reasons_timed": "SwPowerCap", "temperature_c_timed": 70}
+    assert sustained_flag(measurement(200.0), None, None, capped) is None
+    assert sustained_flag(measurement(200.0), None, None, {}) is None  # not read (CPU, no NVML)
+    times = SimpleNamespace(heat_before=None, loop=None,
+                            device=SimpleNamespace(measurement=measurement(200.0)))
+    assert "SwThermalSlowdown" in sustained_columns(times, None, hot)["sustained_flag"]

@@ -26,11 +26,18 @@ may be a burst number after all, with the reason:
   than the loop time right after it (:data:`LOOP_SLOWER_SHARE`). The controller still held
   the clock down for that work: on four H200s an fp32 linear (32768×4096→4096, 85-90% of the
   limit on its own) read 22.2 ms at 1902 MHz right after capped work and 21.4 ms at 1979 MHz
-  elsewhere, its loop time 21.6 ms either way.
+  elsewhere, its loop time 21.6 ms either way;
+* the GPU was slowing its clock for its temperature right after the samples
+  (:data:`THERMAL_REASONS`): its clock then follows how hot the board is, which a longer job
+  makes hotter still. A poorly cooled H100 at 86-88 °C read its 24-trial sweep 5-16% faster
+  than 15 s of each op back to back, whatever the order, fp32 too, with the power at 50-85%
+  of its limit: neither the settle rule nor the power flags could see it
+  (docs/timing.md#a-gpu-at-its-thermal-limit).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from runner.timing.measurement import Measurement
@@ -53,6 +60,8 @@ LOOP_SLOWER_SHARE = 0.015
 #: Only a call at least this long (s) is compared with its loop time: a shorter one's loop is
 #: paced by the host's launches (a bf16 1024³ matmul: 5.7 µs of GPU, 15.9 µs a loop call).
 LOOP_CHECK_MIN_S = 20e-6
+#: NVML's clock-event reasons for a clock lowered for the GPU's temperature, not its power.
+THERMAL_REASONS = ("SwThermalSlowdown", "HwThermalSlowdown")
 
 
 def drew_headroom(device: Measurement) -> bool:
@@ -62,26 +71,29 @@ def drew_headroom(device: Measurement) -> bool:
     return bool(device.power_capped) and share is not None and share < HEADROOM_SHARE
 
 
-def sustained_columns(times: Any, burst: Measurement | None) -> dict[str, Any]:
+def sustained_columns(times: Any, burst: Measurement | None,
+                      gpu_after: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``heat_before``, ``sm_clock_mhz_capped_sustained``, ``power_share_samples`` and
     ``sustained_flag`` of a trial whose times are ``times``
-    (``runner.execution.timed.TrialTimes``)."""
+    (``runner.execution.timed.TrialTimes``); ``gpu_after``: the GPU's state read right after
+    them (``runner.execution.measured.clock_columns``)."""
     heat, device = times.heat_before, times.device.measurement
     return {"heat_before": None if heat is None else heat.label,
             "sm_clock_mhz_capped_sustained": None if heat is None else heat.sustained_mhz,
             "power_share_samples": None if device is None else device.power_avg_share,
-            "sustained_flag": sustained_flag(device, burst, times.loop)}
+            "sustained_flag": sustained_flag(device, burst, times.loop, gpu_after)}
 
 
 def sustained_flag(device: Measurement | None, burst: Measurement | None,
-                   loop: Measurement | None = None) -> str | None:
+                   loop: Measurement | None = None,
+                   gpu_after: Mapping[str, Any] | None = None) -> str | None:
     """Why the device time ``device`` may not be what the GPU sustains (mostly: may read
     faster), or None.
     ``burst``: the same op's burst time (None: not taken); ``loop``: its loop time, taken
-    right after the device time (None: not taken)."""
+    right after the device time (None: not taken); ``gpu_after``: the ``*_timed`` columns."""
     if device is None:
         return None
-    reasons = []
+    reasons = [] if gpu_after is None else thermal_reasons(gpu_after)
     if device.power_capped and device.settled is False:
         reasons.append("its power-capped warm-up hit timer.settle_max_s before it settled "
                        f"({device.settle_reason}): it may not be the sustained number")
@@ -113,3 +125,18 @@ def sustained_flag(device: Measurement | None, burst: Measurement | None,
                        f"burst time ({burst.stats.median * 1e6:.4g} µs, CI low "
                        f"{burst.stats.ci_low * 1e6:.4g}): not a sustained number")
     return "; ".join(reasons) or None
+
+
+def thermal_reasons(gpu_after: Mapping[str, Any]) -> list[str]:
+    """The flag's reason where the GPU was lowering its clock for its temperature right after
+    the samples (:data:`THERMAL_REASONS` in ``throttle_reasons_timed``), else none."""
+    active = (gpu_after.get("throttle_reasons_timed") or "").split(",")
+    thermal = [reason for reason in THERMAL_REASONS if reason in active]
+    if not thermal:
+        return []
+    temperature_c = gpu_after.get("temperature_c_timed")
+    at = "" if temperature_c is None else f" at {temperature_c:.0f} °C"
+    return [f"the GPU was lowering its clock for its temperature right after the samples "
+            f"({', '.join(thermal)}{at}): its clock follows how hot the board is, and a job "
+            "running it back to back heats the board further and reads slower; compare it "
+            "only with rows at the same temperature_c_timed"]

@@ -8,9 +8,8 @@ The sweep always goes on.
 trial's global settings (matmul precision, threads) and isolates compile state around
 :func:`_measure_trial`, whose docstring gives the order of the measurement and why; then it
 checks that the derived columns agree (``consistency_flag``), frees everything
-(:func:`_release`), reads the GPU state again and returns the row. The op's own steps (build, FLOP
-count, accuracy) are ``runner.execution.workload``. :func:`failed_row` is the row of a trial
-that gave none (its worker died or hung): its identity and status, no measurement.
+(:func:`_release`), reads the GPU state again and returns the row. The op's own steps are
+``runner.execution.workload``; :func:`failed_row` is the row of a trial that gave none.
 """
 
 from __future__ import annotations
@@ -170,7 +169,7 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     times = time_trial(timer, prepared, device, clock, held_bytes, state,
                        read_clock=read_clock, watch=watch)
     out.update(clock_columns(spec.device))  # 8
-    out.update(_timed_columns(task, prepared, times, burst, accuracy_s))
+    out.update(_timed_columns(task, prepared, times, burst, accuracy_s, gpu_after=dict(out)))
     # Rates at the device time where there is one: the GPU's own speed, which the roofline
     # holds against the GPU's ceilings (docs/timing.md); else at the loop time.
     rate = times.device.measurement or times.loop
@@ -201,7 +200,8 @@ def _energy_watch(task: TrialTask) -> Any:
 
 
 def _timed_columns(task: TrialTask, prepared: modes.Prepared, times: TrialTimes,
-                   burst: Measurement | None, accuracy_s: float) -> dict[str, Any]:
+                   burst: Measurement | None, accuracy_s: float, gpu_after: dict[str, Any]
+                   ) -> dict[str, Any]:
     """The loop time, device time and burst time, the memory they used, their cost."""
     out = {**times.memory, **cost_columns(times, accuracy_s)}
     prepared.finish()  # after the samples: graphs dynamo made since are recompiles
@@ -212,7 +212,7 @@ def _timed_columns(task: TrialTask, prepared: modes.Prepared, times: TrialTimes,
     out.update(settle_columns(times.loop, times.device.measurement))
     out.update(samples_clock_columns(times.device.measurement))
     out.update(burst_columns(burst))
-    out.update(sustained_columns(times, burst))
+    out.update(sustained_columns(times, burst, gpu_after))
     out["l2_flush"] = bool(task.timer.flush_l2 and task.spec.device.startswith("cuda"))
     return out
 
