@@ -1,6 +1,7 @@
-"""What the user sees in the terminal: a progress bar over trials and a summary table.
+"""What the user sees in the terminal: a progress bar over trials (the summary table is
+:mod:`runner.summary_table`).
 
-Everything goes to stderr but the summary table (``... > table.txt`` keeps just the table).
+Everything goes to stderr but that table (``... > table.txt`` keeps just the table).
 Without a terminal (``nohup``, CI, a batch log) progress is plain lines, flushed, at most one
 per :data:`PLAIN_EVERY_S` (every trial's with ``hydra.verbose``); all of it also goes to the
 sweep folder's :data:`LOG_NAME` once :func:`start_log` has named it."""
@@ -8,7 +9,6 @@ sweep folder's :data:`LOG_NAME` once :func:`start_log` has named it."""
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,7 +25,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 #: The sweep folder's copy of what the console showed (plain text, no colours or bars).
 LOG_NAME = "opsweep.log"
@@ -127,8 +126,6 @@ class _PlainProgress:
 def _clock(seconds: float) -> str:
     return f"{int(seconds) // 3600}:{int(seconds) // 60 % 60:02d}:{int(seconds) % 60:02d}"
 
-#: Summary rows shown before the table is cut (the Parquet file has them all).
-MAX_SUMMARY_ROWS = 60
 
 
 def _bar_columns() -> tuple[Any, ...]:
@@ -186,115 +183,3 @@ def track(items: Sequence[Any], title: str, label: Any = str, name: str = "") ->
             progress.advance(task)
             lines.advance(text)
         progress.update(task, current="done")
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.{digits}g}"
-    return str(value)
-
-
-def _number(row: dict[str, Any], name: str) -> float | None:
-    value = row.get(name)
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return None if math.isnan(value) or math.isinf(value) else float(value)
-
-
-def _blank_reason(rows: Sequence[dict[str, Any]], column: str, what: str) -> str | None:
-    """Why ok rows have no ``column`` (TFLOP/s, GB/s): which ops declare no ``what``."""
-    ops = sorted({str(row.get("op")) for row in rows
-                  if row.get("status") == "ok" and _number(row, column) is None})
-    if not ops:
-        return None
-    key = "flops" if column == "tflops" else "bytes_moved"
-    fix = f"; for op=custom set op.{key}" * ("custom" in ops)
-    return f"– under {column_title(column)}: the op declares no {what} ({', '.join(ops)}{fix})"
-
-
-def column_title(column: str) -> str:
-    return {"tflops": "TFLOP/s", "gbps": "GB/s"}.get(column, column)
-
-
-#: What varies between the rows: headers, each row's cells for them, and one line of what
-#: does not (``runner.analysis.selection.spec_cells`` makes it; the console draws it).
-Spec = tuple[list[str], list[list[str]], str]
-
-
-def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None = None
-                  ) -> Table:
-    """Compact per-trial table: what varies between the trials (every axis and op parameter
-    that takes more than one value, each its own column; the ones that do not are one line
-    under the title), how long, how fast, how sure, how accurate, and a note (why a trial is
-    not ok, or that its median is noisy).
-
-    On rows with a device time (CUDA) that time is the headline, next to the loop time, with
-    ``bound``; TFLOP/s and GB/s come from the device time there (``tflops``, ``gbps``).
-    ``spec``: what varies, for the first :data:`MAX_SUMMARY_ROWS` rows (None: the op only)."""
-    shown = list(rows[:MAX_SUMMARY_ROWS])
-    headers, spec_texts, fixed = spec if spec is not None else ([], [[] for _ in shown], "")
-    table = Table(title=f"{title}\n" + escape(fixed) if fixed else title, title_justify="left",
-                  header_style="bold", caption_justify="left")
-    has = {"device": any(_number(r, "gpu_time_median_us") is not None for r in shown),
-           "bound": any(r.get("bound") for r in shown),
-           "note": any(r.get("reason") or r.get("noisy") for r in shown)}
-    table.add_column("op", no_wrap=True)
-    for header in headers:
-        table.add_column(header, overflow="fold")
-    for name, justify in _measures(has):
-        # the note wraps at words, never mid-word, and keeps room to be read
-        table.add_column(name, justify=justify, no_wrap=name != "note",
-                         min_width=30 if name == "note" else None)
-    for index, row in enumerate(shown):
-        table.add_row(escape(str(row.get("op"))), *(escape(t) for t in spec_texts[index]),
-                      *_measured_cells(row, has))
-    table.caption = "\n".join(_captions(rows, shown, has["device"])) or None
-    return table
-
-
-def _measures(has: dict[str, bool]) -> list[tuple[str, str]]:
-    """The measured columns (name, justify): those no shown row fills are left out."""
-    times = [("device µs", "right"), ("loop µs", "right")] if has["device"] \
-        else [("median µs", "right")]
-    return [("status", "left"), *times, ("±CI", "right"), ("TFLOP/s", "right"),
-            ("GB/s", "right"), *([("bound", "left")] if has["bound"] else []),
-            ("n", "right"), ("acc", "center"), *([("note", "left")] if has["note"] else [])]
-
-
-def _measured_cells(row: dict[str, Any], has: dict[str, bool]) -> list[str]:
-    """One row's cells under :func:`_measures`: a trial not ok shows its status and note."""
-    status = row.get("status") or "?"
-    ok = status == "ok"
-    device = _number(row, "gpu_time_median_us")
-    ci = _number(row, "gpu_time_ci_rel_halfwidth" if device is not None else "ci_rel_halfwidth")
-    note = escape((row.get("reason") or "")[:160])
-    if ok and row.get("noisy"):
-        note = escape(f"noisy ({row.get('noisy_reason') or 'CI > target_rel'})")
-        note = f"[yellow]{note}[/]"
-    acc = row.get("accuracy_ok")
-    accurate = "–" if acc is None else ("[green]✓[/]" if acc else "[red]✗[/]")
-    times = ([_fmt(device)] if has["device"] else []) + [_fmt(_number(row, "time_median_us"))]
-    bound = [escape(str(row.get("bound") or "–"))] if has["bound"] else []
-    measured = [*times, "–" if ci is None else f"{100 * ci:.1f}%", _fmt(row.get("tflops")),
-                _fmt(row.get("gbps")), *bound, _fmt(row.get("n_samples")), accurate]
-    style = {"ok": "green", "skipped": "yellow"}.get(status, "red")
-    return [f"[{style}]{status}[/]", *(m if ok else "" for m in measured),
-            *([note] if has["note"] else [])]
-
-
-def _captions(rows: Sequence[dict[str, Any]], shown: list, has_device: bool) -> list[str]:
-    """The lines under the table: why cells are blank, what was cut, where traces are."""
-    captions = [text for text in (_blank_reason(shown, "tflops", "FLOP count"),
-                                  _blank_reason(shown, "gbps", "byte count")) if text]
-    if len(rows) > MAX_SUMMARY_ROWS:
-        captions.append(f"{len(rows) - MAX_SUMMARY_ROWS} more rows in the Parquet file")
-    traces = sorted({str(Path(r["trace_path"]).parent) for r in rows if r.get("trace_path")})
-    if traces:
-        captions.append(escape(f"profile traces (trace_path): {', '.join(traces)} under the "
-                               "sweep folder; open one in ui.perfetto.dev"))
-    if has_device:
-        captions.append("device µs: the GPU's own time per call (docs/timing.md); loop µs: "
-                        "a back-to-back eager loop on this host")
-    return captions

@@ -46,6 +46,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "cli": (),
     "timing": (),
     "console": ("runner.core",),
+    "summary_table": (),
     "storage": ("runner.core",),
     "analysis": ("runner.storage", "runner.core", "runner.cli", "runner.timing.spread"),
     "claims": ("runner.analysis", "runner.storage", "runner.core", "runner.cli",
@@ -53,11 +54,12 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "config": ("runner.core", "runner.timing.measurement", "runner.claims.spec",
                "runner.storage"),
     "execution": ("runner.config", "runner.claims", "runner.analysis", "runner.storage",
-                  "runner.timing", "runner.core", "runner.console", "runner.cli"),
+                  "runner.timing", "runner.core", "runner.console", "runner.summary_table",
+                  "runner.cli"),
     **{command: ("runner",) for command in COMMANDS},
 }
 #: No torch at all: the read side loads results anywhere, fast.
-TORCH_NEVER = ("storage", "analysis", "claims", "console", "cli")
+TORCH_NEVER = ("storage", "analysis", "claims", "console", "summary_table", "cli")
 #: torch only inside a function (device resolution, the CUDA clocks).
 TORCH_LATE = ("core", "config", "timing")
 

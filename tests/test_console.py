@@ -10,6 +10,7 @@ from rich.console import Console
 
 from runner import console
 from runner.analysis.selection import spec_cells
+from runner.summary_table import summary_table
 
 
 def CLI_RUNS() -> dict[str, Any]:  # noqa: N802 (the name conftest looks for)
@@ -79,7 +80,7 @@ def test_cuda_rows_lead_with_device_time_and_bound() -> None:
     rows = [_row(gpu_time_median_us=12.5, gpu_time_ci_rel_halfwidth=0.02, bound="overhead"),
             _row(dtype="fp16", gpu_time_median_us=11.0, gpu_time_ci_rel_halfwidth=0.02,
                  bound="compute")]
-    text = _render(console.summary_table(rows, "sweep s", spec_cells(rows)))
+    text = _render(summary_table(rows, "sweep s", spec_cells(rows)))
     header = next(line for line in text.splitlines() if "status" in line)
     assert header.index("device µs") < header.index("loop µs") < header.index("bound")
     assert "12.5" in text and "overhead" in text and "2.0%" in text
@@ -87,20 +88,43 @@ def test_cuda_rows_lead_with_device_time_and_bound() -> None:
     assert "-1" not in text and "flops=auto" in text
 
 
+def test_capped_rows_show_their_temperature_and_a_flag_leads_the_note() -> None:
+    """A capped device time is the sustained number at the board's temperature, so the
+    table shows it next to the time; a ``sustained_flag`` is in the note, not only in the
+    Parquet file. Rows that are not capped show neither."""
+    flag = "the GPU was lowering its clock for its temperature right after the samples"
+    rows = [_row(gpu_time_median_us=204.1, power_capped=True, temperature_c_timed=67.0),
+            _row(dtype="fp16", gpu_time_median_us=178.3, power_capped=True,
+                 temperature_c_timed=87.0, sustained_flag=flag),
+            _row(dtype="fp32", gpu_time_median_us=2640.0, power_capped=False,
+                 temperature_c_timed=61.0)]
+    text = _render(summary_table(rows, "sweep s", spec_cells(rows)), width=250)
+    header = next(line for line in text.splitlines() if "status" in line)
+    assert header.index("loop µs") < header.index("capped °C") < header.index("note")
+    lines = {row["dtype"]: next(line for line in text.splitlines()
+                                if f"{row['gpu_time_median_us']:,.0f}" in line) for row in rows}
+    assert "│        67 │" in lines["bf16"] and "│        87 │" in lines["fp16"]
+    assert "61" not in lines["fp32"] and "may not be sustained: the GPU was lowering" in \
+        " ".join(text.split())
+    assert "capped °C: the power cap set the clock" in " ".join(text.split())
+    plain_rows = [_row(gpu_time_median_us=12.5)]
+    assert "capped °C" not in _render(summary_table(plain_rows, "s", spec_cells(plain_rows)))
+
+
 def test_cpu_rows_have_one_time_and_say_why_tflops_is_blank() -> None:
     rows = [_row(device="cpu", tflops=None), _row(device="cpu", dtype="fp32", tflops=None)]
-    text = _render(console.summary_table(rows, "sweep s", spec_cells(rows)))
+    text = _render(summary_table(rows, "sweep s", spec_cells(rows)))
     assert "device µs" not in text and "median µs" in text
     assert "TFLOP/s: the op declares no FLOP count" in text
     traced = [_row(device="cpu", trace_path="jobs/0/traces/matmul.json")]
     assert "profile traces (trace_path): jobs/0/traces" in \
-        _render(console.summary_table(traced, "sweep s", spec_cells(traced)))
+        _render(summary_table(traced, "sweep s", spec_cells(traced)))
 
 
 def test_long_skip_reasons_wrap_at_words() -> None:
     reason = "graph=cuda_graph needs a CUDA device; run with device=cuda or drop graph"
     rows = [_row(status="skipped", reason=reason), _row(dtype="fp16")]
-    text = _render(console.summary_table(rows, "sweep s", spec_cells(rows)), width=120)
+    text = _render(summary_table(rows, "sweep s", spec_cells(rows)), width=120)
     words = set(reason.replace(";", " ").split())
     cells = " ".join(line.split("│")[-2] for line in text.splitlines() if line.count("│") > 3)
     assert set(cells.replace(";", " ").split()) >= words  # no word cut in two
@@ -178,8 +202,8 @@ def test_log_records_of_opsweep_modules_reach_the_console_and_the_log(
 
 def test_the_blank_tflops_note_names_the_ops_and_the_custom_fix_only_for_custom() -> None:
     copy = [_row(device="cpu", op="copy", tflops=None)]
-    text = " ".join(_render(console.summary_table(copy, "s", spec_cells(copy))).split())
+    text = " ".join(_render(summary_table(copy, "s", spec_cells(copy))).split())
     assert "no FLOP count (copy)" in text and "op.flops" not in text
     custom = [_row(device="cpu", op="custom", tflops=None)]
-    text = " ".join(_render(console.summary_table(custom, "s", spec_cells(custom))).split())
+    text = " ".join(_render(summary_table(custom, "s", spec_cells(custom))).split())
     assert "(custom; for op=custom set op.flops)" in text

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from runner import console
+from runner import console, summary_table
 from runner.cli import fail
 from runner.execution import gpu_compare, interrupt, launched, ray_stop, timeline
 from runner.storage import lock
@@ -197,8 +197,8 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
     rows = pq.read_table(merged).to_pylist()
     from runner.analysis.selection import spec_cells  # pandas: not before the first trial
 
-    spec = spec_cells(rows[:console.MAX_SUMMARY_ROWS])
-    console.stdout.print(console.summary_table(rows, f"sweep {sweep_dir.name}", spec))
+    spec = spec_cells(rows[:summary_table.MAX_SUMMARY_ROWS])
+    console.stdout.print(summary_table.summary_table(rows, f"sweep {sweep_dir.name}", spec))
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
