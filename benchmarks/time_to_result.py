@@ -304,8 +304,10 @@ def main() -> None:
                   before[(int(row["shape_str"].split("x")[0]), row["dtype"])]["ref_us"])
               for frame_i, _, _ in runs for _, row in frame_i.iterrows()]
     wall_limit_s = 40.0 if "H100" in device_name() else 35.0
-    checks = [(f"24-trial sweep ≤ {wall_limit_s:g} s wall (H200 35 s, H100 40 s)",
-               max(walls) <= wall_limit_s,
+    n_trials = len(runs[0][0])  # the wall gate is set for the 24-trial sweep (all sizes)
+    checks = [(f"24-trial sweep ≤ {wall_limit_s:g} s wall (H200 35 s, H100 40 s)"
+               if n_trials == 24 else f"{n_trials}-trial sweep (the wall gate is for 24 trials)",
+               n_trials != 24 or max(walls) <= wall_limit_s,
                ", ".join(f"{w:.1f} s" for w in walls)),
               ("every device time within 3% of the reference",
                max(abs(d) for d in deltas) <= 3.0,
