@@ -134,7 +134,7 @@ def test_op_rows_make_a_typed_table(op_rows: dict[str, dict[str, Any]]) -> None:
     table = rows_to_table(list(op_rows.values()), {})
     for field in table.schema:
         if field.name in COLUMNS:
-            assert field.type == COLUMNS[field.name][0], field.name
+            assert str(field.type) == COLUMNS[field.name][0], field.name
 
 
 @pytest.mark.parametrize(("overrides", "needle"), [

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from runner.execution.collect import main as collect_main
+from runner.storage.column_types import column_type
 from runner.storage.columns import COLUMNS
 from runner.storage.files import (
     LEADING_COLUMNS,
@@ -76,7 +77,8 @@ def test_known_columns_keep_their_types_when_all_null() -> None:
              "reason", "tflops", "graph_count", "accuracy_ok", "compile_dynamic"]
     table = rows_to_table([dict.fromkeys(names), dict.fromkeys(names)], {})
     for name in names:
-        assert table.schema.field(name).type == COLUMNS[name][0], name
+        assert table.schema.field(name).type == column_type(name), name
+        assert str(column_type(name)) == COLUMNS[name][0], name
     assert table.schema.field("samples_us").type == pa.list_(pa.float64())
     assert table.schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
 
@@ -293,3 +295,28 @@ def test_every_row_names_the_experiment_its_job_was_composed_from(tmp_path: Path
     assert plain.returncode == 0, plain.explain()
     (merged,) = (tmp_path / "p").glob("*/results.parquet")
     assert pq.read_table(merged).column("experiment").to_pylist() == [None]
+
+
+def test_every_declared_column_type_has_its_arrow_type() -> None:
+    """Columns are declared by Arrow type name; each name maps to the Arrow type that prints
+    as it, and a name outside the map fails with the fix."""
+    from runner.storage.column_types import arrow_type
+
+    for name, (kind, _) in COLUMNS.items():
+        assert str(arrow_type(kind)) == kind, name
+    with pytest.raises(ValueError, match="add it to ARROW_TYPES"):
+        arrow_type("float16")
+
+
+def test_a_worker_imports_neither_pyarrow_nor_pandas() -> None:
+    """A worker needs the columns' names, not their Arrow types: pyarrow's import was most of
+    a worker's imports after torch (0.2-1 s, paid before its first trial, more with several
+    workers starting at once). The driver writes the results."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch, runner.execution.trial, runner.execution.worker_loop; "
+            "print(sorted(m for m in ('pyarrow', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -193,12 +193,9 @@ def known_keys(params: Iterable[str] = ()) -> set[str]:
 
 
 def numeric_columns() -> set[str]:
-    import pyarrow as pa
+    from runner.storage.column_types import numeric_columns as declared_numeric
 
-    from runner.storage.columns import COLUMNS
-
-    return {name for name, (kind, _) in COLUMNS.items()
-            if pa.types.is_integer(kind) or pa.types.is_floating(kind)}
+    return set(declared_numeric())
 
 
 def check(claims: Sequence[Claim], pivots: Sequence[Pivot], params: Iterable[str] = ()) -> None:

@@ -66,12 +66,9 @@ def _objective(key: str, value: Any) -> None:
     """A numeric result column (runner.storage.columns), or null: what a search minimises."""
     if value is None:
         return
-    import pyarrow as pa
+    from runner.storage.column_types import numeric_columns
 
-    from runner.storage.columns import COLUMNS
-
-    columns = [name for name, (dtype, _) in COLUMNS.items()
-               if pa.types.is_floating(dtype) or pa.types.is_integer(dtype)]
+    columns = numeric_columns()
     if value not in columns:
         close = difflib.get_close_matches(str(value), columns, n=1)
         raise ConfigError(f"invalid value for '{key}': {value!r}. Expected a numeric result "

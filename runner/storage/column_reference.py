@@ -15,6 +15,7 @@ import textwrap
 
 import pyarrow as pa
 
+from runner.storage.column_types import column_type
 from runner.storage.columns import COLUMNS
 
 #: A word of a column's name (split at ``_``) -> the unit of its values. The last such word
@@ -53,8 +54,8 @@ def unit_of(name: str, dtype: pa.DataType | None = None) -> str:
     unit = _unit_word(name.lower().split("_"))
     if unit is not None:
         return unit
-    if dtype is None and name in COLUMNS:
-        dtype = COLUMNS[name][0]
+    if dtype is None:
+        dtype = column_type(name)
     return "count" if dtype is not None and pa.types.is_integer(dtype) else NO_UNIT
 
 

@@ -1,5 +1,7 @@
 """Every result column: its Arrow type and what it means. The one source of truth. The axis
-columns are derived from the axis registry (:mod:`runner.core.axes`).
+columns are derived from the axis registry (:mod:`runner.core.axes`). A type is named as
+Arrow prints it (``double``): a worker needs the columns' names, and pyarrow's import (0.2-1 s)
+is not paid there; :mod:`runner.storage.column_types` makes the Arrow types.
 
 ``runner.storage.files.rows_to_table`` writes known columns with these types (an all-null
 column keeps its real type); :mod:`runner.storage.column_reference` derives each column's unit,
@@ -10,17 +12,15 @@ op-specific measurements ``extra_<name>``; their types are inferred."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-
 from runner.core.axes import AXES, MODE_AXES, Axis
 from runner.core.status import Status
 
 __all__ = ["AXES", "AXIS_COLUMNS", "COLUMNS", "COST_COLUMNS", "MODE_COLUMNS", "Status",
            "axis_doc"]
 
-_S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
-_TS = pa.timestamp("us", tz="UTC")
-_ARROW_TYPES = {"string": _S, "int64": _I, "bool": _B, "list<int64>": pa.list_(_I)}
+_S, _I, _F, _B = "string", "int64", "double", "bool"  # str(pa.float64()) == "double"
+_TS, _LIST_F = "timestamp[us, tz=UTC]", "list<item: double>"
+_ARROW_TYPES = {"string": _S, "int64": _I, "bool": _B, "list<int64>": "list<item: int64>"}
 
 #: The trial axes' columns, in registry order, and those that name an execution mode: the read
 #: side (compare, report, plots, claims) takes its axis lists from here.
@@ -37,13 +37,13 @@ def axis_doc(axis: Axis) -> str:
 
 #: The statistics recorded for each of the two times, as (stat, type, meaning); ``{what}``
 #: is filled with the time's description.
-_TIME_STATS: tuple[tuple[str, pa.DataType, str], ...] = (
+_TIME_STATS: tuple[tuple[str, str, str], ...] = (
     ("n_samples", _I, "number of timed samples of the {what}"),
     ("calls_per_sample", _I, "calls per sample of the {what} (K: batching for short ops)"),
     ("warmup_calls", _I, "warm-up calls (or samples) before sampling the {what}"),
     ("warmup_time_s", _F, "wall time of the {what}'s warm-up"),
     ("stop_reason", _S, "converged | max_samples | max_time, for the {what}"),
-    ("samples_us", pa.list_(_F), "raw samples of the {what}: µs per call (sample / K)"),
+    ("samples_us", _LIST_F, "raw samples of the {what}: µs per call (sample / K)"),
     ("median_us", _F, "median µs per call of the {what}"),
     ("mean_us", _F, "mean µs per call of the {what}"),
     ("std_us", _F, "sample standard deviation of the {what}, µs"),
@@ -73,14 +73,14 @@ def time_column(time: str, stat: str) -> str:
     return f"time_{stat}" if stat.endswith("_us") and stat != "samples_us" else stat
 
 
-def timing_columns(time: str) -> dict[str, tuple[pa.DataType, str]]:
+def timing_columns(time: str) -> dict[str, tuple[str, str]]:
     """The statistic columns of one time, in order."""
     return {time_column(time, stat): (dtype, text.format(what=TIMES[time]))
             for stat, dtype, text in _TIME_STATS}
 
 
 #: name → (type, description), grouped as in the README.
-COLUMNS: dict[str, tuple[pa.DataType, str]] = {
+COLUMNS: dict[str, tuple[str, str]] = {
     # identity and status
     "sweep_id": (_S, "folder name of the sweep under results/ (sub-second timestamp)"),
     "job_num": (_I, "Hydra job number within the sweep (0 for a single run)"),
@@ -276,7 +276,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
 
 
 #: Where a trial's wall time went (docs/timing.md#what-a-trial-costs): they add up to its wall.
-COST_COLUMNS: dict[str, tuple[pa.DataType, str]] = {
+COST_COLUMNS: dict[str, tuple[str, str]] = {
     "cost_setup_s": (_F, "seconds of building the inputs, counting the FLOPs and composing "
                          "the modes (compiling, capturing)"),
     "cost_settle_s": (_F, "seconds of the trial spent warming up until settled (the device "

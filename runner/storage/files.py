@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 
 from runner.storage.attempts import compare_rows, row_keys
 from runner.storage.column_reference import with_descriptions
-from runner.storage.columns import COLUMNS, MODE_COLUMNS
+from runner.storage.column_types import column_type
+from runner.storage.columns import MODE_COLUMNS
 from runner.storage.layout import JOB_FILE, job_number
 
 METADATA_KEY = b"opsweep"
@@ -76,8 +77,7 @@ def rows_to_table(rows: Sequence[dict[str, Any]], metadata: dict[str, Any]) -> p
 
 def _column(values: list[Any], name: str) -> pa.Array:
     try:
-        known = COLUMNS.get(name)
-        return pa.array(values, type=known[0] if known else None)
+        return pa.array(values, type=column_type(name))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         # e.g. an op parameter that is an int in one trial and a string in another, or an
         # integer beyond int64 (a FLOP count of a huge shape): this column becomes text, the

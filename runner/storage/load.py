@@ -34,9 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from runner.storage.column_types import column_type
+
 # The runner's column types (pyarrow only, no torch): all-null columns get their real type.
 from runner.storage.columns import AXES, AXIS_COLUMNS, Status
-from runner.storage.columns import COLUMNS as _KNOWN_COLUMNS
 from runner.storage.files import check_format, merge_tables
 from runner.storage.files import read_metadata as read_file_metadata
 from runner.storage.journal import job_rows
@@ -303,8 +304,7 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
             # An all-null column (e.g. a job with no roofline): give it its natural type.
             textual = name in STRING_COLUMNS or name in CATEGORICAL_COLUMNS \
                 or name.startswith("param_")
-            kind = _KNOWN_COLUMNS[name][0] if name in _KNOWN_COLUMNS else \
-                pa.string() if textual else pa.float64()
+            kind = column_type(name) or (pa.string() if textual else pa.float64())
             table = table.set_column(i, name, pa.nulls(table.num_rows, kind))
             field = table.schema.field(i)
         if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
