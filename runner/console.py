@@ -127,7 +127,6 @@ def _clock(seconds: float) -> str:
     return f"{int(seconds) // 3600}:{int(seconds) // 60 % 60:02d}:{int(seconds) % 60:02d}"
 
 
-
 def _bar_columns() -> tuple[Any, ...]:
     # a fixed bar width: a long label must not squeeze the bar to nothing
     return (TextColumn("[bold]{task.description}"), BarColumn(bar_width=24),

@@ -2,13 +2,14 @@
 how long, how fast, how sure, how accurate, and a note.
 
 A device time is shown with what it is: ``capped °C`` says the power cap set the clock and
-how hot the board was right after the samples (``temperature_c_timed``), since a capped
+how hot the board was as its timing ended (``temperature_c_timed``), since a capped
 number is the sustained one at that temperature (docs/timing.md#burst-and-sustained-the-power-cap);
 a ``sustained_flag`` leads the note, since that number may not be what the GPU sustains."""
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,23 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def _number(row: dict[str, Any], name: str) -> float | None:
+    """A finite number (NumPy's too, from a DataFrame's rows), else None."""
     value = row.get(name)
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
     return None if math.isnan(value) or math.isinf(value) else float(value)
+
+
+def _text(row: dict[str, Any], name: str) -> str | None:
+    """A non-empty string, else None (a DataFrame's missing text is NaN)."""
+    value = row.get(name)
+    return value if isinstance(value, str) and value else None
+
+
+def _capped(row: dict[str, Any]) -> bool:
+    """Whether the row's op was power-capped (None or NaN: not told, not capped)."""
+    value = row.get("power_capped")
+    return value is not None and value == value and bool(value)
 
 
 def _blank_reason(rows: Sequence[dict[str, Any]], column: str, what: str) -> str | None:
@@ -73,8 +87,8 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None 
                   header_style="bold", caption_justify="left")
     has = {"device": any(_number(r, "gpu_time_median_us") is not None for r in shown),
            "bound": any(r.get("bound") for r in shown),
-           "capped": any(r.get("power_capped") is True for r in shown),
-           "note": any(r.get("reason") or r.get("noisy") or r.get("sustained_flag")
+           "capped": any(_capped(r) for r in shown),
+           "note": any(_text(r, "reason") or r.get("noisy") or _text(r, "sustained_flag")
                        for r in shown)}
     table.add_column("op", no_wrap=True)
     for header in headers:
@@ -106,19 +120,19 @@ def _measured_cells(row: dict[str, Any], has: dict[str, bool]) -> list[str]:
     ok = status == "ok"
     device = _number(row, "gpu_time_median_us")
     ci = _number(row, "gpu_time_ci_rel_halfwidth" if device is not None else "ci_rel_halfwidth")
-    note = escape(_cut(row.get("reason") or ""))
-    if ok and (row.get("noisy") or row.get("sustained_flag")):
-        flag = row.get("sustained_flag")
-        words = [*([f"may not be sustained: {flag}"] if flag else []),
-                 *([f"noisy ({row.get('noisy_reason') or 'CI > target_rel'})"]
-                   if row.get("noisy") else [])]
+    note = escape(_cut(_text(row, "reason") or ""))
+    flag = _text(row, "sustained_flag")
+    if ok and (row.get("noisy") or flag):  # noisy first: it is short, the flag may be cut
+        words = [*([f"noisy ({_text(row, 'noisy_reason') or 'CI > target_rel'})"]
+                   if row.get("noisy") else []),
+                 *([f"may not be sustained: {flag}"] if flag else [])]
         note = f"[yellow]{escape(_cut('; '.join(words)))}[/]"
     acc = row.get("accuracy_ok")
     accurate = "–" if acc is None else ("[green]✓[/]" if acc else "[red]✗[/]")
     times = ([_fmt(device)] if has["device"] else []) + [_fmt(_number(row, "time_median_us"))]
     if has["capped"]:  # the board's temperature sets the capped clock it sustains
         temperature_c = _number(row, "temperature_c_timed")
-        times.append("–" if row.get("power_capped") is not True else
+        times.append("–" if not _capped(row) else
                       "yes" if temperature_c is None else f"{temperature_c:.0f}")
     bound = [escape(str(row.get("bound") or "–"))] if has["bound"] else []
     measured = [*times, "–" if ci is None else f"{100 * ci:.1f}%", _fmt(row.get("tflops")),

@@ -92,7 +92,7 @@ def test_capped_rows_show_their_temperature_and_a_flag_leads_the_note() -> None:
     """A capped device time is the sustained number at the board's temperature, so the
     table shows it next to the time; a ``sustained_flag`` is in the note, not only in the
     Parquet file. Rows that are not capped show neither."""
-    flag = "the GPU was lowering its clock for its temperature right after the samples"
+    flag = "the GPU was lowering its clock for its temperature as its timing ended"
     rows = [_row(gpu_time_median_us=204.1, power_capped=True, temperature_c_timed=67.0),
             _row(dtype="fp16", gpu_time_median_us=178.3, power_capped=True,
                  temperature_c_timed=87.0, sustained_flag=flag),
@@ -207,3 +207,21 @@ def test_the_blank_tflops_note_names_the_ops_and_the_custom_fix_only_for_custom(
     custom = [_row(device="cpu", op="custom", tflops=None)]
     text = " ".join(_render(summary_table(custom, "s", spec_cells(custom))).split())
     assert "(custom; for op=custom set op.flops)" in text
+
+
+def test_rows_from_a_dataframe_show_like_plain_ones() -> None:
+    """Rows taken from pandas carry NumPy scalars and NaN for missing text: the table shows
+    them as it shows plain rows (a NumPy True is capped, a NaN note is no note), and a noisy
+    row keeps "noisy" in view beside a long flag."""
+    import numpy as np
+
+    flag = "the GPU was lowering its clock for its temperature " + "x " * 100
+    rows = [_row(gpu_time_median_us=np.float64(204.1), power_capped=np.bool_(True),
+                 temperature_c_timed=np.int64(67), sustained_flag=float("nan"),
+                 reason=float("nan")),
+            _row(dtype="fp16", gpu_time_median_us=178.3, power_capped=np.bool_(False),
+                 temperature_c_timed=np.int64(61), noisy=True, noisy_reason="3 samples",
+                 sustained_flag=flag)]
+    text = " ".join(_render(summary_table(rows, "s", spec_cells(rows)), width=250).split())
+    assert "capped °C" in text and "│ 67 │" in text and "61" not in text
+    assert "nan" not in text and "noisy (3 samples); may not be sustained" in text

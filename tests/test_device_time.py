@@ -16,7 +16,7 @@ from fakes import FakeClock
 
 from runner.timing import back_to_back as bb
 from runner.timing import device_time as dt
-from runner.timing.back_to_back import CHUNK_S
+from runner.timing.chunks import CHUNK_S
 from runner.timing.device_plan import DeviceTimeOptions, SampleWork
 from runner.timing.device_time import bound_calls_by_memory, measure_device_time
 from runner.timing.gapped import Timed
@@ -818,29 +818,74 @@ def test_a_replay_stream_that_holds_every_chunk_holds_them_with_its_own_work() -
     assert not any(tiny.fills) and tiny.chunks[0][1] > 0
 
 
+def filled_stream(device: FakeDevice, fill: bool = True, watch: Any = None
+                  ) -> bb.ChunkStream:
+    """A sampling stream of 1 ms replays (5 a chunk) that holds every chunk: by more of the
+    same work (``fill``), or by a spin."""
+    def work() -> None:
+        device.calls += 1000
+    stream = bb.ChunkStream(SampleWork(work, 1, bb.SPIN_MIN_S, sample_s=1e-3, fill=fill),
+                            plan(), device, None, watch, handover=False)
+    stream.hold_every = True
+    return stream
+
+
 def test_a_filled_stream_grows_its_fill_while_sampling_instead_of_giving_up() -> None:
     """A host that stalls several chunks in a row while sampling (an H100 did, late in 15 s
     of samples) no longer ends a replay's samples: the fill is the op's own work, so it
     grows as the warm-up's hold does. A spinning stream still gives up after MAX_RETAKES."""
-    def stream(device: FakeDevice, fill: bool) -> bb.ChunkStream:
-        def work() -> None:
-            device.calls += 1000
-        return bb.ChunkStream(SampleWork(work, 1, bb.SPIN_MIN_S, sample_s=1e-3, fill=fill),
-                              plan(), device, None, None, handover=False)
-
     stalls = [0.0, 0.0, 0.0] + [0.02] * (bb.MAX_RETAKES + 3)
     filled_device = FakeDevice(host_script=list(stalls))
-    filled = stream(filled_device, True)
-    filled.hold_every = True
+    filled = filled_stream(filled_device)
     for _ in range(4):
         filled.next_chunk(False)
     assert filled.retaken > bb.MAX_RETAKES and filled.growths > 0
+    assert max(filled_device.fills) > min(filled_device.fills) > 0
     assert all(spin == 0.0 for _, spin in filled_device.chunks)
-    spinning = stream(FakeDevice(host_script=list(stalls)), False)
-    spinning.hold_every = True
+    spinning = filled_stream(FakeDevice(host_script=list(stalls)), fill=False)
     with pytest.raises(bb.HostBlocked):
         for _ in range(4):
             spinning.next_chunk(False)
+
+
+def test_a_filled_stream_retakes_a_lone_late_chunk_without_growing_its_fill() -> None:
+    """An NVML read or a collection now and then makes one chunk late, dozens of times over
+    15 s of samples. Each is only retaken: a fill grown on every one of them would multiply
+    the device's work and, its growths spent, end the samples."""
+    device = FakeDevice(host_script=([0.0] * 9 + [0.5]) * 20)
+    stream = filled_stream(device)
+    for _ in range(180):
+        stream.next_chunk(False)
+    assert stream.retaken >= 15 and stream.growths == 0
+    assert len(set(device.fills)) == 1
+
+
+def test_a_filled_stream_that_cannot_grow_keeps_the_retake_limit() -> None:
+    """With its growths spent, a filled stream still retakes up to MAX_RETAKES chunks in a
+    row, as a spinning one does, and gives up past them, saying how many."""
+    device = FakeDevice(host_script=[0.0, 0.0, 0.0, 1.0, 1.0, 0.0]
+                        + [1.0] * (bb.MAX_RETAKES + 1) + [0.0] * 4)
+    stream = filled_stream(device)
+    stream.growths = stream.max_growths
+    for _ in range(4):
+        stream.next_chunk(False)  # the fourth: two late chunks retaken, then a valid one
+    assert stream.retaken == 2
+    with pytest.raises(bb.HostBlocked, match=f"reached {bb.MAX_RETAKES + 1} chunks in a row"):
+        stream.next_chunk(False)
+
+
+def test_a_watched_window_counts_the_fill_that_held_a_chunk() -> None:
+    """The fill runs inside the energy window and draws its power: its calls count with the
+    samples', or the energy per call would read high by the fill's share."""
+    watch = RecordingWatch(0.5)
+    device = FakeDevice()
+    stream = filled_stream(device, watch=watch)
+    for _ in range(6):
+        stream.next_chunk(False)
+    counted = len(watch.log) - 1  # chunks after the one that opened the window
+    samples = sum(n for n, _ in device.chunks[1:1 + counted])
+    fills = sum(device.fills[1:1 + counted])
+    assert fills > 0 and watch.calls == (samples + fills) * stream.calls
 
 
 def test_a_held_chunk_reached_early_in_the_warm_up_doubles_the_spin_until_blocked() -> None:

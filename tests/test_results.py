@@ -315,7 +315,8 @@ def test_a_worker_imports_neither_pyarrow_nor_pandas() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, torch, runner.execution.trial, runner.execution.worker_loop; "
+    code = ("import sys, torch, runner.__main__, runner.execution.trial, "
+            "runner.execution.worker_loop; "
             "print(sorted(m for m in ('pyarrow', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parent.parent)

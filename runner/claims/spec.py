@@ -187,7 +187,7 @@ def known_keys(params: Iterable[str] = ()) -> set[str]:
     """Names a selector may use: every result column, and the op parameters ``params`` by
     their bare name or as ``param_<name>``."""
     params = set(params)
-    from runner.storage.columns import COLUMNS  # pyarrow: only when a claim is checked
+    from runner.storage.columns import COLUMNS
 
     return set(COLUMNS) | params | {f"param_{p}" for p in params}
 

@@ -34,7 +34,7 @@ MIN_BUSY = 0.97
 
 
 class SampleWindow:
-    """A ``runner.timing.back_to_back.Watch`` over NVML's energy counter (tests inject a fake
+    """A ``runner.timing.chunks.Watch`` over NVML's energy counter (tests inject a fake
     reader and clocks). The idle baseline is read when it is made, before the warm-up."""
 
     def __init__(self, reader: EnergyReader, window_s: float, idle_s: float, *,

@@ -27,11 +27,12 @@ may be a burst number after all, with the reason:
   the clock down for that work: on four H200s an fp32 linear (32768×4096→4096, 85-90% of the
   limit on its own) read 22.2 ms at 1902 MHz right after capped work and 21.4 ms at 1979 MHz
   elsewhere, its loop time 21.6 ms either way;
-* the GPU was slowing its clock for its temperature right after the samples
-  (:data:`THERMAL_REASONS`): its clock then follows how hot the board is, which a longer job
-  makes hotter still. A poorly cooled H100 at 86-88 °C read its 24-trial sweep 5-16% faster
-  than 15 s of each op back to back, whatever the order, fp32 too, with the power at 50-85%
-  of its limit: neither the settle rule nor the power flags could see it
+* the GPU was lowering its clock for its temperature as the trial's timing ended (NVML's
+  :data:`THERMAL_REASONS`, read right after the loop time that follows the samples): its
+  clock then follows how hot the board is, which a longer job makes hotter still. On a poorly
+  cooled H100 at 86-89 °C, 15 of 48 trials (the 24-trial sweep, twice) read 4-16% faster
+  than 15 s of each op back to back, fp32 too, with the power at 50-85% of its limit: neither
+  the settle rule nor the power flags could see it
   (docs/timing.md#a-gpu-at-its-thermal-limit).
 """
 
@@ -128,15 +129,15 @@ def sustained_flag(device: Measurement | None, burst: Measurement | None,
 
 
 def thermal_reasons(gpu_after: Mapping[str, Any]) -> list[str]:
-    """The flag's reason where the GPU was lowering its clock for its temperature right after
-    the samples (:data:`THERMAL_REASONS` in ``throttle_reasons_timed``), else none."""
+    """The flag's reason where the GPU was lowering its clock for its temperature as the
+    trial's timing ended (:data:`THERMAL_REASONS` in ``throttle_reasons_timed``), else none."""
     active = (gpu_after.get("throttle_reasons_timed") or "").split(",")
     thermal = [reason for reason in THERMAL_REASONS if reason in active]
     if not thermal:
         return []
     temperature_c = gpu_after.get("temperature_c_timed")
     at = "" if temperature_c is None else f" at {temperature_c:.0f} °C"
-    return [f"the GPU was lowering its clock for its temperature right after the samples "
+    return [f"the GPU was lowering its clock for its temperature as its timing ended "
             f"({', '.join(thermal)}{at}): its clock follows how hot the board is, and a job "
             "running it back to back heats the board further and reads slower; compare it "
             "only with rows at the same temperature_c_timed"]

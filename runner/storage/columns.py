@@ -1,14 +1,12 @@
-"""Every result column: its Arrow type and what it means. The one source of truth. The axis
-columns are derived from the axis registry (:mod:`runner.core.axes`). A type is named as
-Arrow prints it (``double``): a worker needs the columns' names, and pyarrow's import (0.2-1 s)
-is not paid there; :mod:`runner.storage.column_types` makes the Arrow types.
-
-``runner.storage.files.rows_to_table`` writes known columns with these types (an all-null
-column keeps its real type); :mod:`runner.storage.column_reference` derives each column's unit,
-the description and unit every result file carries in its field metadata, ``opsweep
---columns`` and ``results/README.md``'s column table
-(``python -m runner.storage.column_reference``). Op parameters become ``param_<name>`` columns and
-op-specific measurements ``extra_<name>``; their types are inferred."""
+"""Every result column: its Arrow type (named as Arrow prints it, ``double``, so a worker
+reads the names without importing pyarrow; :mod:`runner.storage.column_types` makes the
+types) and what it means. The one source of truth; the axis columns come from the axis
+registry (:mod:`runner.core.axes`). ``runner.storage.files.rows_to_table`` writes known
+columns with these types (an all-null column keeps its real type);
+:mod:`runner.storage.column_reference` derives each column's unit, the description and unit
+in every file's field metadata, ``opsweep --columns`` and ``results/README.md``'s column table.
+Op parameters become ``param_<name>`` columns and op-specific measurements ``extra_<name>``;
+their types are inferred."""
 
 from __future__ import annotations
 
@@ -159,7 +157,9 @@ COLUMNS: dict[str, tuple[str, str]] = {
                            "capped samples drew under 93% of the power limit (averaged), "
                            "never settled, or read over 8% faster than the loop time right "
                            "after them, or it reads faster than its own burst time; or, "
-                           "uncapped at the averaged power limit, reads slower than that loop"),
+                           "uncapped at the averaged power limit, reads slower than that loop; "
+                           "or the GPU was lowering its clock for its temperature (NVML's "
+                           "thermal clock-event reasons, read after that loop time)"),
     # timer.burst=true: gapped samples at the boost clock (docs/timing.md)
     "gpu_burst_time_median_us": (_F, "burst device time per call, µs: gapped samples at the "
                                      "boost clock; not what a sustained job sees"),

@@ -34,9 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from runner.storage.column_types import column_type
-
 # The runner's column types (pyarrow only, no torch): all-null columns get their real type.
+from runner.storage.column_types import column_type
 from runner.storage.columns import AXES, AXIS_COLUMNS, Status
 from runner.storage.files import check_format, merge_tables
 from runner.storage.files import read_metadata as read_file_metadata

@@ -14,75 +14,28 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
+from runner.timing.chunks import (
+    CHUNK_S,
+    FILL_MIN_SAMPLE_S,
+    LAUNCH_QUEUE_BUDGET,
+    MAX_CHUNK_SAMPLES,
+    MAX_RETAKES,
+    MAX_SPIN_GROWTHS,
+    SAMPLE_LAUNCHES,
+    SPIN_MAX_S,
+    SPIN_MIN_S,
+    WATCHED_AHEAD,
+    WATCHED_CHUNK_S,
+    HostBlocked,
+    Queued,
+    Watch,
+)
 from runner.timing.device_plan import DEVICE_WARMUP_S, DeviceTimeOptions, SampleWork
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import after_warm_up, sample, tail_clocks, tail_power_share, warm_up
 from runner.timing.series import Reading, last_clock
-
-#: Launches the host may queue behind a spin kernel. CUDA's pending-launch queue holds about
-#: 1024 launches on current drivers (benchmarks/device_time_check.py measures it: queueing
-#: launches behind a long spin, the host's time per launch jumps at the depth); a quarter of
-#: it leaves room for the events, the spin and the copies a call may also enqueue.
-LAUNCH_QUEUE_BUDGET = 256
-#: Launches each sample adds around its work: the clock probe, two events, a graph replay.
-SAMPLE_LAUNCHES = 4
-#: Shortest spin, seconds: covers enqueueing two events and a graph launch (~10-20 µs).
-SPIN_MIN_S = 50e-6
-#: Longest spin, seconds (a sanity cap: a blocked K that needs longer is host-bound anyway).
-SPIN_MAX_S = 0.2
-#: Shortest sample (s) whose chunks are held by more of the same work, not a low-power spin
-#: that let an H100 run the samples 7-13% fast (docs/timing.md, "The H100 fast state"): a
-#: replay this long costs its host one launch, a tenth of what it gives the device.
-FILL_MIN_SAMPLE_S = 100e-6
-#: Seconds of samples per back-to-back chunk (one sync per chunk) and the most samples in one.
-CHUNK_S, MAX_CHUNK_SAMPLES = 0.005, 64
-#: While a ``Watch`` polls NVML between chunks: longer chunks, more of them queued ahead. An
-#: NVML energy read can take milliseconds, and with 5 ms chunks one ahead the device starved
-#: (an H200 was busy 6-45% of the window). With 50 ms chunks a power-capped bmm and linear
-#: still fell behind; with 20 ms, bmm alone did once (then retried without the watch).
-WATCHED_CHUNK_S, WATCHED_AHEAD = 0.02, 3
-#: Rejected samples in a row after which a method is abandoned.
-MAX_RETAKES = 3
-#: Times the warm-up may grow the spin. A host that still outlasts it is waiting on the device
-#: (a sync or a pageable copy inside the call), and no spin will ever cover it.
-MAX_SPIN_GROWTHS = 4
-
-
-class HostBlocked(RuntimeError):
-    """The host's enqueue outlasted the spin kernel: the GPU may have waited on the host."""
-
-
-class Watch(Protocol):
-    """Something that watches the samples' window as it runs (the energy counter:
-    ``runner.execution.energy_samples.SampleWindow``), so that one settled window gives the time,
-    the clock and the energy. ``window_s`` is the shortest span of samples it needs."""
-
-    window_s: float
-
-    def begin(self) -> None:
-        """The first sampled chunk has completed: the window starts now."""
-
-    def poll(self) -> None:
-        """Called again and again while the host waits for a chunk: read, then pause."""
-
-    def chunk(self, calls: int, busy_s: float) -> None:
-        """A chunk completed inside the window: ``calls`` calls in ``busy_s`` of device time."""
-
-    def discard(self) -> None:
-        """The samples it watched were not used: forget the window."""
-
-
-class Queued(NamedTuple):
-    """A chunk in flight, as the host queued it."""
-
-    chunk: Any
-    #: the device had not reached its first event once the host had queued all of it
-    valid: bool
-    samples: int
-    #: the spin per sample that held it (the stream's ``spin_s`` then); 0.0: not held
-    spun_s: float
 
 
 class ChunkStream:
@@ -96,11 +49,11 @@ class ChunkStream:
                    FIRST: a chunk is held (by a spin, or a replay's fill) only with nothing in
                    flight ahead of it, behind a chunk reached early or behind a shorter one
         spin       spin_s ──a held chunk, queued at this spin_s, reached early while
-                   WARMING (or with fills)──▶ 2 × spin_s   (growths; past max_growths or a
-                   chunk's hold at SPIN_MAX_S: HostBlocked)
+                   WARMING, or the 2nd in a row while SAMPLING with fills──▶ 2 × spin_s
+                   (growths; WARMING past max_growths or a hold at SPIN_MAX_S: HostBlocked)
         chunk      queued (held, or behind the chunk before) ──▶ waited ──▶ used if valid,
                    else retaken (counted in retaken while SAMPLING); more than MAX_RETAKES in
-                   a row (plus the growths' budget while WARMING): HostBlocked
+                   a row since the last growth: HostBlocked
         window     closed ──the first sampled chunk completes──▶ open (window_open)
         tail       short_tail (SAMPLING with no span to fill): once min_samples are on their
                    way, a chunk queued behind full ones is a short one
@@ -123,9 +76,10 @@ class ChunkStream:
         per_sample = sample.launches + SAMPLE_LAUNCHES
         self.samples_per_chunk = max(1, min(samples_per_chunk,
                                             2 * LAUNCH_QUEUE_BUDGET // (self.ahead * per_sample)))
-        # The spin per sample of a held chunk (spin_s covers one sample's enqueue). The warm-up
-        # may grow it (doubling) until a chunk's spin reaches SPIN_MAX_S, not just
-        # MAX_SPIN_GROWTHS times: only a host that outlasts that waits on the device.
+        # The spin per sample of a held chunk (spin_s covers one sample's enqueue; a fill is
+        # that long too). The warm-up (and a filled stream's samples) may grow it (doubling)
+        # until a chunk's hold reaches SPIN_MAX_S, not just MAX_SPIN_GROWTHS times: only a
+        # host that outlasts that waits on the device.
         self.spin_s = min(max(spin_s, SPIN_MIN_S), SPIN_MAX_S)
         self.max_growths = max(MAX_SPIN_GROWTHS, math.ceil(math.log2(SPIN_MAX_S / self.spin_s)))
         self.growths = 0
@@ -173,60 +127,73 @@ class ChunkStream:
         # Valid when the device had not reached the chunk's first event once the host had
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
         self.inflight.append(Queued(chunk, not self.device.reached(chunk), samples,
-                                    self.spin_s if held else 0.0))
+                                    self.spin_s if held else 0.0, fill))
 
     def next_chunk(self, warming: bool) -> list[tuple[float, float | None]]:
         """The next valid chunk's (seconds per call, MHz or None) per sample, keeping
-        ``ahead`` chunks in flight. The warm-up (and a filled stream) retries until the hold
-        has grown ``max_growths`` times; else at most :data:`MAX_RETAKES` retakes in a row."""
-        attempts = MAX_RETAKES + 1 + (self.max_growths + 2 if warming or self.fills else 0)
-        for _ in range(attempts):
+        ``ahead`` chunks in flight; at most :data:`MAX_RETAKES` retakes in a row, counted
+        afresh after each growth of the hold (:meth:`_reached_early`)."""
+        in_a_row = 0
+        while True:
             while len(self.inflight) < self.ahead:
                 self.enqueue()
             queued = self.inflight.popleft()
-            times = self._wait(queued.chunk, None if warming else self.watch)
+            times = self._wait(queued, None if warming else self.watch)
             if queued.valid:
                 mhz = self.device.clocks(queued.chunk) or [None] * len(times)
                 return [(t / self.calls, m) for t, m in zip(times, mhz)]
-            self._reached_early(queued, warming)
-        raise HostBlocked(f"the host blocked: the device reached {MAX_RETAKES + 1} chunks in "
-                          "a row before the host had queued them")
+            in_a_row += 1
+            if self._reached_early(queued, warming, in_a_row):
+                in_a_row = 0
+            elif in_a_row > MAX_RETAKES:
+                raise HostBlocked(f"the host blocked: the device reached {in_a_row} chunks "
+                                  "in a row before the host had queued them")
 
-    def _wait(self, chunk: Any, watch: Watch | None) -> list[float]:
-        """Wait for ``chunk``, polling ``watch`` (the sampled chunks' window) meanwhile."""
-        while watch is not None and not self.device.finished(chunk):
+    def _wait(self, queued: Queued, watch: Watch | None) -> list[float]:
+        """Wait for ``queued``'s chunk, polling ``watch`` (the sampled chunks' window)."""
+        while watch is not None and not self.device.finished(queued.chunk):
             watch.poll()
-        times = self.device.wait(chunk)
+        times = self.device.wait(queued.chunk)
         if watch is not None:
             # The window opens when the first sampled chunk completes, so every call it
-            # counts ran inside it (retaken chunks too: they ran, and drew power).
+            # counts ran inside it (retaken chunks too: they ran, and drew power). A fill
+            # ran in it as well, unsampled: counted at the samples' own pace.
             if self.window_open:
-                watch.chunk(len(times) * self.calls, sum(times))
+                filled_s = sum(times) / max(len(times), 1) * queued.filled
+                watch.chunk((len(times) + queued.filled) * self.calls, sum(times) + filled_s)
             else:
                 self.window_open = True
                 watch.begin()
         return times
 
-    def _reached_early(self, queued: Queued, warming: bool) -> None:
-        """A chunk the device reached before the host had queued it: it is retaken, and the
-        stream learns from it (holding FIRST → EVERY, or the spin grows)."""
+    def _reached_early(self, queued: Queued, warming: bool, in_a_row: int) -> bool:
+        """A chunk the device reached before the host had queued it (the ``in_a_row``-th in
+        a row): it is retaken, and the stream learns from it (holding FIRST → EVERY, or the
+        hold grows). Whether the hold grew."""
         self.retaken += not warming
         if not queued.spun_s:
             # Queued behind a running chunk, the device still caught up: the host falls
             # behind (eager launches, or graph replays of a tiny op whose replay and events
             # take the host longer than the device). Hold every chunk.
             self.hold_every = True
-        elif (warming or self.fills) and queued.spun_s == self.spin_s:
-            # Grow the hold until it covers the host: in the warm-up, and while sampling where
-            # it is the op's own work (no gap; a chunk queued before a growth says nothing).
-            chunk_spin_s = min(SPIN_MIN_S + self.spin_s * queued.samples, SPIN_MAX_S)
-            if self.growths == self.max_growths or chunk_spin_s >= SPIN_MAX_S:
-                raise HostBlocked(f"the host's enqueue still outlasted a "
-                                  f"{chunk_spin_s * 1e6:.0f} µs "
-                                  f"spin after {self.growths} growths: the call "
-                                  "waits on the device (a sync or a pageable copy)")
-            self.growths += 1
-            self.spin_s = min(2 * self.spin_s, SPIN_MAX_S)
+            return False
+        # Grow the hold until it covers the host (a chunk queued before a growth says
+        # nothing): in the warm-up; and while sampling where the hold is the op's own work
+        # (no gap), once a stall lasts two chunks: a single late chunk (an NVML read, a
+        # collection) is only retaken, or a fill would grow on every such stall over 15 s.
+        if not (warming or (self.fills and in_a_row >= 2)) or queued.spun_s != self.spin_s:
+            return False
+        chunk_spin_s = min(SPIN_MIN_S + self.spin_s * queued.samples, SPIN_MAX_S)
+        if self.growths == self.max_growths or chunk_spin_s >= SPIN_MAX_S:
+            if not warming:  # the samples keep the retakes' own limit
+                return False
+            raise HostBlocked(f"the host's enqueue still outlasted a "
+                              f"{chunk_spin_s * 1e6:.0f} µs spin after {self.growths} "
+                              "growths: the call waits on the device (a sync or a pageable "
+                              "copy)")
+        self.growths += 1
+        self.spin_s = min(2 * self.spin_s, SPIN_MAX_S)
+        return True
 
     def take(self) -> float:
         """One sample's seconds per call (for ``runner.timing.sampler.sample``), recording the

@@ -39,7 +39,7 @@ class DeviceTimeOptions:
     steady: bool = True
     #: reads the SM clock, power and temperature for the settle rule (None: time alone)
     read_clock: Callable[[], Reading | None] | None = None
-    #: watches the steady samples' window (``runner.timing.back_to_back.Watch``: energy)
+    #: watches the steady samples' window (``runner.timing.chunks.Watch``: energy)
     watch: Any = None
     #: the shortest warm-up of a power-capped op, and of any (``runner.timing.heat``)
     min_capped_s: float = CAPPED_MIN_S
@@ -53,7 +53,7 @@ class SampleWork:
     is expected to take; ``launches``: the kernels it launches (0 for a graph replay);
     ``before``: run before it, outside the timed region; ``fill``: hold it behind more of
     ``work`` (unsampled) instead of a spin, where one ``work`` costs the host a single
-    launch (a graph replay: ``runner.timing.back_to_back.FILL_MIN_SAMPLE_S``)."""
+    launch (a graph replay: ``runner.timing.chunks.FILL_MIN_SAMPLE_S``)."""
 
     work: Callable[[], Any]
     calls: int

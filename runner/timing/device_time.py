@@ -51,13 +51,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runner.timing.back_to_back import (
-    LAUNCH_QUEUE_BUDGET,
-    SPIN_MIN_S,
-    HostBlocked,
-    Watch,
-    steady_samples,
-)
+from runner.timing.back_to_back import steady_samples
+from runner.timing.chunks import LAUNCH_QUEUE_BUDGET, SPIN_MIN_S, HostBlocked, Watch
 from runner.timing.device_plan import DeviceTimeOptions, SampleWork
 from runner.timing.gapped import Timed, gapped_samples
 from runner.timing.graph_size import capture_replay, first_line, slower_than_eager

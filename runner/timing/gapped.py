@@ -14,15 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from runner.timing.back_to_back import (
-    DEVICE_WARMUP_S,
+from runner.timing.chunks import (
     MAX_RETAKES,
     MAX_SPIN_GROWTHS,
     SPIN_MAX_S,
     SPIN_MIN_S,
     HostBlocked,
 )
-from runner.timing.device_plan import DeviceTimeOptions, SampleWork
+from runner.timing.device_plan import DEVICE_WARMUP_S, DeviceTimeOptions, SampleWork
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample, warm_up
 

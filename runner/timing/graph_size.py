@@ -27,7 +27,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from runner.timing.back_to_back import SPIN_MIN_S
+from runner.timing.chunks import SPIN_MIN_S
 from runner.timing.measurement import Measurement, TimerPlan
 
 #: A graph replay should fill this share of ``timer.batch_target_us``.
