@@ -242,3 +242,44 @@ def test_a_slow_build_is_the_trials_setup_not_other(frozen_gc: None,
     assert row["cost_setup_s"] >= build_s
     assert row["cost_other_s"] < build_s
     assert sum(row[name] for name in COST_COLUMNS) <= wall_s
+
+
+def test_a_trial_hands_the_gpu_state_after_its_timing_to_the_sustained_flag(
+        frozen_gc: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thermal flag reads NVML's clock-event reasons as the timing ended: the trial must
+    pass the ``*_timed`` columns it read to ``sustained_columns``, not an empty state."""
+    import types
+
+    from runner.config.schema import TimerSettings
+    from runner.execution import trial
+    from runner.execution.task import TrialTask, TrialTimer
+
+    hot = {"sm_clock_mhz_timed": 1365, "power_w_timed": 520.0, "temperature_c_timed": 88,
+           "throttle_reasons_timed": "SwThermalSlowdown"}
+    seen: dict[str, Any] = {}
+    real = trial.sustained_columns
+
+    def spy(times: Any, burst: Any, gpu_after: Any = None) -> dict[str, Any]:
+        seen.update(gpu_after or {})
+        return real(times, burst, gpu_after)
+
+    monkeypatch.setattr(trial, "clock_columns", lambda device: dict(hot))
+    monkeypatch.setattr(trial, "sustained_columns", spy)
+
+    def build(ctx: OpContext) -> Workload:
+        x = ctx.randn(4)
+        return Workload(fn=lambda: x + 1, flops=4, bytes_moved=32,
+                        reference=lambda: x.double() + 1)
+
+    module = types.ModuleType("opsweep_state_op")
+    module.build = build  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "opsweep_state_op", module)
+    spec = TrialSpec(op="state", target="opsweep_state_op:build", shape=(4,),
+                     dtype=DType.fp32, device="cpu", seed=0, num_threads=None, streams=1,
+                     graph=GraphMode.none, compile=CompileMode.none, compile_dynamic=None,
+                     fullgraph=False, backward=False)
+    timer = TrialTimer.from_settings(TimerSettings(min_samples=3, max_samples=3))
+    row = trial.run_trial(TrialTask(0, spec, timer))
+    assert row["status"] == "ok", row["reason"]
+    assert {k: seen.get(k) for k in hot} == hot and row["throttle_reasons_timed"] == \
+        "SwThermalSlowdown"
