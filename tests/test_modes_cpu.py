@@ -181,27 +181,38 @@ def test_settings_are_restored_after_a_failing_trial(run: Any) -> None:
     assert torch.get_num_threads() == threads
 
 
-def test_workload_contract_violation_is_an_error_row(frozen_gc: None,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """An op that returns something other than a Workload fails its trial only."""
+def run_module_op(monkeypatch: pytest.MonkeyPatch, name: str, build: Any) -> dict[str, Any]:
+    """One CPU trial, exactly as a job runs it, of an op whose builder is ``build`` (put in a
+    module of its own, ``name``)."""
     import types
 
     from runner.config.schema import TimerSettings
+    from runner.execution import trial
     from runner.execution.task import TrialTask, TrialTimer
-    from runner.execution.trial import run_trial
 
-    def build(ctx: OpContext) -> Any:
-        return 42
-
-    module = types.ModuleType("opsweep_bad_op")
+    module = types.ModuleType(name)
     module.build = build  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "opsweep_bad_op", module)
-    spec = TrialSpec(op="bad", target="opsweep_bad_op:build", shape=(4,), dtype=DType.fp32,
+    monkeypatch.setitem(sys.modules, name, module)
+    spec = TrialSpec(op=name, target=f"{name}:build", shape=(4,), dtype=DType.fp32,
                      device="cpu", seed=0, num_threads=None, streams=1, graph=GraphMode.none,
                      compile=CompileMode.none, compile_dynamic=None, fullgraph=False,
                      backward=False)
     timer = TrialTimer.from_settings(TimerSettings(min_samples=3, max_samples=3))
-    row = run_trial(TrialTask(0, spec, timer))
+    return trial.run_trial(TrialTask(0, spec, timer))
+
+
+def plus_one(ctx: OpContext) -> Workload:
+    x = ctx.randn(4)
+    return Workload(fn=lambda: x + 1, flops=4, bytes_moved=32, reference=lambda: x.double() + 1)
+
+
+def test_workload_contract_violation_is_an_error_row(frozen_gc: None,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """An op that returns something other than a Workload fails its trial only."""
+    def build(ctx: OpContext) -> Any:
+        return 42
+
+    row = run_module_op(monkeypatch, "opsweep_bad_op", build)
     assert row["status"] == "error"
     assert "ops.base.Workload" in row["reason"]
 
@@ -212,31 +223,17 @@ def test_a_slow_build_is_the_trials_setup_not_other(frozen_gc: None,
     is then what is left over, and a build that grows (a kernel's first use in a worker)
     shows where it grew. The parts still add up to no more than the trial's wall."""
     import time
-    import types
 
-    from runner.config.schema import TimerSettings
-    from runner.execution.task import TrialTask, TrialTimer
-    from runner.execution.trial import run_trial
     from runner.storage.columns import COST_COLUMNS
 
     build_s = 0.5
 
     def build(ctx: OpContext) -> Workload:
         time.sleep(build_s)
-        x = ctx.randn(4)
-        return Workload(fn=lambda: x + 1, flops=4, bytes_moved=32,
-                        reference=lambda: x.double() + 1)
+        return plus_one(ctx)
 
-    module = types.ModuleType("opsweep_slow_build_op")
-    module.build = build  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "opsweep_slow_build_op", module)
-    spec = TrialSpec(op="slow", target="opsweep_slow_build_op:build", shape=(4,),
-                     dtype=DType.fp32, device="cpu", seed=0, num_threads=None, streams=1,
-                     graph=GraphMode.none, compile=CompileMode.none, compile_dynamic=None,
-                     fullgraph=False, backward=False)
-    timer = TrialTimer.from_settings(TimerSettings(min_samples=3, max_samples=3))
     began = time.perf_counter()
-    row = run_trial(TrialTask(0, spec, timer))
+    row = run_module_op(monkeypatch, "opsweep_slow_build_op", build)
     wall_s = time.perf_counter() - began
     assert row["status"] == "ok", row["reason"]
     assert row["cost_setup_s"] >= build_s
@@ -248,11 +245,7 @@ def test_a_trial_hands_the_gpu_state_after_its_timing_to_the_sustained_flag(
         frozen_gc: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The thermal flag reads NVML's clock-event reasons as the timing ended: the trial must
     pass the ``*_timed`` columns it read to ``sustained_columns``, not an empty state."""
-    import types
-
-    from runner.config.schema import TimerSettings
     from runner.execution import trial
-    from runner.execution.task import TrialTask, TrialTimer
 
     hot = {"sm_clock_mhz_timed": 1365, "power_w_timed": 520.0, "temperature_c_timed": 88,
            "throttle_reasons_timed": "SwThermalSlowdown"}
@@ -265,21 +258,7 @@ def test_a_trial_hands_the_gpu_state_after_its_timing_to_the_sustained_flag(
 
     monkeypatch.setattr(trial, "clock_columns", lambda device: dict(hot))
     monkeypatch.setattr(trial, "sustained_columns", spy)
-
-    def build(ctx: OpContext) -> Workload:
-        x = ctx.randn(4)
-        return Workload(fn=lambda: x + 1, flops=4, bytes_moved=32,
-                        reference=lambda: x.double() + 1)
-
-    module = types.ModuleType("opsweep_state_op")
-    module.build = build  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "opsweep_state_op", module)
-    spec = TrialSpec(op="state", target="opsweep_state_op:build", shape=(4,),
-                     dtype=DType.fp32, device="cpu", seed=0, num_threads=None, streams=1,
-                     graph=GraphMode.none, compile=CompileMode.none, compile_dynamic=None,
-                     fullgraph=False, backward=False)
-    timer = TrialTimer.from_settings(TimerSettings(min_samples=3, max_samples=3))
-    row = trial.run_trial(TrialTask(0, spec, timer))
+    row = run_module_op(monkeypatch, "opsweep_state_op", plus_one)
     assert row["status"] == "ok", row["reason"]
     assert {k: seen.get(k) for k in hot} == hot and row["throttle_reasons_timed"] == \
         "SwThermalSlowdown"
