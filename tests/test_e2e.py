@@ -226,11 +226,11 @@ def test_list_axes_expand_inside_one_job(runs: dict[str, Any]) -> None:
     assert (df["status"] == "ok").all(), df[["status", "reason"]]
     assert df["trial_id"].nunique() == 4
     assert "4 trials" in run.output
-    # stored in plan order, run in heat order (runner.execution.order): each dtype's shapes
-    # together, largest first
+    # stored in plan order, run in heat order (runner.execution.order): on a CPU no trial is
+    # power-capped, so all run as light ones, longest first (fp32's 4 bytes before bf16's 2)
     ran = df.sort_values("timestamp")
     assert [(s, d) for s, d in zip(ran["shape_str"], ran["dtype"])] == [
-        ("16x16x16", "fp32"), ("8x8x8", "fp32"), ("16x16x16", "bf16"), ("8x8x8", "bf16")]
+        ("16x16x16", "fp32"), ("16x16x16", "bf16"), ("8x8x8", "fp32"), ("8x8x8", "bf16")]
 
 
 # ---------------------------------------------------------------------------------------

@@ -49,3 +49,45 @@ def test_trials_that_differ_in_more_than_shape_are_not_grouped(compose: Any) -> 
     assert [(t.spec.seed, t.spec.shape[0]) for t in order.heat_order(planned)] == [
         (0, 64), (0, 32), (1, 64), (1, 32)]
 
+
+
+def test_capped_trials_of_every_group_run_before_any_light_one(size_sweep: list) -> None:
+    # bf16 and tf32 at 512 and 256 "capped" (as a large tensor-core matmul on a GPU): no
+    # light trial between two capped ones lets the clock back up, so only the first starts
+    # cold; the light ones follow, largest first across groups (a tie keeps the plan's
+    # order), so none follows a tiny one of another group
+    capped = {("bf16", 512), ("bf16", 256), ("tf32", 512), ("tf32", 256)}
+    ordered = order.heat_order(size_sweep, lambda t: labels([t])[0] in capped)
+    assert labels(ordered) == [
+        ("bf16", 512), ("bf16", 256), ("tf32", 512), ("tf32", 256),
+        ("fp32", 512), ("fp32", 256), ("fp32", 64), ("tf32", 64), ("bf16", 64)]
+    assert order.in_order(size_sweep, "heat", lambda t: labels([t])[0] in capped) == ordered
+    assert order.in_order(size_sweep, "plan", lambda t: True) == size_sweep
+
+
+def test_the_size_sweep_on_a_gpu_runs_its_estimated_capped_trials_first() -> None:
+    # the 24-trial sweep of the timing gates, estimated as the driver does before any trial
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    from runner.execution import costs
+
+    @dataclass(frozen=True)
+    class Spec:  # what the order and the estimate read of a trial's spec
+        dtype: str
+        shape: tuple[int, ...]
+        op: str = "matmul"
+        device: str = "cuda:0"
+        backward: bool = False
+        streams: int = 1
+        trial_id: str = ""
+
+    sizes, dtypes = (8192, 4096, 2048, 1024, 512, 256), ("bf16", "fp16", "fp32", "tf32")
+    trials = [SimpleNamespace(index=i, spec=Spec(d, (s, s, s)))
+              for i, (s, d) in enumerate((s, d) for s in sizes for d in dtypes)]
+    ordered = order.in_order(trials, "heat", costs.capped_estimate(trials))
+    shown = [(t.spec.dtype, t.spec.shape[0]) for t in ordered]
+    assert shown[:9] == [(d, s) for d in ("bf16", "fp16", "tf32") for s in (8192, 4096, 2048)]
+    assert shown[9:17] == [("fp32", 8192), ("fp32", 4096), ("fp32", 2048), ("fp32", 1024),
+                           ("tf32", 1024), ("bf16", 1024), ("fp16", 1024), ("fp32", 512)]
+    assert sorted(t.index for t in ordered) == list(range(24))

@@ -86,6 +86,18 @@ def test_a_long_group_is_cut_in_heat_order_and_each_run_is_largest_first() -> No
         assert shown == sorted(shown, reverse=True) and shown
 
 
+def test_each_worker_runs_the_capped_trials_of_its_groups_before_the_light_ones() -> None:
+    specs = [Spec("matmul", d, (s, s, s)) for d in ("bf16", "fp16") for s in (4096, 512)]
+    specs += [Spec("matmul", "fp32", (s, s, s)) for s in (256, 1024)]
+    trials = trials_of(specs)
+    cost = {t.index: TrialCost(2.0, 1.5, True) if t.spec.shape[0] == 4096 else TrialCost(0.1)
+            for t in trials}
+    placed = schedule.assign(trials, cost, 1)
+    assert [(t.spec.dtype, t.spec.shape[0]) for t in placed.lists[0]] == [
+        ("bf16", 4096), ("fp16", 4096), ("fp32", 1024), ("bf16", 512), ("fp16", 512),
+        ("fp32", 256)]
+
+
 def test_a_group_no_longer_than_a_fair_share_stays_on_one_worker() -> None:
     specs = [Spec("matmul", d, (s, s, s)) for d in ("bf16", "fp16") for s in (4096, 2048)]
     trials = trials_of(specs)

@@ -129,10 +129,11 @@ class RunConfig(InsightSettings, AxisFields):
                               "GPU: an int >= 1 or per_gpu (docs/scale-out.md)", check=_workers)
     # What one worker's trial leaves the device in is where the next starts
     # (runner.execution.order).
-    trial_order: str = setting("heat", "heat: one worker runs the trials that differ only in "
-                                       "shape together, largest first, so power-capped ones "
-                                       "follow each other and settle once | plan: in plan "
-                                       "order (rows are stored in plan order either way)",
+    trial_order: str = setting("heat", "heat: one worker runs the power-capped trials "
+                                       "first, those that differ only in shape together and "
+                                       "largest first, so each starts hot, then the light "
+                                       "ones longest first | plan: in plan order (rows are "
+                                       "stored in plan order either way)",
                                choices=("heat", "plan"))
     trial_timeout_s: Any = setting(600.0, "seconds a trial may take before it becomes a "
                                           "`timeout` row (0 or null: no limit)",

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,3 +210,10 @@ def for_tasks(tasks: list[Any], results_dir: str | Path | None = None) -> dict[i
     device = tasks[0].spec.device if tasks else "cpu"
     rates = rates_for(device, gpu_model() if device.startswith("cuda") else None)
     return costs(tasks, rates, earlier_walls(results_dir) if results_dir else None)
+
+
+def capped_estimate(tasks: list[Any]) -> Callable[[Any], bool]:
+    """Whether a task of ``tasks`` is estimated power-capped (:func:`estimate`): what the order
+    one worker runs them in needs (``runner.execution.order.capped_first``)."""
+    estimated = for_tasks(tasks)
+    return lambda task: estimated[task.index].capped

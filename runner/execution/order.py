@@ -5,29 +5,42 @@ from, depend on it.
 **One worker** (``trial_order=heat``, the default): what a trial leaves the device in is
 where the next one starts. A power-capped op that follows capped work starts hot and
 settles in about a second; one that follows work at full clock warms up from the top of the
-clock for 2.5 s (``runner.timing.heat``, docs/timing.md#what-a-trial-costs). The plan's
-order (the cartesian product, ``shape`` outermost) puts light work between capped trials: a
-size sweep over bf16, fp16, fp32 and tf32 runs the four dtypes at each size, so every tf32
-trial follows an fp32 one at full clock and starts cold. :func:`heat_order` runs the trials
-that differ only in shape together, largest first:
+clock for 2.5 s (``runner.timing.heat``, docs/timing.md#what-a-trial-costs), and on an H100
+its samples then still read 3-4% faster than the op sustains back to back. The plan's order
+(the cartesian product, ``shape`` outermost) puts light work between capped trials: a size
+sweep over bf16, fp16, fp32 and tf32 runs the four dtypes at each size, so every tf32 trial
+follows an fp32 one at full clock and starts cold. :func:`heat_order` runs the capped
+trials first, those that differ only in shape together and largest first, then the light
+ones longest first (:func:`capped_first`; on a CPU every trial is a light one):
 
-* the capped ones follow each other, and each group pays its cold start once;
-* each steps *down* in power from the one before, so the controller lets the clock up to
-  where the new op holds it, and the settle rule sees it rising. A step *up* overshoots: on
-  an H200, fp16 4096³ right after fp16 2048³ was held at 1250 MHz in one process and 1321 in
-  another (a 5% gap), against ~1320 sustained;
-* the group's light trials come last, after its least capped one, so their clock has the
-  least to come back.
+* the capped ones follow each other, so only the job's first starts cold. Grouping alone
+  left each group's light tail (bf16 1024³ to 256³ at full clock) between one group's last
+  capped trial and the next group's first, and that first trial (fp16 and tf32 8192³) read
+  3.3-4.4% fast on an H100;
+* within a group, each steps *down* in power from the one before, so the controller lets
+  the clock up to where the new op holds it, and the settle rule sees it rising. A step *up*
+  overshoots: on an H200, fp16 4096³ right after fp16 2048³ was held at 1250 MHz in one
+  process and 1321 in another (a 5% gap), against ~1320 sustained. Between groups the step
+  is up (the last capped trial of one, to the largest of the next), and starts hot;
+* the light trials come last, longest first across groups, so each steps down in load
+  from the one before. Kept in their groups, a 1024³ matmul followed the group before's
+  256³ one, and read 3-4% slower than back to back on an H100 (a light op after a tiny one
+  warms up from a clock the tiny one let fall); longest first, 46 of 48 trials of the two
+  sweeps were within 3% of 15 s back to back there (the gates tables of docs/timing.md).
+
+Which trials are capped is estimated before any runs (``runner.execution.costs.estimate``:
+a tensor-core dtype, compute-bound, 2·2048³ FLOPs or more), in the driver.
 
 ``trial_order=plan`` keeps the plan's order, for a study of order effects.
 
 **A pool** (``workers=N``, ``runner.execution.pool``): the same heat groups, cut where one
-is longer than a fair share and placed by estimated cost (``runner.execution.schedule``).
+is longer than a fair share and placed by estimated cost (``runner.execution.schedule``),
+then each worker's list capped first.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -50,20 +63,33 @@ def longest_first(trials: Iterable[Any]) -> list[Any]:
     return sorted(trials, key=lambda trial: -cost(trial.spec))
 
 
-def heat_order(trials: Iterable[Any]) -> list[Any]:
+def heat_order(trials: Iterable[Any], capped: Callable[[Any], bool] | None = None
+               ) -> list[Any]:
     """The trials grouped by everything but their shape, groups in the order of their first
-    trial in the plan, each group :func:`longest_first`."""
+    trial in the plan, each group :func:`longest_first`; with ``capped`` (whether a trial
+    is estimated power-capped), :func:`capped_first`."""
     groups: dict[str, list[Any]] = {}
     for trial in trials:
         groups.setdefault(heat_key(trial.spec), []).append(trial)
-    return [trial for group in groups.values() for trial in longest_first(group)]
+    grouped = [trial for group in groups.values() for trial in longest_first(group)]
+    return capped_first(grouped, capped) if capped is not None else grouped
 
 
-def in_order(trials: Iterable[Any], trial_order: str) -> list[Any]:
+def capped_first(ordered: Sequence[Any], capped: Callable[[Any], bool]) -> list[Any]:
+    """``ordered`` with the ``capped`` trials first, in the order they had, then the rest
+    :func:`longest_first`: no light trial between two capped ones lets the clock back up,
+    and each light trial steps down in load from the one before."""
+    return ([trial for trial in ordered if capped(trial)]
+            + longest_first(trial for trial in ordered if not capped(trial)))
+
+
+def in_order(trials: Iterable[Any], trial_order: str,
+             capped: Callable[[Any], bool] | None = None) -> list[Any]:
     """``trials`` in the order one worker runs them: :func:`heat_order` for ``heat``, else the
     plan's (``trial_order``, checked with the job's settings:
-    ``runner.config.schema.RunConfig.trial_order``)."""
-    return heat_order(trials) if trial_order == "heat" else list(trials)
+    ``runner.config.schema.RunConfig.trial_order``). ``capped``: as for
+    :func:`heat_order`."""
+    return heat_order(trials, capped) if trial_order == "heat" else list(trials)
 
 
 def heat_key(spec: Any) -> str:

@@ -22,7 +22,8 @@ The rule:
    split across GPUs only where it is longer than a fair share, or where the job's
    trials are too few and too long to balance otherwise, and each split pays its cold start.
 4. A worker runs its trials in heat order: each group together, largest first; the groups
-   longest first.
+   longest first; the capped trials of all its groups before the light ones
+   (``runner.execution.order``).
 5. At run time, a worker whose own list is done takes the *last* trial (the lightest of its
    last run) from the worker with the most estimated seconds left: an estimate that was
    wrong costs one trial's time at the end, not a GPU idle for minutes. Pinned trials stay.
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.execution.costs import TrialCost
-from runner.execution.order import heat_key, longest_first
+from runner.execution.order import capped_first, heat_key, longest_first
 
 
 @dataclass(frozen=True)
@@ -132,13 +133,15 @@ def _group_seconds(group: Sequence[Any], costs: Mapping[int, TrialCost]) -> floa
 
 def _heat_ordered(runs: list[_Run], costs: Mapping[int, TrialCost]) -> list[Any]:
     """One worker's trials in the order it runs them: each heat group together, largest
-    first; the groups longest first."""
+    first; the groups longest first; then the capped trials of all its groups before the
+    light ones (:func:`runner.execution.order.capped_first`)."""
     groups: dict[str, list[Any]] = {}
     for run in runs:
         groups.setdefault(run.key, []).extend(run.trials)
     ordered = [longest_first(group) for group in groups.values()]
-    return [t for group in sorted(ordered, key=lambda g: -_group_seconds(g, costs))
-            for t in group]
+    grouped = [t for group in sorted(ordered, key=lambda g: -_group_seconds(g, costs))
+               for t in group]
+    return capped_first(grouped, lambda trial: costs[trial.index].capped)
 
 
 class _Run:
