@@ -54,8 +54,8 @@ def test_trials_that_differ_in_more_than_shape_are_not_grouped(compose: Any) -> 
 def test_capped_trials_of_every_group_run_before_any_light_one(size_sweep: list) -> None:
     # bf16 and tf32 at 512 and 256 "capped" (as a large tensor-core matmul on a GPU): no
     # light trial between two capped ones lets the clock back up, so only the first starts
-    # cold; the light ones follow, largest first across groups (a tie keeps the plan's
-    # order), so none follows a tiny one of another group
+    # cold; the light ones follow, largest first across groups (a tie keeps the order they
+    # had, here the groups'), so none follows a tiny one of another group
     capped = {("bf16", 512), ("bf16", 256), ("tf32", 512), ("tf32", 256)}
     ordered = order.heat_order(size_sweep, lambda t: labels([t])[0] in capped)
     assert labels(ordered) == [
@@ -85,7 +85,7 @@ def test_the_size_sweep_on_a_gpu_runs_its_estimated_capped_trials_first() -> Non
     sizes, dtypes = (8192, 4096, 2048, 1024, 512, 256), ("bf16", "fp16", "fp32", "tf32")
     trials = [SimpleNamespace(index=i, spec=Spec(d, (s, s, s)))
               for i, (s, d) in enumerate((s, d) for s in sizes for d in dtypes)]
-    ordered = order.in_order(trials, "heat", costs.capped_estimate(trials))
+    ordered = order.in_order(trials, "heat", costs.capped_estimate())
     shown = [(t.spec.dtype, t.spec.shape[0]) for t in ordered]
     assert shown[:9] == [(d, s) for d in ("bf16", "fp16", "tf32") for s in (8192, 4096, 2048)]
     assert shown[9:17] == [("fp32", 8192), ("fp32", 4096), ("fp32", 2048), ("fp32", 1024),

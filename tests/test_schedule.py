@@ -249,3 +249,15 @@ def test_the_gpu_model_is_read_from_the_driver(tmp_path: Any) -> None:
     (gpu / "information").write_text("Model: \t\t NVIDIA H200\nIRQ: 42\n")
     assert costs.gpu_model(tmp_path) == "NVIDIA H200"
     assert costs.gpu_model(tmp_path / "missing") is None
+
+
+def test_the_capped_estimate_judges_each_trial_on_its_own_device() -> None:
+    # a thin bf16 matmul is memory-bound on a GPU (not capped) but would read compute-bound
+    # against a CPU's ceilings: a job whose first trial runs on the CPU must not lend its
+    # ceilings to the GPU's trials
+    thin, cube = (16384, 16384, 64), (8192, 8192, 8192)
+    trials = trials_of([Spec("matmul", "bf16", cube, device="cpu"),
+                        Spec("matmul", "bf16", thin, device="cuda:0"),
+                        Spec("matmul", "bf16", cube, device="cuda:0")])
+    capped = costs.capped_estimate()
+    assert [capped(t) for t in trials] == [False, False, True]

@@ -131,9 +131,9 @@ class RunConfig(InsightSettings, AxisFields):
     # (runner.execution.order).
     trial_order: str = setting("heat", "heat: one worker runs the power-capped trials "
                                        "first, those that differ only in shape together and "
-                                       "largest first, so each starts hot, then the light "
-                                       "ones longest first | plan: in plan order (rows are "
-                                       "stored in plan order either way)",
+                                       "largest first, so each after the first starts hot, "
+                                       "then the light ones longest first | plan: in plan "
+                                       "order (rows are stored in plan order either way)",
                                choices=("heat", "plan"))
     trial_timeout_s: Any = setting(600.0, "seconds a trial may take before it becomes a "
                                           "`timeout` row (0 or null: no limit)",

@@ -13,7 +13,9 @@ and its samples run to the timer's budget. So the estimate is the timer's cost, 
 * **the warm-up**: a power-capped op (a tensor-core dtype, compute-bound, large) settles for
   ``runner.timing.heat.HOT_CAPPED_MIN_S`` after capped work, and pays the rest of
   ``runner.timing.settle.CAPPED_MIN_S`` once when it starts cold (:attr:`TrialCost.cold_s`:
-  once per heat group on a worker, which is why splitting a group costs something);
+  charged once per heat group on a worker, which is why splitting a group costs something;
+  a worker runs its capped trials back to back, so only its first capped group really starts
+  cold, and the charge over-counts by this much for each further one);
 * **the samples**: enough to reach the timer's minimum, at least the batch each sample takes,
   at most ``max_time_s``; the device time and the loop time each take theirs on CUDA; a
   capped op's device time samples for ``runner.timing.settle.CAPPED_SAMPLE_S`` and its loop
@@ -212,8 +214,17 @@ def for_tasks(tasks: list[Any], results_dir: str | Path | None = None) -> dict[i
     return costs(tasks, rates, earlier_walls(results_dir) if results_dir else None)
 
 
-def capped_estimate(tasks: list[Any]) -> Callable[[Any], bool]:
-    """Whether a task of ``tasks`` is estimated power-capped (:func:`estimate`): what the order
-    one worker runs them in needs (``runner.execution.order.capped_first``)."""
-    estimated = for_tasks(tasks)
-    return lambda task: estimated[task.index].capped
+def capped_estimate() -> Callable[[Any], bool]:
+    """Whether a task is estimated power-capped (:func:`estimate`, on the ceilings of its own
+    device): what the order one worker runs its trials in needs
+    (``runner.execution.order.capped_first``). Nothing is read until it is first asked."""
+    rates: dict[str, Rates] = {}
+
+    def capped(task: Any) -> bool:
+        device = task.spec.device
+        if device not in rates:
+            rates[device] = rates_for(device, gpu_model() if device.startswith("cuda")
+                                      else None)
+        return estimate(task, rates[device]).capped
+
+    return capped

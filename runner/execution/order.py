@@ -59,7 +59,7 @@ def cost(spec: Any) -> float:
 
 
 def longest_first(trials: Iterable[Any]) -> list[Any]:
-    """Trials by :func:`cost`, descending; equal costs keep the plan's order."""
+    """Trials by :func:`cost`, descending; equal costs keep the order they had."""
     return sorted(trials, key=lambda trial: -cost(trial.spec))
 
 

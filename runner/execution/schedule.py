@@ -13,7 +13,8 @@ The rule:
    everything but the shape), each largest first; a trial pinned to a GPU (``cuda:N``)
    groups only with trials pinned to the same GPU.
 2. Each worker's load is its trials' estimated seconds plus one cold start per heat group
-   it runs (``TrialCost.cold_s``: a power-capped group settles from cold once per GPU).
+   it runs (``TrialCost.cold_s``: a conservative charge; with the capped trials run back
+   to back (4.), only a worker's first capped group starts cold).
 3. Groups are cut, in their heat order, into runs of consecutive trials: not at all, or into
    runs of a fair share (the job's seconds over the workers), half one, ... down to single
    trials. For each cut, the runs go longest first to the least loaded worker (pinned runs
@@ -21,11 +22,11 @@ The rule:
    cut whose busiest worker is least loaded wins (ties: the fewest runs). So a group is
    split across GPUs only where it is longer than a fair share, or where the job's
    trials are too few and too long to balance otherwise, and each split pays its cold start.
-4. A worker runs its trials in heat order: each group together, largest first; the groups
-   longest first; the capped trials of all its groups before the light ones
-   (``runner.execution.order``).
-5. At run time, a worker whose own list is done takes the *last* trial (the lightest of its
-   last run) from the worker with the most estimated seconds left: an estimate that was
+4. A worker runs its trials in heat order: its capped trials first, each group together and
+   largest first, the groups longest first; then its light trials, longest first across
+   groups (``runner.execution.order.capped_first``).
+5. At run time, a worker whose own list is done takes the *last* trial (its lightest) from
+   the worker with the most estimated seconds left: an estimate that was
    wrong costs one trial's time at the end, not a GPU idle for minutes. Pinned trials stay.
 
 No scheduler of our own beyond this: the worker processes are the pool's
