@@ -9,10 +9,17 @@
 # unless flagged); tests (pytest -m gpu); regime (regime_check.py: opsweep's own sampling for
 # 15 s against plain back-to-back work). Logs under OUTDIR; the gate tables last. PACK=FILE
 # packs OUTDIR into one .tgz as well (a machine that returns few files returns that one).
+# EXPECT=H200 stops at once, with status 3, on a GPU whose name does not contain H200 (a
+# machine lent as "H100 or H200" then costs seconds, not a reference of minutes).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/timing_gates}}
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${CACHE:-/tmp/opsweep-reference.json}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+if [ -n "${EXPECT:-}" ] && [[ "$gpu" != *"$EXPECT"* ]]; then
+    echo "this GPU is $gpu, not the $EXPECT that EXPECT asks for: nothing run" >&2
+    exit 3
+fi
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,uuid,power.limit,temperature.gpu --format=csv > "$out/gpu.csv"
 for step in ${STEPS:-heat plan reverse burst tests}; do
