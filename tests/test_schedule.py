@@ -261,3 +261,5 @@ def test_the_capped_estimate_judges_each_trial_on_its_own_device() -> None:
                         Spec("matmul", "bf16", cube, device="cuda:0")])
     capped = costs.capped_estimate()
     assert [capped(t) for t in trials] == [False, False, True]
+    # the pool's estimate alike
+    assert [costs.for_tasks(trials)[t.index].capped for t in trials] == [False, False, True]

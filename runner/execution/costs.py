@@ -206,25 +206,34 @@ def costs(tasks: Iterable[Any], rates: Rates,
     return out
 
 
+def device_rates() -> Callable[[str], Rates]:
+    """Each device's ceilings (:func:`rates_for`, the GPU model read from the driver), read
+    once per device and only when first asked."""
+    known: dict[str, Rates] = {}
+
+    def rates(device: str) -> Rates:
+        if device not in known:
+            known[device] = rates_for(device, gpu_model() if device.startswith("cuda")
+                                      else None)
+        return known[device]
+
+    return rates
+
+
 def for_tasks(tasks: list[Any], results_dir: str | Path | None = None) -> dict[int, TrialCost]:
-    """:func:`costs` of a job's tasks on this machine's device (its GPU model read from the
-    driver), with what earlier sweeps in ``results_dir`` measured."""
-    device = tasks[0].spec.device if tasks else "cpu"
-    rates = rates_for(device, gpu_model() if device.startswith("cuda") else None)
-    return costs(tasks, rates, earlier_walls(results_dir) if results_dir else None)
+    """:func:`costs` of a job's tasks, each on its own device's ceilings, with what earlier
+    sweeps in ``results_dir`` measured."""
+    rates = device_rates()
+    walls = earlier_walls(results_dir) if results_dir else None
+    out: dict[int, TrialCost] = {}
+    for device in dict.fromkeys(task.spec.device for task in tasks):
+        out.update(costs([t for t in tasks if t.spec.device == device], rates(device), walls))
+    return out
 
 
 def capped_estimate() -> Callable[[Any], bool]:
     """Whether a task is estimated power-capped (:func:`estimate`, on the ceilings of its own
     device): what the order one worker runs its trials in needs
     (``runner.execution.order.capped_first``). Nothing is read until it is first asked."""
-    rates: dict[str, Rates] = {}
-
-    def capped(task: Any) -> bool:
-        device = task.spec.device
-        if device not in rates:
-            rates[device] = rates_for(device, gpu_model() if device.startswith("cuda")
-                                      else None)
-        return estimate(task, rates[device]).capped
-
-    return capped
+    rates = device_rates()
+    return lambda task: estimate(task, rates(task.spec.device)).capped

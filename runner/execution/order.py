@@ -79,8 +79,11 @@ def capped_first(ordered: Sequence[Any], capped: Callable[[Any], bool]) -> list[
     """``ordered`` with the ``capped`` trials first, in the order they had, then the rest
     :func:`longest_first`: no light trial between two capped ones lets the clock back up,
     and each light trial steps down in load from the one before."""
-    return ([trial for trial in ordered if capped(trial)]
-            + longest_first(trial for trial in ordered if not capped(trial)))
+    first: list[Any] = []
+    light: list[Any] = []
+    for trial in ordered:
+        (first if capped(trial) else light).append(trial)
+    return first + longest_first(light)
 
 
 def in_order(trials: Iterable[Any], trial_order: str,
