@@ -1,6 +1,6 @@
 """Graph replays of a few-µs op, timed back to back between events: the loop
-benchmarks/graph_size_check.py and benchmarks/tiny_op_check.py share, and the 1-element add's
-placement spread that benchmarks/sustained_check.py prints."""
+benchmarks/graph_size_check.py, benchmarks/tiny_op_check.py and benchmarks/footprint_check.py
+share, and the 1-element add's placement spread that benchmarks/sustained_check.py prints."""
 
 from __future__ import annotations
 
@@ -8,15 +8,25 @@ import statistics
 
 
 def per_call_us(fn, calls: int, seconds: float = 0.3) -> float:
-    """µs per call of ``fn`` in a CUDA graph of ``calls`` calls: replays back to back for
-    ``seconds``, each between two events, eight per sync; the median."""
-    import time
-
+    """µs per call of ``fn`` in a CUDA graph of ``calls`` calls, captured for this call
+    (:func:`replay_us`)."""
     import torch
 
     from runner.timing.cuda_device import capture_graph
 
     replay, _, _ = capture_graph(fn, torch.device("cuda"), calls)
+    us = replay_us(replay, calls, seconds)
+    del replay
+    return us
+
+
+def replay_us(replay, calls: int, seconds: float = 0.3) -> float:
+    """µs per call of a captured graph of ``calls`` calls: replays back to back for
+    ``seconds``, each between two events, eight per sync; the median."""
+    import time
+
+    import torch
+
     times = []
     begin = time.perf_counter()
     while time.perf_counter() - begin < seconds:
@@ -27,7 +37,6 @@ def per_call_us(fn, calls: int, seconds: float = 0.3) -> float:
             e.record()
         events[-1].synchronize()
         times += [a.elapsed_time(b) * 1e3 / calls for a, b in zip(events, events[1:])]
-    del replay
     return statistics.median(times)
 
 

@@ -280,6 +280,18 @@ def test_short_kernels_are_batched_and_timed_back_to_back() -> None:
     assert m.stats.median < 2 * back_to_back
 
 
+def test_settling_the_graph_state_captures_and_frees_its_graphs() -> None:
+    """The worker's one-off graph settling (runner.timing.cuda_device.settle_graph_state)
+    runs on the device and leaves nothing allocated behind it."""
+    from runner.timing.cuda_device import settle_graph_state
+
+    device = torch.device("cuda:0")
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    settle_graph_state(device)
+    assert torch.cuda.memory_allocated(device) == before
+
+
 def test_l2_flusher_writes_a_buffer_larger_than_l2() -> None:
     device = torch.device("cuda:0")
     l2 = torch.cuda.get_device_properties(device).L2_cache_size

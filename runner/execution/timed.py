@@ -18,7 +18,7 @@ from runner.execution import modes
 from runner.execution.sustained import drew_headroom
 from runner.timing.clock_probe import clock_probe
 from runner.timing.clocks import Clock, CudaEventClock, HostClock, L2Flusher
-from runner.timing.cuda_device import CudaDevice
+from runner.timing.cuda_device import CudaDevice, settle_graph_state
 from runner.timing.device_plan import DEVICE_WARMUP_S, DeviceTimeOptions
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
 from runner.timing.heat import (
@@ -46,14 +46,23 @@ CAPPED_LOOP_SAMPLE_US = 10_000.0
 class WorkerTiming:
     """What outlives one trial in the process that runs trials one after another: what each
     device's last trial left it in (``heat``: a trial that follows power-capped work starts
-    hot and settles sooner, and knows the clock capped work sustained) and the L2 flush
-    buffers, one per device. Owned by that process (made in
+    hot and settles sooner, and knows the clock capped work sustained), the L2 flush
+    buffers, one per device, and the devices whose graph state is settled
+    (:meth:`settle_graphs`). Owned by that process (made in
     ``runner.execution.worker_loop.answer_requests``, or by
     ``runner.execution.worker.InProcess``) and passed into every trial: never a module
     global."""
 
     heat: DeviceHeat = dataclasses.field(default_factory=DeviceHeat)
     flushers: dict[str, L2Flusher] = dataclasses.field(default_factory=dict)
+    graphs_settled: set[str] = dataclasses.field(default_factory=set)
+
+    def settle_graphs(self, device: torch.device) -> None:
+        """Before this process's first device time on ``device``: the graph state that every
+        later trial meets (``runner.timing.cuda_device.settle_graph_state``), once."""
+        if device.type == "cuda" and str(device) not in self.graphs_settled:
+            settle_graph_state(device)
+            self.graphs_settled.add(str(device))
 
     def flusher(self, timer: TimerSettings, device: torch.device) -> L2Flusher | None:
         """One L2 flush buffer per device, made on first use (None: no flush)."""
@@ -244,6 +253,7 @@ def device_time_of(call: _DeviceTimeCall, state: WorkerTiming, *, steady: bool =
         return DeviceTime(UNAVAILABLE, "cpu")
     if not timer.device_time or call.probe is None:
         return DeviceTime(UNAVAILABLE, "timer.device_time=false")
+    state.settle_graphs(device)
     return measure_device_time(
         prepared.uncaptured or prepared.fn, timer.plan, call.probe, CudaDevice(device),
         DeviceTimeOptions(
