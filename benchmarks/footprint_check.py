@@ -15,7 +15,7 @@ that allocate alike agree; a process that allocates otherwise (an outside refere
 user's model) can meet the op in another state.
 
 ``--prior-graphs N``: each process first captures N throwaway graphs, as an opsweep worker does
-(``runner.timing.cuda_device.settle_graph_state``). Writes DIR/footprint_prior<N>.json;
+(``runner.timing.graph_state.settle_graph_state``). Writes DIR/footprint_prior<N>.json;
 the tables come last.
 """
 
@@ -58,7 +58,7 @@ def one_case(case: str, step_mb: int, max_mb: int, prior_graphs: int) -> dict:
     def reserved_mb() -> float:
         return torch.cuda.memory_reserved() / 2**20
 
-    if prior_graphs:  # what an opsweep worker does before its first device time
+    if prior_graphs:  # what an opsweep worker does before its first trial
         settle_graph_state(torch.device("cuda"), prior_graphs)
     replay, _, _ = capture_graph(lambda: a @ b, torch.device("cuda"), CALLS)
     replay_us(replay, CALLS, 0.2)  # warms the graph and the clock
@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument("--max-mb", type=int, default=768)
     parser.add_argument("--prior-graphs", type=int, default=0,
                         help="throwaway graphs each process captures first (opsweep's "
-                             "workers: runner.timing.cuda_device.SETTLING_GRAPHS)")
+                             "workers: runner.timing.graph_state.SETTLING_GRAPHS)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

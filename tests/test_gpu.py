@@ -280,15 +280,26 @@ def test_short_kernels_are_batched_and_timed_back_to_back() -> None:
     assert m.stats.median < 2 * back_to_back
 
 
-def test_settling_the_graph_state_captures_and_frees_its_graphs() -> None:
-    """The worker's one-off graph settling (runner.timing.cuda_device.settle_graph_state)
-    runs on the device and leaves nothing allocated behind it."""
-    from runner.timing.cuda_device import settle_graph_state
+def test_settling_the_graph_state_captures_and_frees_its_graphs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's one-off graph settling (runner.timing.graph_state) captures and replays
+    SETTLING_GRAPHS graphs on the device and leaves nothing allocated behind it."""
+    from runner.timing import graph_state
+    from runner.timing.cuda_device import capture_graph
 
+    captured: list[int] = []
+
+    def capture(fn: Any, device: Any, calls: int) -> Any:
+        replay, output, seconds = capture_graph(fn, device, calls)
+        captured.append(calls)
+        return replay, output, seconds
+
+    monkeypatch.setattr(graph_state, "capture_graph", capture)
     device = torch.device("cuda:0")
     torch.cuda.synchronize(device)
     before = torch.cuda.memory_allocated(device)
-    settle_graph_state(device)
+    graph_state.settle_graph_state(device)
+    assert len(captured) == graph_state.SETTLING_GRAPHS
     assert torch.cuda.memory_allocated(device) == before
 
 

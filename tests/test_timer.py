@@ -866,30 +866,43 @@ def test_a_handover_of_a_long_uncapped_call_runs_no_warm_up_call() -> None:
     assert one.warmup_calls == 1  # without ``calls``, one call sizes K
 
 
-def test_each_device_settles_its_graph_state_once_before_its_first_device_time(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process's first CUDA graphs run small kernels faster than every later one (up to 7%
-    on an H100), so the worker settles that state on each device before its first device
-    time, once, and the sweep's first trials are timed as its later ones are."""
-    from types import SimpleNamespace
-
+def test_each_device_settles_its_graph_state_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process's first CUDA graphs run small kernels faster than its later ones (up to 8%
+    on an H100), so the worker settles that state on each GPU once, before its first trial
+    there; a CPU trial has none to settle."""
     import torch
 
     from runner.execution import timed
 
-    calls: list[str] = []
-    monkeypatch.setattr(timed, "settle_graph_state", lambda d: calls.append(f"settle {d}"))
-    monkeypatch.setattr(timed, "CudaDevice", lambda d: d)
-    monkeypatch.setattr(timed, "measure_device_time",
-                        lambda fn, plan, probe, device, options: calls.append(f"time {device}"))
-    timer = SimpleNamespace(device_time=True, flush_l2=False, plan=TimerPlan())
-    prepared = SimpleNamespace(uncaptured=None, fn=lambda: None, capture_blocker=None,
-                               before_sample=None)
+    settled: list[str] = []
+    monkeypatch.setattr(timed, "settle_graph_state", lambda d: settled.append(str(d)))
     state = timed.WorkerTiming()
-    for device in ("cuda:0", "cuda:0", "cuda:1", "cpu", "cuda:1"):
-        call = timed._DeviceTimeCall(timer, prepared, probe=object(),
-                                     device=torch.device(device), peak_bytes=None,
-                                     held_bytes=0)
-        timed.device_time_of(call, state)
-    assert calls == ["settle cuda:0", "time cuda:0", "time cuda:0",
-                     "settle cuda:1", "time cuda:1", "time cuda:1"]
+    for device in ("cuda:0", "cuda:0", "cuda:1", "cpu", "cuda:1", "cuda:0"):
+        state.settle_graphs(torch.device(device))
+    assert settled == ["cuda:0", "cuda:1"]
+
+
+def test_a_trial_settles_the_graph_state_before_it_builds_or_captures_anything(
+        compose: Any, plan_trials: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settling comes first: a graph captured before it (``graph=cuda_graph`` composes
+    one in step 3) would be one of the process's fast first graphs, and the peaks are reset
+    only after the workloads are built."""
+    from runner.execution import trial
+    from runner.execution.task import TrialTask, TrialTimer
+
+    cfg = compose("op=vector_add", "shape=[8]", "device=cpu", "timer=smoke")
+    [(_, spec)] = plan_trials(cfg)
+    steps: list[str] = []
+
+    class State:  # the worker's WorkerTiming, as far as this step goes
+        def settle_graphs(self, device: Any) -> None:
+            steps.append(f"settle {device}")
+
+    def build(spec: Any, device: Any) -> Any:
+        steps.append(f"build {device}")
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(trial, "build_workloads", build)
+    with pytest.raises(RuntimeError, match="stop here"):
+        trial._measure_trial(TrialTask(0, spec, TrialTimer.from_settings(cfg.timer)), State())
+    assert steps == ["settle cpu", "build cpu"]

@@ -18,9 +18,10 @@ from runner.execution import modes
 from runner.execution.sustained import drew_headroom
 from runner.timing.clock_probe import clock_probe
 from runner.timing.clocks import Clock, CudaEventClock, HostClock, L2Flusher
-from runner.timing.cuda_device import CudaDevice, settle_graph_state
+from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_plan import DEVICE_WARMUP_S, DeviceTimeOptions
 from runner.timing.device_time import UNAVAILABLE, DeviceTime, measure_device_time
+from runner.timing.graph_state import settle_graph_state
 from runner.timing.heat import (
     HANDOVER_CAPPED_MIN_S,
     LOOP_CAPPED_SAMPLE_S,
@@ -58,8 +59,8 @@ class WorkerTiming:
     graphs_settled: set[str] = dataclasses.field(default_factory=set)
 
     def settle_graphs(self, device: torch.device) -> None:
-        """Before this process's first device time on ``device``: the graph state that every
-        later trial meets (``runner.timing.cuda_device.settle_graph_state``), once."""
+        """Before this process's first trial on ``device``: the graph state that every later
+        trial meets (``runner.timing.graph_state.settle_graph_state``), once."""
         if device.type == "cuda" and str(device) not in self.graphs_settled:
             settle_graph_state(device)
             self.graphs_settled.add(str(device))
@@ -253,7 +254,6 @@ def device_time_of(call: _DeviceTimeCall, state: WorkerTiming, *, steady: bool =
         return DeviceTime(UNAVAILABLE, "cpu")
     if not timer.device_time or call.probe is None:
         return DeviceTime(UNAVAILABLE, "timer.device_time=false")
-    state.settle_graphs(device)
     return measure_device_time(
         prepared.uncaptured or prepared.fn, timer.plan, call.probe, CudaDevice(device),
         DeviceTimeOptions(

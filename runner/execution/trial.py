@@ -1,8 +1,7 @@
 """Running one trial, start to end, into one result row.
 
-Whatever happens, a trial returns a row: ``ok`` with its measurement, ``skipped`` with the
-reason a combination is unsupported, ``oom``, or ``error`` with the exception and traceback.
-The sweep always goes on.
+Whatever happens, a trial returns a row (``ok`` with its measurement, ``skipped`` with the
+reason, ``oom``, or ``error`` with the traceback), and the sweep goes on.
 
 :func:`run_trial` takes the job's :class:`~runner.execution.task.TrialTask`, applies the
 trial's global settings (matmul precision, threads) and isolates compile state around
@@ -132,8 +131,9 @@ def failed_row(task: TrialTask, status: Status, reason: str) -> dict[str, Any]:
 def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     """Build, check and time one trial; its measured columns. The order makes them right:
 
-    1. build the workloads, seeded; an unsupported mode is a skip before the op is called;
-       backward makes the leaves require grad before anything is counted or composed;
+    1. settle the device's graph state (once per process), build the workloads, seeded; an
+       unsupported mode is a skip before the op is called; backward makes the leaves require
+       grad before anything is counted or composed;
     2. count FLOPs (one eager call) before the modes compose: the counter cannot see into a
        compiled or captured callable; the counted call's grads are dropped;
     3. compose the modes (compile, graphs, backward, streams): compiling and capturing
@@ -150,7 +150,8 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     """
     spec, timer, device, set_up_at = (task.spec, task.timer, torch.device(task.spec.device),
                                       time.perf_counter())
-    workloads = build_workloads(spec, device)  # 1
+    state.settle_graphs(device)  # 1
+    workloads = build_workloads(spec, device)
     modes.check_supported(spec, workloads[0])
     for workload in workloads if spec.backward else ():
         modes.enable_grads(workload)
@@ -170,8 +171,7 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
                        read_clock=read_clock, watch=watch)
     out.update(clock_columns(spec.device))  # 8
     out.update(_timed_columns(task, prepared, times, burst, accuracy_s, gpu_after=dict(out)))
-    # Rates at the device time where there is one: the GPU's own speed, which the roofline
-    # holds against the GPU's ceilings (docs/timing.md); else at the loop time.
+    # Rates at the device time, the GPU's own speed (docs/timing.md), else the loop time.
     rate = times.device.measurement or times.loop
     out.update(_rate_columns(spec, workloads, flops_per_op, rate.stats.median))
     out.update(_after_timing(task, prepared, watch, times, rate, out))  # 9

@@ -72,33 +72,6 @@ def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
     return graph.replay, output, time.perf_counter() - start
 
 
-#: Throwaway graphs a process captures before its first device time
-#: (:func:`settle_graph_state`).
-SETTLING_GRAPHS = 4
-
-
-def settle_graph_state(device: Any, graphs: int = SETTLING_GRAPHS) -> None:
-    """Capture, replay and free ``graphs`` small graphs on ``device``, once per process,
-    before any device time is taken there.
-
-    Hazard: a process's first CUDA graphs run small kernels faster than all its later
-    graphs. On an H100 a process's first graph ran bf16 256³ at 2.43 µs per call, bf16 512³
-    at 3.10 and fp32 256³ at 6.26, every graph captured later at 2.60, 3.36 and 6.61; a
-    bf16 256³ graph read 2.60 once two others had been captured, freed or not. So a trial's
-    number depended on how many graphs its process had captured before it, and the plan
-    order's first trials read 4-7% fast (docs/timing.md#a-small-ops-time-and-its-processs-memory;
-    benchmarks/footprint_check.py).
-    After these graphs, every trial of the process is timed in the later state."""
-    import torch
-
-    x = torch.ones(1024, device=device)
-    for _ in range(graphs):
-        replay, _, _ = capture_graph(lambda: x * 2, device, 8)
-        replay()
-        del replay
-    torch.cuda.synchronize(device)
-
-
 def timing_event() -> Any:
     """A CUDA event that records time (``elapsed_time``), for the current stream."""
     import torch
