@@ -7,7 +7,9 @@
 # of it): with under ten minutes a call, run `STEPS=seeds3` and `STEPS="seeds1 every_gpu"`
 # as two calls. Two more steps: imports (torch's import on this host, alone and once per GPU
 # at once: the floor under any worker's first trial) and regime (regime_check.py on every GPU
-# at once, each against its own plain back-to-back reference). PACK=FILE packs the logs and
+# at once, each against its own plain back-to-back reference), and startup (three commands of one
+# quick trial per GPU, with a worker per GPU and with one worker: each command's start-up
+# line, command to first trial in its parts). PACK=FILE packs the logs and
 # results into one .tgz as well (a machine that returns few files returns that one).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/host_check}}
@@ -29,18 +31,29 @@ for step in $steps; do
                    for i in $(seq 0 $((gpus - 1))); do
                        (TIMEFORMAT="one of $gpus at once: %R s"; time python3 -c "import torch") &
                    done; wait; } > "$out/imports.log" 2>&1 ;;
+        startup) devices=$(seq -s, -f 'cuda:%g' 0 $((gpus - 1)))
+                 for run in 1 2 3; do
+                     for workers in per_gpu 1; do
+                         device="device=[$devices]"; [ "$workers" = 1 ] && device="device=cuda:0"
+                         line=$(cd /tmp && PYTHONPATH="$here/..:${PYTHONPATH:-}" timeout 60 \
+                             python3 -m runner op=matmul dtype=bf16 'shape=[[2048,2048,2048]]' \
+                             timer=quick "$device" workers=$workers results_dir="$out/startup_runs" \
+                             2>&1 | tr '\n' ' ' | grep -o 'start-up: .*ready at [0-9.]* s)')
+                         echo "run $run, workers=$workers: $line"
+                     done
+                 done > "$out/startup.log" 2>&1 ;;
         regime) for i in $(seq 0 $((gpus - 1))); do
                     (cd "$here" && CUDA_VISIBLE_DEVICES=$i timeout 200 python3 regime_check.py \
                         --out "$out/regime$i" > "$out/regime$i.log" 2>&1) &
                 done; wait ;;
-        *) echo "unknown step $step: expected seeds3, seeds1, every_gpu, imports or regime" >&2
+        *) echo "unknown step $step: expected seeds3, seeds1, every_gpu, imports, startup or regime" >&2
            exit 2 ;;
     esac
 done
 if [ -n "${PACK:-}" ]; then tar -czf "$PACK" -C "$(dirname "$out")" "$(basename "$out")"; fi
 for step in $steps; do
     case $step in
-        every_gpu|imports) echo "=== $step"; tail -n 40 "$out/$step.log" ;;
+        every_gpu|imports|startup) echo "=== $step"; tail -n 40 "$out/$step.log" ;;
         regime) for i in $(seq 0 $((gpus - 1))); do
                     echo "=== regime, GPU $i"; tail -n 4 "$out/regime$i.log"; done ;;
         *) echo "=== workers_$step"; tail -n 40 "$out/workers_$step.log" ;;

@@ -23,7 +23,7 @@ CACHES: dict[str, str] = {
     "timing/cuda_device.py:_CAPTURE_STREAMS": "one side stream per device and process",
     "timing/cuda_device.py:_CYCLES_PER_S": "the GPU's clock rate, read once per process",
     "timing/cuda_device.py:_PINNED": "pinned host buffers reused by every chunk",
-    "timing/clock_probe.py:_PROBES": "the compiled clock probe, once per device and process",
+    "timing/clock_probe.py:_PROBES": "the loaded clock probe, once per device and process",
 }
 #: Calls at module level that build a value nobody can change: anything else built there
 #: (a dict, a deque, an instance of a class of ours) is state.

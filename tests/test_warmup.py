@@ -105,9 +105,8 @@ def test_an_early_cuda_warm_up_that_fails_is_the_first_trial_s_to_report(
 
 def test_the_clock_probe_is_built_in_the_warm_up_not_in_the_first_trial(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Building the clock probe (Triton's import and compile) inside the first trial put it
-    in every worker's first ``cost_other_s``; the warm-up builds it, and its early thread's
-    record is kept."""
+    """Building the clock probe inside the first trial would put it in every worker's first
+    ``cost_other_s``; the warm-up builds it, and its early thread's record is kept."""
     import torch
 
     from runner.timing import clock_probe
@@ -123,42 +122,6 @@ def test_the_clock_probe_is_built_in_the_warm_up_not_in_the_first_trial(
     merged: dict = {}
     warmup._merge(merged, {"cuda_context_s": 0.5, "clock_probe_s": 1.25})
     assert merged == {"cuda_context_s": 0.5, "clock_probe_s": 1.25}
-
-
-def test_the_clock_probe_s_triton_import_runs_beside_the_cuda_context(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Triton's import needs no device: it starts with the CUDA warm-up, on a thread of its
-    own, and the probe is built only once it is done."""
-    import time
-
-    import torch
-
-    from runner.timing import clock_probe
-
-    imported, release, calls = threading.Event(), threading.Event(), []
-
-    def prepare() -> None:
-        calls.append(("import", threading.current_thread().name))
-        imported.set()
-        release.wait(5)
-
-    monkeypatch.setattr(clock_probe, "prepare", prepare)
-    monkeypatch.setattr(clock_probe, "clock_probe",
-                        lambda device: calls.append(("probe", release.is_set())))
-    monkeypatch.setattr(warmup, "_PROBE_IMPORT", [])
-    monkeypatch.setattr(warmup, "_records", lambda devices, info: None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch, "ones", lambda *a, **k: torch.zeros(2, 2))
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    warmup.start_cuda((0,))
-    assert imported.wait(5)  # started with the context, not after it
-    assert calls[0][1] not in (threading.main_thread().name, "opsweep-cuda-warm-0")
-    time.sleep(0.2)  # the context and cuBLAS are long done: the probe waits for the import
-    release.set()
-    info = warmup.warm(("cuda:0",))
-    assert calls[1:] == [("probe", True)] and "warm_error" not in info
-    warmup.start_cuda(())  # a worker warming no GPU imports no Triton
-    assert len(warmup._PROBE_IMPORT) == 1
 
 
 class Clock:

@@ -18,9 +18,6 @@ from typing import Any
 #: CUDA warm-ups started as soon as torch was imported (:func:`start_cuda`), by ordinal:
 #: the thread and what it records, joined by :func:`warm`.
 _STARTED: dict[int, tuple[threading.Thread, dict[str, Any]]] = {}
-#: The thread importing Triton for the clock probe beside the CUDA contexts
-#: (:func:`start_cuda`), joined before the probe is built.
-_PROBE_IMPORT: list[threading.Thread] = []
 
 
 def start_cuda(ordinals: tuple[int, ...]) -> None:
@@ -33,18 +30,7 @@ def start_cuda(ordinals: tuple[int, ...]) -> None:
     the import slower by more than the context it saved. On an H200 host, eight processes
     each way, alternating: ready (torch imported, context and cuBLAS up) at a median 4.82 s
     with the driver opened before the import (3.56-4.74 s of it the import), 4.48 s after
-    it (3.29-4.87 s the import).
-
-    The clock probe's Triton import (:func:`runner.timing.clock_probe.prepare`) starts on a
-    thread of its own at the same time: it needs no device, so it runs while the contexts
-    start (mostly in the driver, without the GIL), not after the cuBLAS handles."""
-    if ordinals and not _PROBE_IMPORT:
-        from runner.timing.clock_probe import prepare
-
-        thread = threading.Thread(target=prepare, name="opsweep-clock-probe-import",
-                                  daemon=True)
-        thread.start()
-        _PROBE_IMPORT.append(thread)
+    it (3.29-4.87 s the import)."""
     for ordinal in ordinals:
         info: dict[str, Any] = {}
         thread = threading.Thread(target=_cuda_or_error, args=(f"cuda:{ordinal}", info),
@@ -121,15 +107,12 @@ def _cuda(device: str, info: dict[str, Any]) -> None:
 
 
 def _clock_probe(device: str, info: dict[str, Any]) -> None:
-    """Build the device's clock probe (``runner.timing.clock_probe``: importing Triton and
-    compiling its kernel, a second or more in a fresh process) here, not inside the first
-    trial: there it was part of that trial's ``cost_other_s``, once in every worker, so the
-    sweep's "other" grew with the worker count."""
+    """Build the device's clock probe (``runner.timing.clock_probe``: the driver loads its
+    kernel and one probe pair is read, a few milliseconds) here, not inside the first trial,
+    where it would be part of that trial's ``cost_other_s`` in every worker."""
     from runner.timing.clock_probe import clock_probe
 
-    begin = time.perf_counter()  # from here: what the warm-up waits for, the import's rest too
-    for thread in _PROBE_IMPORT:
-        thread.join()
+    begin = time.perf_counter()
     clock_probe(device)
     info["clock_probe_s"] = info.get("clock_probe_s", 0.0) + time.perf_counter() - begin
 

@@ -13,8 +13,10 @@ probe must read the same SM: the grid covers every SM and only the block on SM 0
 consecutive probes give the cycles per nanosecond over the sample between them: the effective
 SM clock of that sample, read on the device, with no sync and nothing waiting on the host.
 
-Built with Triton; where Triton (or its inline assembly) is missing, :func:`clock_probe`
-returns None and the callers fall back to NVML's reported clock.
+The kernel is a few lines of PTX that the driver compiles when it loads it
+(``runner.timing.probe_kernel``): no Triton, no compile step in the worker's start. Where the
+driver cannot load or launch it, :func:`clock_probe` returns None and the callers fall back to
+NVML's reported clock.
 """
 
 from __future__ import annotations
@@ -26,43 +28,6 @@ from typing import Any
 #: (1 µs on some GPUs) and the ratio would be noise.
 MIN_SPAN_NS = 20_000
 
-_KERNEL: Any = None
-
-
-def _kernel() -> Any:
-    global _KERNEL
-    if _KERNEL is None:
-        import triton
-        import triton.language as tl
-
-        # slot: not specialised on its value (1, multiples of 16), which would compile a new
-        # variant in the middle of a chunk.
-        @triton.jit(do_not_specialize=["slot"])
-        def probe(out_ptr, slot):
-            smid = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32,
-                                             is_pure=False, pack=1)
-            stamp_ns = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [],
-                                                 dtype=tl.int64, is_pure=False, pack=1)
-            cycles = tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [],
-                                               dtype=tl.int64, is_pure=False, pack=1)
-            if smid == 0:
-                tl.store(out_ptr + 2 * slot, stamp_ns)
-                tl.store(out_ptr + 2 * slot + 1, cycles)
-
-        _KERNEL = probe
-    return _KERNEL
-
-
-def prepare() -> None:
-    """Import Triton and define the probe's kernel: what needs no device. A worker does it on
-    a thread of its own while its CUDA context starts (``runner.execution.warmup``), so the
-    probe built after the context only compiles and runs. Without Triton nothing is done
-    here; :func:`clock_probe` then returns None."""
-    try:
-        _kernel()
-    except Exception:  # no Triton, or one that does not import: the probe says None later
-        pass
-
 
 class ClockProbe:
     """Probes on one CUDA device: :meth:`stamps` makes a buffer, :meth:`record` queues a probe
@@ -72,24 +37,32 @@ class ClockProbe:
     def __init__(self, device: Any) -> None:
         import torch
 
+        from runner.timing.probe_kernel import load_probe_kernel
+
         self._torch = torch
-        self._device = device
-        self._grid = (torch.cuda.get_device_properties(device).multi_processor_count,)
-        self._kernel = _kernel()
+        self._device = torch.device(device)
+        ordinal = (self._device.index if self._device.index is not None
+                   else torch.cuda.current_device())
+        self._kernel = load_probe_kernel(
+            ordinal, torch.cuda.get_device_properties(ordinal).multi_processor_count)
 
     def stamps(self, probes: int) -> Any:
         return self._torch.zeros(2 * probes, dtype=self._torch.int64, device=self._device)
 
     def record(self, stamps: Any, slot: int) -> None:
-        self._kernel[self._grid](stamps, slot)
+        # On the device's current stream, as the timed work: the probe runs between samples
+        # in stream order, and inside a capture it becomes a node of the graph.
+        self._kernel.launch(stamps.data_ptr(), slot,
+                            self._torch.cuda.current_stream(self._device).cuda_stream)
 
 
 _PROBES: dict[str, ClockProbe | None] = {}
 
 
 def clock_probe(device: Any) -> ClockProbe | None:
-    """A working :class:`ClockProbe` for ``device``, or None (no Triton, not CUDA, or the probe
-    did not read a clock: the callers then use NVML's). Tried once per device and process."""
+    """A working :class:`ClockProbe` for ``device``, or None (not CUDA, no CUDA driver that
+    loads the kernel, or the probe did not read a clock: the callers then use NVML's). Tried
+    once per device and process."""
     key = str(device)
     if key not in _PROBES:
         _PROBES[key] = _try_probe(device)
@@ -108,7 +81,7 @@ def _try_probe(device: Any) -> ClockProbe | None:
         torch.cuda._sleep(1_000_000)  # ~0.5 ms between the probes: a span the timer resolves
         probe.record(stamps, 1)
         mhz = effective_mhz(stamps.tolist())
-    except Exception:  # no Triton, no inline assembly for this target, no CUDA
+    except Exception:  # no CUDA, no driver library, a driver that rejects the kernel
         return None
     return probe if mhz and mhz[0] is not None and mhz[0] > 0 else None
 
