@@ -5,12 +5,13 @@
 # once, each against its own 15 s reference). Logs under $1 (default $OUT); short tables
 # last. The three-times-over sweep takes about 330 s on its own (one GPU alone is 2 minutes
 # of it): with under ten minutes a call, run `STEPS=seeds3` and `STEPS="seeds1 every_gpu"`
-# as two calls. Two more steps: imports (torch's import on this host, alone and once per GPU
-# at once: the floor under any worker's first trial) and regime (regime_check.py on every GPU
-# at once, each against its own plain back-to-back reference), and startup (three commands of one
-# quick trial per GPU, with a worker per GPU and with one worker: each command's start-up
-# line, command to first trial in its parts). PACK=FILE packs the logs and
-# results into one .tgz as well (a machine that returns few files returns that one).
+# as two calls. Three more steps: imports (torch's import on this host, alone and once per GPU
+# at once: the floor under any worker's first trial), regime (regime_check.py on every GPU at
+# once, each against its own plain back-to-back reference) and startup (three commands of one
+# quick trial per GPU with a worker per GPU, each followed by one trial on cuda:0 with one
+# worker: each command's start-up line, command to first trial in its parts). PACK=FILE packs
+# the logs and results into one .tgz as well (a machine that returns few files returns that
+# one).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/host_check}}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -16,7 +16,7 @@ OURS, OTHER = 0x1000, 0x2000
 
 
 class FakeDriver:
-    """The five driver calls the probe uses, recording what they were given."""
+    """The driver calls the probe uses, recording what they were given."""
 
     def __init__(self, current: int | None = None, fail: str | None = None) -> None:
         self.current = current
@@ -27,9 +27,17 @@ class FakeDriver:
     def _result(self, name: str) -> int:
         return 1 if name == self.fail else 0  # CUDA_ERROR_INVALID_VALUE
 
-    def cuDevicePrimaryCtxRetain(self, ref: Any, ordinal: int) -> int:
+    def cuInit(self, flags: int) -> int:
+        self.calls.append(("init", flags))
+        return self._result("cuInit")
+
+    def cuDeviceGet(self, ref: Any, ordinal: int) -> int:
+        ref._obj.value = 100 + ordinal  # a handle, not the ordinal itself
+        return self._result("cuDeviceGet")
+
+    def cuDevicePrimaryCtxRetain(self, ref: Any, device: Any) -> int:
         ref._obj.value = OURS
-        self.calls.append(("retain", ordinal))
+        self.calls.append(("retain", device.value))
         return self._result("cuDevicePrimaryCtxRetain")
 
     def cuCtxGetCurrent(self, ref: Any) -> int:
@@ -75,7 +83,8 @@ def test_the_kernel_is_loaded_into_the_device_s_own_context_and_the_caller_s_res
     driver = FakeDriver(current=OTHER)
     _load(monkeypatch, driver)
     load = next(call for call in driver.calls if call[0] == "load")
-    assert ("retain", 3) in driver.calls
+    assert driver.calls[0] == ("init", 0)
+    assert ("retain", 103) in driver.calls  # device 3's handle
     assert load[1] == OURS  # loaded where device 3's kernels run
     assert load[2] == probe_kernel.PROBE_PTX
     assert ("function", b"opsweep_clock_probe") in driver.calls
@@ -108,12 +117,83 @@ def test_a_launch_from_another_device_s_context_switches_for_it_and_back(
     assert driver.calls == []  # already current: no switch at all
 
 
-@pytest.mark.parametrize("call", ["cuDevicePrimaryCtxRetain", "cuModuleLoadData",
+@pytest.mark.parametrize("call", ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
+                                  "cuCtxGetCurrent", "cuCtxSetCurrent", "cuModuleLoadData",
                                   "cuModuleGetFunction", "cuLaunchKernel"])
 def test_a_failing_driver_call_is_named(monkeypatch: pytest.MonkeyPatch, call: str) -> None:
-    driver = FakeDriver(current=OURS, fail=call)
-    with pytest.raises(RuntimeError, match=rf"{call} failed .*CUDA_ERROR_INVALID_VALUE.*NVML"):
+    driver = FakeDriver(current=OTHER, fail=call)
+    with pytest.raises(RuntimeError, match=rf"{call} failed .*CUDA_ERROR_INVALID_VALUE.*"
+                                           r"sm_70 or newer.*NVML"):
         _load(monkeypatch, driver).launch(out_ptr=1, slot=0, stream=0)
+
+
+@pytest.mark.parametrize("call", ["cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel"])
+def test_the_caller_s_context_is_restored_when_loading_or_launching_fails(
+        monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+    driver = FakeDriver(current=OTHER, fail=call)
+    with pytest.raises(RuntimeError):
+        _load(monkeypatch, driver).launch(out_ptr=1, slot=0, stream=0)
+    assert driver.current == OTHER
+
+
+class FakeKernel:
+    def __init__(self) -> None:
+        self.launches: list[tuple[int, int, int]] = []
+
+    def launch(self, out_ptr: int, slot: int, stream: int) -> None:
+        self.launches.append((out_ptr, slot, stream))
+
+
+def _fake_cuda(monkeypatch: pytest.MonkeyPatch, current: int) -> tuple[list, FakeKernel]:
+    """torch.cuda as a probe sees it, on a host whose current device is ``current``."""
+    import torch
+
+    kernel, loaded, streams = FakeKernel(), [], []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda ordinal: type("P", (), {"multi_processor_count": 132})())
+
+    def load(ordinal: int, multiprocessors: int) -> FakeKernel:
+        loaded.append((ordinal, multiprocessors))
+        return kernel
+
+    def current_stream(device: Any) -> Any:
+        streams.append(device)
+        return type("S", (), {"cuda_stream": 0x77})()
+
+    monkeypatch.setattr(probe_kernel, "load_probe_kernel", load)
+    monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+    return [loaded, streams], kernel
+
+
+def test_a_probe_records_into_its_buffer_on_its_own_device_s_current_stream(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built from plain ``cuda`` while device 2 is current, the probe stays device 2's: its
+    kernel is loaded there and it launches on that device's stream, whatever is current
+    later."""
+    import torch
+
+    (loaded, streams), kernel = _fake_cuda(monkeypatch, current=2)
+    probe = clock_probe.ClockProbe("cuda")
+    assert loaded == [(2, 132)]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # the thread moved on
+    stamps = torch.zeros(8, dtype=torch.int64)
+    probe.record(stamps, 3)
+    assert kernel.launches == [(stamps.data_ptr(), 3, 0x77)]
+    assert streams == [torch.device("cuda", 2)]
+
+
+def test_plain_cuda_and_its_index_share_one_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    tried: list[str] = []
+    monkeypatch.setattr(clock_probe, "_PROBES", {})
+    monkeypatch.setattr(clock_probe, "_try_probe", lambda device: tried.append(device))
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    clock_probe.clock_probe("cuda")
+    clock_probe.clock_probe(torch.device("cuda", 1))
+    clock_probe.clock_probe("cuda:0")
+    assert tried == ["cuda:1", "cuda:0"]
 
 
 def test_the_ptx_reads_the_timer_and_cycles_of_sm_0_into_the_slot() -> None:
@@ -134,7 +214,10 @@ def test_without_a_cuda_driver_there_is_no_probe_and_the_callers_use_nvml(
     monkeypatch.setattr(clock_probe, "_PROBES", {})
     assert clock_probe.clock_probe("cpu") is None
 
+    asked: list[str] = []
+
     def no_driver() -> Any:
+        asked.append("libcuda.so.1")
         raise OSError("libcuda.so.1: cannot open shared object file")
 
     monkeypatch.setattr(probe_kernel, "_driver", no_driver)
@@ -144,3 +227,4 @@ def test_without_a_cuda_driver_there_is_no_probe_and_the_callers_use_nvml(
                         lambda ordinal: type("P", (), {"multi_processor_count": 132})())
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert clock_probe.clock_probe("cuda:0") is None
+    assert asked == ["libcuda.so.1"]  # the driver was asked: the probe was really tried

@@ -14,7 +14,7 @@ consecutive probes give the cycles per nanosecond over the sample between them: 
 SM clock of that sample, read on the device, with no sync and nothing waiting on the host.
 
 The kernel is a few lines of PTX that the driver compiles when it loads it
-(``runner.timing.probe_kernel``): no Triton, no compile step in the worker's start. Where the
+(``runner.timing.probe_kernel``): no Triton to import or compile in a worker's start. Where the
 driver cannot load or launch it, :func:`clock_probe` returns None and the callers fall back to
 NVML's reported clock.
 """
@@ -40,9 +40,11 @@ class ClockProbe:
         from runner.timing.probe_kernel import load_probe_kernel
 
         self._torch = torch
-        self._device = torch.device(device)
-        ordinal = (self._device.index if self._device.index is not None
-                   else torch.cuda.current_device())
+        given = torch.device(device)
+        ordinal = given.index if given.index is not None else torch.cuda.current_device()
+        # Its own device, indexed: "cuda" alone would follow the current device, while the
+        # kernel stays loaded in the context of the one current now.
+        self._device = torch.device("cuda", ordinal)
         self._kernel = load_probe_kernel(
             ordinal, torch.cuda.get_device_properties(ordinal).multi_processor_count)
 
@@ -62,24 +64,39 @@ _PROBES: dict[str, ClockProbe | None] = {}
 def clock_probe(device: Any) -> ClockProbe | None:
     """A working :class:`ClockProbe` for ``device``, or None (not CUDA, no CUDA driver that
     loads the kernel, or the probe did not read a clock: the callers then use NVML's). Tried
-    once per device and process."""
-    key = str(device)
+    once per device and process (``cuda`` is the current device)."""
+    key = _cuda_key(device)
+    if key is None:
+        return None
     if key not in _PROBES:
-        _PROBES[key] = _try_probe(device)
+        _PROBES[key] = _try_probe(key)
     return _PROBES[key]
 
 
-def _try_probe(device: Any) -> ClockProbe | None:
+def _cuda_key(device: Any) -> str | None:
+    """``cuda:N`` for a CUDA device, ``cuda`` alone being the current one; None otherwise
+    (or where CUDA cannot be asked)."""
     try:
         import torch
 
-        if torch.device(device).type != "cuda":
+        given = torch.device(device)
+        if given.type != "cuda":
             return None
+        return f"cuda:{given.index if given.index is not None else torch.cuda.current_device()}"
+    except Exception:  # a torch without CUDA, a malformed name
+        return None
+
+
+def _try_probe(device: str) -> ClockProbe | None:
+    try:
+        import torch
+
         probe = ClockProbe(device)
         stamps = probe.stamps(2)
-        probe.record(stamps, 0)
-        torch.cuda._sleep(1_000_000)  # ~0.5 ms between the probes: a span the timer resolves
-        probe.record(stamps, 1)
+        with torch.cuda.device(device):  # the spin on the probe's device, whatever is current
+            probe.record(stamps, 0)
+            torch.cuda._sleep(1_000_000)  # ~0.5 ms between the probes: a span the timer resolves
+            probe.record(stamps, 1)
         mhz = effective_mhz(stamps.tolist())
     except Exception:  # no CUDA, no driver library, a driver that rejects the kernel
         return None

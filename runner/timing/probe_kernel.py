@@ -1,11 +1,12 @@
 """The clock probe's kernel, in PTX, loaded and launched through the CUDA driver.
 
 Why not Triton: a probe written in Triton cost every worker Triton's import and a compile of
-its kernel (a ``ptxas`` run, a cache on disk) before its first trial, on a thread that held the
-GIL beside the worker's other imports; with four workers starting at once that was about a
-second of each one's start (docs/scale-out.md). The kernel is five instructions. As PTX the
-driver compiles it in milliseconds, with no Triton at all, and a launch through ``ctypes``
-costs the host less than Triton's Python launcher.
+its kernel (a ``ptxas`` run) before its first trial, 0.7-2.7 s a process, on a thread that held
+the GIL beside the worker's other imports (docs/scale-out.md). The kernel is a dozen
+instructions. As PTX the driver compiles it in milliseconds, with no Triton at all; a launch
+through ``ctypes`` costs the host about what Triton's launcher did.
+
+A :class:`ProbeKernel` is used from one thread at a time (the one timing the trial).
 
 The kernel reads the global timer (ns) and the cycle counter of the multiprocessor it runs on.
 ``%clock64`` counts one multiprocessor's cycles, so every probe must read the same one: the
@@ -22,8 +23,9 @@ from typing import Any
 THREADS_PER_BLOCK = 32
 
 #: ``out[2*slot] = %globaltimer; out[2*slot+1] = %clock64``, from thread 0 of a block on SM 0.
-#: PTX 6.0 for sm_70 runs on every GPU that has %globaltimer; the driver compiles it for the
-#: GPU at hand when the module is loaded.
+#: PTX 6.0 for sm_70: the driver compiles it for the GPU at hand (Volta or newer) when the
+#: module is loaded. Older GPUs, or a driver with its PTX compiler off
+#: (``CUDA_DISABLE_PTX_JIT=1``), refuse it, and the callers use NVML's clock.
 PROBE_PTX = b"""
 .version 6.0
 .target sm_70
@@ -75,42 +77,37 @@ class ProbeKernel:
         _check(driver, driver.cuModuleGetFunction(ctypes.byref(function), module, _NAME),
                "cuModuleGetFunction")
         self._function = function
-        # The launch's arguments, kept: cuLaunchKernel copies their values when it is called,
-        # so each launch only sets them (fewer ctypes objects per probe, between samples).
-        self._pointer, self._slot = ctypes.c_uint64(), ctypes.c_uint32()
-        self._params = (ctypes.c_void_p * 2)(ctypes.addressof(self._pointer),
-                                             ctypes.addressof(self._slot))
-        self._current = ctypes.c_void_p()
 
     def launch(self, out_ptr: int, slot: int, stream: int) -> None:
         # The function belongs to this device's context. Where another device's context is
         # current on this thread, switch for the launch and back: torch reads its current
         # device from the current context.
-        current = self._current
+        current = ctypes.c_void_p()
         _check(self._driver, self._driver.cuCtxGetCurrent(ctypes.byref(current)),
                "cuCtxGetCurrent")
-        previous = current.value
-        switch = previous != self._context.value
+        switch = current.value != self._context.value
         if switch:
             _check(self._driver, self._driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
         try:
-            self._pointer.value, self._slot.value = out_ptr, slot
+            pointer, index = ctypes.c_uint64(out_ptr), ctypes.c_uint32(slot)
+            params = (ctypes.c_void_p * 2)(ctypes.addressof(pointer), ctypes.addressof(index))
             _check(self._driver,
                    self._driver.cuLaunchKernel(self._function, self._grid, 1, 1,
-                                               THREADS_PER_BLOCK, 1, 1, 0, stream,
-                                               self._params, None),
+                                               THREADS_PER_BLOCK, 1, 1, 0, stream, params, None),
                    "cuLaunchKernel")
         finally:
             if switch:
-                self._driver.cuCtxSetCurrent(previous)
+                self._driver.cuCtxSetCurrent(current)
 
 
 def load_probe_kernel(ordinal: int, multiprocessors: int) -> ProbeKernel:
-    """The probe's kernel in the primary context of CUDA device ``ordinal``; the context
-    must already exist (torch creates it on the device's first use)."""
+    """The probe's kernel in the primary context of CUDA device ``ordinal``: the context torch
+    uses (retained here, so made if torch has not made it yet)."""
     driver = _driver()
-    context = ctypes.c_void_p()
-    _check(driver, driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), ordinal),
+    _check(driver, driver.cuInit(0), "cuInit")  # a no-op once torch has initialised CUDA
+    device, context = ctypes.c_int(), ctypes.c_void_p()
+    _check(driver, driver.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+    _check(driver, driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device),
            "cuDevicePrimaryCtxRetain")
     # Retained, never released: the context lives as long as the process, as torch's does.
     current = ctypes.c_void_p()
@@ -128,6 +125,8 @@ def _driver() -> Any:
         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     driver.cuModuleLoadData.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     driver.cuModuleGetFunction.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
+    driver.cuInit.argtypes = [ctypes.c_uint]
+    driver.cuDeviceGet.argtypes = [ctypes.c_void_p, ctypes.c_int]
     driver.cuDevicePrimaryCtxRetain.argtypes = [ctypes.c_void_p, ctypes.c_int]
     driver.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
     driver.cuCtxGetCurrent.argtypes = [ctypes.c_void_p]
@@ -139,5 +138,6 @@ def _check(driver: Any, result: int, call: str) -> None:
         name = ctypes.c_char_p()
         driver.cuGetErrorName(result, ctypes.byref(name))
         raise RuntimeError(f"{call} failed with CUDA error {result} "
-                           f"({(name.value or b'?').decode()}); the clock probe is unavailable, "
-                           "and NVML's clock is used instead")
+                           f"({(name.value or b'?').decode()}): the clock probe needs a CUDA "
+                           "driver that compiles PTX for sm_70 or newer (Volta on, PTX JIT "
+                           "not disabled); without it NVML's clock is used instead")
