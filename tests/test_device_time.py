@@ -119,12 +119,15 @@ class FakeDevice:
             times.append((self.calls - before) * self.per_call_s)
         host_s = self.host_script.pop(0) if self.host_script else self.host_s
         chunk = {"times": times, "early": host_s >= spin_s + fill_s + self.ahead_s,
-                 "fill_s": fill_s}
+                 "fill_s": fill_s, "host_s": host_s}
         self.ahead_s += fill_s + sum(times)
         return chunk
 
     def reached(self, chunk: dict[str, Any]) -> bool:
         return chunk["early"]
+
+    def queued_s(self, chunk: dict[str, Any]) -> float:
+        return chunk["host_s"]
 
     def wait(self, chunk: dict[str, Any]) -> list[float]:
         self.ahead_s = max(0.0, self.ahead_s - chunk["fill_s"] - sum(chunk["times"]))
@@ -894,7 +897,8 @@ def test_a_held_chunk_reached_early_in_the_warm_up_doubles_the_spin_until_blocke
     stream.next_chunk(True)
     assert stream.growths == 1 and stream.spin_s == 2 * bb.SPIN_MIN_S
     device.host_s = 1.0  # no spin ever covers this host: the growths run out
-    with pytest.raises(bb.HostBlocked):
+    with pytest.raises(bb.HostBlocked, match=r"the host's enqueue \(1000000 µs, the last "
+                                             r"chunk's\) still outlasted a \d+ µs spin"):
         for _ in range(100):
             stream.next_chunk(True)
     assert stream.growths > 1 and stream.spin_s == bb.SPIN_MIN_S * 2 ** stream.growths

@@ -127,7 +127,8 @@ class ChunkStream:
         # Valid when the device had not reached the chunk's first event once the host had
         # queued all of it: the GPU cannot have waited on the host inside the chunk.
         self.inflight.append(Queued(chunk, not self.device.reached(chunk), samples,
-                                    self.spin_s if held else 0.0, fill))
+                                    self.spin_s if held else 0.0, fill,
+                                    self.device.queued_s(chunk)))
 
     def next_chunk(self, warming: bool) -> list[tuple[float, float | None]]:
         """The next valid chunk's (seconds per call, MHz or None) per sample, keeping
@@ -187,10 +188,12 @@ class ChunkStream:
         if self.growths == self.max_growths or chunk_spin_s >= SPIN_MAX_S:
             if not warming:  # the samples keep the retakes' own limit
                 return False
-            raise HostBlocked(f"the host's enqueue still outlasted a "
-                              f"{chunk_spin_s * 1e6:.0f} µs spin after {self.growths} "
-                              "growths: the call waits on the device (a sync or a pageable "
-                              "copy)")
+            # The enqueue's own time tells the two apart: longer than the hold, the host
+            # waited (on the device, or stalled); far shorter, the hold ran short.
+            raise HostBlocked(f"the host's enqueue ({queued.queued_s * 1e6:.0f} µs, the last "
+                              f"chunk's) still outlasted a {chunk_spin_s * 1e6:.0f} µs spin "
+                              f"after {self.growths} growths: the call waits on the device "
+                              "(a sync or a pageable copy)")
         self.growths += 1
         self.spin_s = min(2 * self.spin_s, SPIN_MAX_S)
         return True

@@ -72,3 +72,6 @@ class Queued(NamedTuple):
     spun_s: float
     #: unsampled samples' worth of the op's work that held it (a replay's fill; 0: none)
     filled: int = 0
+    #: host seconds from its hold to its last sample queued (``Device.queued_s``), said when
+    #: no hold covered the host (HostBlocked)
+    queued_s: float = 0.0

@@ -29,6 +29,7 @@ class _Chunk:
     stamps: Any  # pinned host copy of the probe stamps
     done: Any  # event after the last sample and the copy of the stamps
     reached: bool  # the device had reached the first event once the last was queued
+    queued_s: float  # host seconds from the hold's launch to that judgement
 
 
 def capture_graph(fn: Callable[[], Any], device: Any, calls: int = 1,
@@ -195,6 +196,7 @@ class CudaDevice:
         stamps = self._probe.stamps(samples + 1) if self._probe is not None else None
         if spin_s > 0:
             torch.cuda._sleep(self.spin_cycles(spin_s))
+        held_at = time.perf_counter()
         for _ in range(fill):  # the op's own work holds the chunk: no low-power gap
             work()
         for i, (start, end) in enumerate(zip(starts, ends)):
@@ -209,6 +211,7 @@ class CudaDevice:
             end.record()
         # Judged here, not after the read-back below: that work is outside the samples.
         reached = bool(starts[0].query())
+        queued_s = time.perf_counter() - held_at
         host_stamps = None
         if stamps is not None:
             self._probe.record(stamps, samples)
@@ -219,7 +222,7 @@ class CudaDevice:
             host_stamps.copy_(stamps, non_blocking=True)
         done = torch.cuda.Event()
         done.record()
-        return _Chunk(starts, ends, host_stamps, done, reached)
+        return _Chunk(starts, ends, host_stamps, done, reached, queued_s)
 
     def _pinned_slot(self, numel: int) -> Any:
         """The next slot of this device's ring of pinned host buffers for probe stamps. The
@@ -239,6 +242,9 @@ class CudaDevice:
 
     def reached(self, chunk: _Chunk) -> bool:
         return chunk.reached
+
+    def queued_s(self, chunk: _Chunk) -> float:
+        return chunk.queued_s
 
     def finished(self, chunk: _Chunk) -> bool:
         return bool(chunk.done.query())

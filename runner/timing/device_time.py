@@ -99,6 +99,10 @@ class Device(Protocol):
         """Whether the device had reached the chunk's first event once the host had queued
         its last sample."""
 
+    def queued_s(self, chunk: Any) -> float:
+        """Host seconds from the chunk's hold to its last sample queued: what the hold had to
+        cover (said when no hold did)."""
+
     def wait(self, chunk: Any) -> list[float]:
         """Wait for the chunk; the seconds of each of its samples."""
 
