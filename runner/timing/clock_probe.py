@@ -40,8 +40,7 @@ class ClockProbe:
         from runner.timing.probe_kernel import load_probe_kernel
 
         self._torch = torch
-        given = torch.device(device)
-        ordinal = given.index if given.index is not None else torch.cuda.current_device()
+        ordinal = _ordinal(torch.device(device))
         # Its own device, indexed: "cuda" alone would follow the current device, while the
         # kernel stays loaded in the context of the one current now.
         self._device = torch.device("cuda", ordinal)
@@ -80,11 +79,16 @@ def _cuda_key(device: Any) -> str | None:
         import torch
 
         given = torch.device(device)
-        if given.type != "cuda":
-            return None
-        return f"cuda:{given.index if given.index is not None else torch.cuda.current_device()}"
+        return f"cuda:{_ordinal(given)}" if given.type == "cuda" else None
     except Exception:  # a torch without CUDA, a malformed name
         return None
+
+
+def _ordinal(device: Any) -> int:
+    """A CUDA ``torch.device``'s ordinal, the current device's for plain ``cuda``."""
+    import torch
+
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 def _try_probe(device: str) -> ClockProbe | None:
