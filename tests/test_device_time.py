@@ -798,8 +798,8 @@ def test_a_replay_stream_that_holds_every_chunk_holds_them_with_its_own_work() -
     samples after such gaps ran at a higher clock than back-to-back work sustains. A replay
     too short to outrun its own launch (under FILL_MIN_SAMPLE_S) still waits on a spin."""
     def stream(device: FakeDevice, sample_s: float) -> bb.ChunkStream:
-        def work() -> None:
-            device.calls += 1000
+        def work() -> None:  # a replay as long as its estimate
+            device.calls += round(sample_s / device.per_call_s)
         return bb.ChunkStream(SampleWork(work, 1, bb.SPIN_MIN_S, sample_s=sample_s,
                                          fill=True), plan(), device, None, None,
                               handover=False)
@@ -819,6 +819,56 @@ def test_a_replay_stream_that_holds_every_chunk_holds_them_with_its_own_work() -
     for _ in range(4):
         short.next_chunk(True)
     assert not any(tiny.fills) and tiny.chunks[0][1] > 0
+
+
+class HostBoundDevice(FakeDevice):
+    """The host's enqueue grows with what it queues: ``per_fill_s`` per replay of fill and
+    ``per_sample_s`` per sample (its clock probe, two events and the replay)."""
+
+    def __init__(self, per_call_s: float, per_fill_s: float, per_sample_s: float) -> None:
+        super().__init__(per_call_s)
+        self.per_fill_s, self.per_sample_s = per_fill_s, per_sample_s
+
+    def enqueue(self, work: Callable[[], Any], samples: int, spin_s: float,
+                before_sample: Callable[[], None] | None, fill: int = 0) -> dict[str, Any]:
+        self.host_s = fill * self.per_fill_s + samples * self.per_sample_s
+        return super().enqueue(work, samples, spin_s, before_sample, fill=fill)
+
+
+def test_a_replay_shorter_than_its_estimate_is_held_by_a_spin_not_a_fill() -> None:
+    """An H100's two-stream fork-join replay of a 256³ matmul: 11 µs on the device, but
+    estimated at 150 µs (the loop's time per call, which was the host's), a sample costing
+    its host 40 µs (probe, events, replay), a replay of fill more than it gives the device
+    on a loaded host. Held by fills of such replays, no chunk was ever covered, and the
+    warm-up gave up after its growths. The first chunk's samples say how long a replay is:
+    the chunks after it wait behind a spin, which covers the host."""
+    device = HostBoundDevice(11 * US, per_fill_s=20 * US, per_sample_s=40 * US)
+
+    def work() -> None:
+        device.calls += 1
+    stream = bb.ChunkStream(SampleWork(work, 1, bb.SPIN_MIN_S, sample_s=150 * US, fill=True),
+                            plan(), device, None, None, handover=False)
+    for _ in range(12):
+        stream.next_chunk(True)
+    assert device.fills[0] > 0  # the estimate's hold: a fill
+    assert stream.sample_s == pytest.approx(11 * US) and not stream.fills
+    assert not any(device.fills[stream.ahead + 1:])
+    assert device.chunks[-1][1] > 0  # held by a spin
+
+
+def test_a_fill_that_never_covers_the_host_is_named_when_the_warm_up_gives_up() -> None:
+    """A 200 µs replay whose launch costs its host twice that: no fill covers it, and the
+    reason names the hold that fell short (a fill, how many replays), not a spin."""
+    device = HostBoundDevice(200 * US, per_fill_s=400 * US, per_sample_s=500 * US)
+
+    def work() -> None:
+        device.calls += 1
+    stream = bb.ChunkStream(SampleWork(work, 1, bb.SPIN_MIN_S, sample_s=200 * US, fill=True),
+                            plan(), device, None, None, handover=False)
+    with pytest.raises(bb.HostBlocked, match=r"outlasted a fill of \d+ replays after"):
+        for _ in range(100):
+            stream.next_chunk(True)
+    assert stream.fills and max(device.fills) > 1
 
 
 def filled_stream(device: FakeDevice, fill: bool = True, watch: Any = None

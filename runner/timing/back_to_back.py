@@ -11,6 +11,7 @@ up on); :func:`steady_samples` runs the warm-up and the samples over it."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -57,6 +58,8 @@ class ChunkStream:
         window     closed ──the first sampled chunk completes──▶ open (window_open)
         tail       short_tail (SAMPLING with no span to fill): once min_samples are on their
                    way, a chunk queued behind full ones is a short one
+        sample_s   estimated ──the first chunk waited for──▶ its median sample (measured):
+                   whether a hold is a fill (fills), and how many replays a fill is
     """
 
     def __init__(self, sample: SampleWork, plan: TimerPlan, device: Any,
@@ -65,7 +68,9 @@ class ChunkStream:
         self.work, self.calls, self.plan, self.device = sample.work, sample.calls, plan, device
         self.before_sample, self.read_clock, self.watch = sample.before, read_clock, watch
         spin_s, self.sample_s = sample.spin_s, sample.sample_s
+        self.fills_allowed = sample.fill
         self.fills = sample.fill and self.sample_s >= FILL_MIN_SAMPLE_S
+        self.sample_measured = False  # sample_s is the caller's estimate until a chunk ran
         chunk_s, self.ahead = (WATCHED_CHUNK_S, WATCHED_AHEAD) if watch is not None \
             else (CHUNK_S, 2)
         samples_per_chunk = max(1, min(MAX_CHUNK_SAMPLES,
@@ -140,6 +145,8 @@ class ChunkStream:
                 self.enqueue()
             queued = self.inflight.popleft()
             times = self._wait(queued, None if warming else self.watch)
+            if not self.sample_measured and times:
+                self._measured_sample(statistics.median(times))
             if queued.valid:
                 mhz = self.device.clocks(queued.chunk) or [None] * len(times)
                 return [(t / self.calls, m) for t, m in zip(times, mhz)]
@@ -167,6 +174,18 @@ class ChunkStream:
                 watch.begin()
         return times
 
+    def _measured_sample(self, sample_s: float) -> None:
+        """The first chunk's median sample replaces the estimate the stream was made with.
+        Hazard: the estimate can be the loop's time per call, which for a call the host
+        launches slower than the device runs it (a fork-join of two streams) is the host's:
+        an 11 µs replay was estimated at over 100 µs, so its chunks were held by fills, and
+        a fill whose replays cost the host about what they give the device never covers the
+        host, however often it grows (an H100 gave up after 8 growths). Each sample is one
+        replay between its own events, so even a chunk reached early gives its length."""
+        self.sample_measured = True
+        self.sample_s = sample_s
+        self.fills = self.fills_allowed and sample_s >= FILL_MIN_SAMPLE_S
+
     def _reached_early(self, queued: Queued, warming: bool, in_a_row: int) -> bool:
         """A chunk the device reached before the host had queued it (the ``in_a_row``-th in
         a row): it is retaken, and the stream learns from it (holding FIRST → EVERY, or the
@@ -190,10 +209,12 @@ class ChunkStream:
                 return False
             # The enqueue's own time tells the two apart: longer than the hold, the host
             # waited (on the device, or stalled); far shorter, the hold ran short.
+            hold = (f"fill of {queued.filled} replays" if queued.filled
+                    else f"{chunk_spin_s * 1e6:.0f} µs spin")
             raise HostBlocked(f"the host's enqueue ({queued.queued_s * 1e6:.0f} µs, the last "
-                              f"chunk's) still outlasted a {chunk_spin_s * 1e6:.0f} µs spin "
-                              f"after {self.growths} growths: the call waits on the device "
-                              "(a sync or a pageable copy)")
+                              f"chunk's) still outlasted a {hold} after {self.growths} "
+                              "growths: the call waits on the device (a sync or a pageable "
+                              "copy)")
         self.growths += 1
         self.spin_s = min(2 * self.spin_s, SPIN_MAX_S)
         return True
