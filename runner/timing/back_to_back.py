@@ -69,7 +69,6 @@ class ChunkStream:
         self.before_sample, self.read_clock, self.watch = sample.before, read_clock, watch
         spin_s, self.sample_s = sample.spin_s, sample.sample_s
         self.fills_allowed = sample.fill
-        self.fills = sample.fill and self.sample_s >= FILL_MIN_SAMPLE_S
         self.sample_measured = False  # sample_s is the caller's estimate until a chunk ran
         chunk_s, self.ahead = (WATCHED_CHUNK_S, WATCHED_AHEAD) if watch is not None \
             else (CHUNK_S, 2)
@@ -174,6 +173,12 @@ class ChunkStream:
                 watch.begin()
         return times
 
+    @property
+    def fills(self) -> bool:
+        """Whether a held chunk is held by more of the op's own work (a replay's fill), not
+        a spin: where the work allows it and a sample outruns its own launch."""
+        return self.fills_allowed and self.sample_s >= FILL_MIN_SAMPLE_S
+
     def _measured_sample(self, sample_s: float) -> None:
         """The first chunk's median sample replaces the estimate the stream was made with.
         Hazard: the estimate can be the loop's time per call, which for a call the host
@@ -184,7 +189,6 @@ class ChunkStream:
         replay between its own events, so even a chunk reached early gives its length."""
         self.sample_measured = True
         self.sample_s = sample_s
-        self.fills = self.fills_allowed and sample_s >= FILL_MIN_SAMPLE_S
 
     def _reached_early(self, queued: Queued, warming: bool, in_a_row: int) -> bool:
         """A chunk the device reached before the host had queued it (the ``in_a_row``-th in
