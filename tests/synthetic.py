@@ -139,8 +139,7 @@ def make_trials(specs: Iterable[dict[str, Any]], *, sweep_id: str = "synthetic",
             sort_keys=True, default=str).encode()).hexdigest()[:16]
         if status == "ok":
             if samples is None:
-                draws = np.exp(rng.normal(0.0, rel_noise, n_samples))
-                samples = median_us * draws / np.median(draws)
+                samples = _draw(rng, median_us, rel_noise, n_samples)
             samples = np.asarray(samples, dtype=float)
             med = float(np.median(samples))
             q25, q75 = np.quantile(samples, [0.25, 0.75])
@@ -164,8 +163,9 @@ def make_trials(specs: Iterable[dict[str, Any]], *, sweep_id: str = "synthetic",
                 "gpu_time_method": "unavailable", "gpu_time_reason": "synthetic",
             })
             if gpu_median_us is not None or gpu_samples is not None:
-                row.update(_gpu_columns(rng, gpu_median_us, gpu_samples, n_samples, rel_noise,
-                                        streams, flops, nbytes, row["time_per_op_us"]))
+                if gpu_samples is None:
+                    gpu_samples = _draw(rng, gpu_median_us, rel_noise, n_samples)
+                row.update(_gpu_columns(gpu_samples, row))
         else:
             row["reason"] = row.get("reason") or f"synthetic {status}"
             row["samples_us"] = []
@@ -179,18 +179,23 @@ def make_trials(specs: Iterable[dict[str, Any]], *, sweep_id: str = "synthetic",
     return df[ordered + extra]
 
 
-def _gpu_columns(rng: np.random.Generator, median_us: float | None, samples: Any,
-                 n_samples: int, noise: float, streams: int, flops: float, nbytes: float,
-                 loop_per_op_us: float) -> dict[str, Any]:
-    """gpu_time_* columns (method graph) with a known median; rates at the device time."""
-    if samples is None:
-        draws = np.exp(rng.normal(0.0, noise, n_samples))
-        samples = median_us * draws / np.median(draws)
+def _draw(rng: np.random.Generator, median_us: float, noise: float,
+          n_samples: int) -> np.ndarray:
+    """``n_samples`` lognormal samples of relative spread ``noise`` whose median is exactly
+    ``median_us``: tests assert on the median they asked for."""
+    draws = np.exp(rng.normal(0.0, noise, n_samples))
+    return median_us * draws / np.median(draws)
+
+
+def _gpu_columns(samples: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """gpu_time_* columns (method graph) of ``samples``; rates at the device time, from the
+    ``row``'s streams, flops, bytes_moved and loop time per op."""
     samples = np.asarray(samples, dtype=float)
     med = float(np.median(samples))
     half = 1.96 * 1.2533 * samples.std(ddof=1) / np.sqrt(len(samples)) \
         if len(samples) > 1 else 0.0
-    per_op = med / streams
+    per_op = med / row["streams"]
+    loop_per_op_us, flops, nbytes = row["time_per_op_us"], row["flops"], row["bytes_moved"]
     return {"gpu_time_method": "graph", "gpu_time_reason": None,
             "gpu_time_samples_us": samples.tolist(), "gpu_time_n_samples": len(samples),
             "gpu_time_median_us": med, "gpu_time_ci_low_us": med - half,

@@ -14,6 +14,8 @@ The rules, checked by :func:`violations` on a source tree:
   its reason.
 * **function size**: a function (or method) has at most :data:`MAX_FUNCTION_LINES` lines,
   its docstring included, unless :data:`LONG_FUNCTIONS` names it with its reason.
+* **parameters**: no function (or method, nested ones included) takes more than
+  :data:`MAX_PARAMETERS` parameters: a frozen plan object carries the rest.
 * **one event-timing and graph-capture path**: only :data:`CUDA_TIMING_MADE_IN` names
   ``torch.cuda.Event``, ``torch.cuda.CUDAGraph`` or ``torch.cuda.graph``; every other timer
   (the loop time's event clock, the energy window) goes through it
@@ -65,16 +67,44 @@ TORCH_LATE = ("core", "config", "timing")
 
 MAX_LINES = 300
 #: Modules allowed over MAX_LINES, each with its reason.
-LARGE: dict[str, str] = {
-    "storage/load.py": "runner.load and its file discovery; the public reading API",
-    "analysis/plots.py": "one function per report figure; shared pieces are in figure.py",
-}
+LARGE: dict[str, str] = {}
 
 
 MAX_FUNCTION_LINES = 60
 #: Functions allowed over MAX_FUNCTION_LINES (``module path:qualified name``), each with its
 #: reason.
 LONG_FUNCTIONS: dict[str, str] = {}
+
+
+#: The most parameters a function takes (``self`` and ``cls`` not counted).
+MAX_PARAMETERS = 8
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    args = node.args
+    named = [a.arg for a in args.posonlyargs + args.args]
+    count = len(named) + len(args.kwonlyargs) + bool(args.vararg) + bool(args.kwarg)
+    return count - (named[:1] in (["self"], ["cls"]))
+
+
+def wide_functions(path: Path) -> list[tuple[str, int]]:
+    """``(qualified name, parameters)`` of every function of ``path`` that takes more than
+    :data:`MAX_PARAMETERS`, nested ones and methods included."""
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef) and \
+                        parameter_count(child) > MAX_PARAMETERS:
+                    found.append((name, parameter_count(child)))
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(path.read_text()), "")
+    return found
 
 
 def functions(path: Path) -> list[tuple[str, int]]:
@@ -204,6 +234,9 @@ def violations(runner: Path) -> list[str]:
             if length > MAX_FUNCTION_LINES and f"{rel}:{name}" not in LONG_FUNCTIONS:
                 out.append(f"runner/{rel}: {name} has {length} lines (> {MAX_FUNCTION_LINES}): "
                            "split it, or name it in LONG_FUNCTIONS with the reason")
+        for name, count in wide_functions(path):
+            out.append(f"runner/{rel}: {name} takes {count} parameters (> {MAX_PARAMETERS}): "
+                       "pass a frozen plan object")
     for cycle in _cycles(graph):
         out.append(f"import circle: {' -> '.join(cycle)}")
     return out
@@ -444,6 +477,19 @@ def test_planted_long_function_is_caught(copy: Path) -> None:
     found = violations(copy)
     assert any(f"runner/storage/columns.py: Planted.grown has {MAX_FUNCTION_LINES + 1} lines"
                in v for v in found)
+    assert not any("fits" in v for v in found)
+
+
+@pytest.mark.slow
+def test_planted_nine_parameter_function_is_caught(copy: Path) -> None:
+    """Nine parameters are caught anywhere, a method's nested helper too; eight pass."""
+    plant(copy, "timing/settle.py", "class Planted:\n    def outer(self):\n"
+          "        def wide(a, b, c, d, e, f, g, h, *, i=None):\n            return a\n"
+          "        return wide\n")
+    plant(copy, "storage/layout.py", "def fits(self_, b, c, d, e, f, g, *rest):\n    return b\n")
+    found = violations(copy)
+    assert ("runner/timing/settle.py: Planted.outer.wide takes 9 parameters (> 8): "
+            "pass a frozen plan object") in found
     assert not any("fits" in v for v in found)
 
 

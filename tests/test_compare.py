@@ -16,7 +16,7 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.synthetic import grid, make_trials, scaled, write_sweep
 
-from runner.analysis.compare import compare, main, render
+from runner.analysis.compare import CompareOptions, compare, main, render
 from runner.analysis.significance import verdict
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,7 +78,7 @@ def test_tiny_but_significant_shift_is_same():
     result = compare(base, new)
     assert (result.pairs["p_value"] < 1e-6).all()  # clearly significant ...
     assert set(result.pairs["verdict"]) == {"same"}  # ... but below the 3% minimum effect
-    assert set(compare(base, new, threshold=0.005).pairs["verdict"]) == {"slower"}
+    assert set(compare(base, new, CompareOptions(threshold=0.005)).pairs["verdict"]) == {"slower"}
 
 
 def test_mismatched_axes_are_reported_not_dropped():
@@ -101,7 +101,7 @@ def test_param_only_on_one_side_is_explained_and_can_be_ignored():
     assert len(result.pairs) == 0 and len(result.only_base) == len(result.only_new) == 4
     assert any("param_impl only in NEW" in n and "--ignore-axis param_impl" in n
                for n in result.axis_notes)
-    assert len(compare(base, new, ignore=["impl"]).pairs) == 4
+    assert len(compare(base, new, CompareOptions(ignore=["impl"])).pairs) == 4
 
 
 def test_non_ok_rows_are_reported_not_compared_and_gate_on_new_failures():
@@ -119,10 +119,10 @@ def test_non_ok_rows_are_reported_not_compared_and_gate_on_new_failures():
 def test_filters_select_trials():
     base = _base()
     result = compare(base, scaled(base, 0.5, sweep_id="n"),
-                     filters=["dtype=bf16", "shape_str=64x64x64,256x256x256"])
+                     CompareOptions(filters=["dtype=bf16", "shape_str=64x64x64,256x256x256"]))
     assert set(result.pairs["dtype"]) == {"bf16"} and len(result.pairs) == 2
     with pytest.raises(ValueError, match="no column 'colour'.*filter on one of"):
-        compare(base, base, filters=["colour=red"])
+        compare(base, base, CompareOptions(filters=["colour=red"]))
 
 
 def test_without_raw_samples_uses_the_runs_median_cis():
@@ -235,7 +235,7 @@ def test_loop_time_decides_when_a_side_has_no_device_time():
 
 
 def test_time_loop_gates_host_cost_on_purpose():
-    result = compare(_run(5.0, 0.94, "a", 0), _run(6.5, 0.94, "b", 1), time="loop")
+    result = compare(_run(5.0, 0.94, "a", 0), _run(6.5, 0.94, "b", 1), CompareOptions(time="loop"))
     pair = result.pairs.iloc[0]
     assert pair["time"] == "loop" and pair["verdict"] == "slower"
     assert pair["base_other_us"] == pytest.approx(0.94)
@@ -243,13 +243,13 @@ def test_time_loop_gates_host_cost_on_purpose():
 
 
 def test_time_gpu_does_not_compare_pairs_without_device_time():
-    result = compare(_run(5.0, None, "a", 0), _run(5.0, 0.94, "b", 1), time="gpu")
+    result = compare(_run(5.0, None, "a", 0), _run(5.0, 0.94, "b", 1), CompareOptions(time="gpu"))
     assert result.pairs.empty
     row = result.not_compared.iloc[0]
     assert row["base_reason"].startswith("--time gpu: no gpu_time (unavailable: synthetic)")
     assert row["new_reason"] is None
     with pytest.raises(ValueError, match="time='wall' is not one of auto, gpu, loop"):
-        compare(_run(5.0, None, "a", 0), _run(5.0, None, "b", 1), time="wall")
+        compare(_run(5.0, None, "a", 0), _run(5.0, None, "b", 1), CompareOptions(time="wall"))
 
 
 def test_a_gate_that_matched_nothing_fails_with_its_own_status(tmp_path, capsys):
@@ -272,10 +272,10 @@ def test_ignore_axis_shape_joins_across_shapes_and_labels_both():
     new = make_trials(grid(op="matmul", dtype=["fp32"], shape=[(128, 128, 128)]), seed=2)
     assert len(compare(base, new).pairs) == 0
     for name in ("shape", "shape_str"):
-        pairs = compare(base, new, ignore=[name]).pairs
+        pairs = compare(base, new, CompareOptions(ignore=[name])).pairs
         assert list(pairs["trial"]) == ["matmul shape 64x64x64 → 128x128x128"], name
     with pytest.raises(ValueError, match=r"--ignore-axis 'shpae'.*axes are: .*shape"):
-        compare(base, new, ignore=["shpae"])
+        compare(base, new, CompareOptions(ignore=["shpae"]))
 
 
 def test_the_table_is_plain_text_inside_a_notebook(monkeypatch) -> None:

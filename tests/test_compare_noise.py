@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from synthetic import CPU, grid, make_trials, scaled, write_sweep
 
-from runner.analysis.compare import compare, main, render
+from runner.analysis.compare import CompareOptions, compare, main, render
 from runner.analysis.compare_render import rule_line
 from runner.analysis.history import history
 from runner.analysis.history import main as history_main
@@ -118,7 +118,8 @@ def printed_rule(footer: str):
 @pytest.mark.parametrize("alpha,threshold", [(0.05, 0.03), (0.01, 0.10)])
 def test_the_printed_rule_is_the_applied_rule(alpha: float, threshold: float) -> None:
     base = make_trials(SPECS, env=CPU, sweep_id="a", n_samples=60)
-    result = compare(base, scaled(base, 1.0, sweep_id="b"), alpha=alpha, threshold=threshold)
+    result = compare(base, scaled(base, 1.0, sweep_id="b"),
+                     CompareOptions(alpha=alpha, threshold=threshold))
     footer = rule_line(result)
     for fmt in ("table", "markdown"):  # the table wraps lines: compare the words
         assert " ".join(footer.split()) in " ".join(render(result, fmt).split())
@@ -138,11 +139,11 @@ def test_the_printed_rule_is_the_applied_rule(alpha: float, threshold: float) ->
 
 def test_a_noise_note_gives_the_samples_in_the_units_they_were_taken() -> None:
     """Raw samples are stored in µs; the note of a 209 µs op says "209 µs", not 209e6."""
-    from runner.analysis.significance import compare_samples
+    from runner.analysis.significance import PairSide, compare_samples
 
     quiet = np.full(40, 209.0) * np.linspace(1.0, 1.01, 40)
     split = np.concatenate([np.full(20, 209.0), np.full(20, 9000.0)])
-    stats = compare_samples(quiet, split, 209.0, float(np.median(split)))
+    stats = compare_samples(PairSide(quiet, 209.0), PairSide(split, float(np.median(split))))
     assert stats.verdict == "noisy"
     assert "20 samples near 209 µs" in stats.noisy_reason
     assert "9,000 µs" in stats.noisy_reason

@@ -504,20 +504,21 @@ class SteppingCounter:
         return {}
 
 
-def _energy_window(fn: Any, per_call_s: float, **kwargs: Any) -> dict:
+def _energy_window(fn: Any, per_call_s: float, capturable: bool) -> dict:
     from runner.execution import energy
+    from runner.execution.timed_call import TimedCall
     from runner.timing.cuda_device import CudaDevice
 
     device = torch.device("cuda", torch.cuda.current_device())
     board = energy.Board(SteppingCounter(), CudaDevice(device))
-    return energy.measure_energy(fn, str(device), window_s=0.5, idle_s=0.1,
-                                 per_call_s=per_call_s, flops=None, bytes_moved=None,
-                                 board=board, **kwargs)
+    call = TimedCall(fn, per_call_s=per_call_s, flops=None, bytes_moved=None,
+                     capturable=capturable)
+    return energy.measure_energy(call, str(device), window_s=0.5, idle_s=0.1, board=board)
 
 
 def test_energy_window_replays_the_timing_layers_graph_on_cuda() -> None:
     x = torch.randn(1 << 20, device="cuda")
-    out = _energy_window(lambda: x * 2, 20e-6, capture=True)  # K = 50 ms / 20 µs = 2500
+    out = _energy_window(lambda: x * 2, 20e-6, capturable=True)  # K = 50 ms / 20 µs = 2500
     assert out["energy_method"] == "graph", out["energy_reason"]
     assert out["energy_reason"] is None
     assert out["energy_calls"] > 0 and out["energy_calls"] % 2500 == 0
@@ -529,14 +530,14 @@ def test_energy_window_replays_the_timing_layers_graph_on_cuda() -> None:
 
 def test_energy_window_of_an_uncapturable_op_runs_eagerly_on_cuda() -> None:
     x = torch.randn(64, device="cuda")
-    out = _energy_window(lambda: x * x.sum().item(), 50e-6, capture=True)  # K = 1000
+    out = _energy_window(lambda: x * x.sum().item(), 50e-6, capturable=True)  # K = 1000
     assert out["energy_method"] == "eager", out
     assert out["energy_reason"].startswith("ran eagerly, graph capture failed: "), out
     assert out["energy_calls"] > 0 and out["energy_calls"] % 1000 == 0, out
     assert 0 < out["energy_busy_fraction"] <= 1, out
     # the device is still usable after the failed capture
     assert (x * 2).sum().item() == pytest.approx(2 * x.sum().item(), rel=1e-5)
-    graph_trial = _energy_window(lambda: x * 2, 50e-6, capture=False)
+    graph_trial = _energy_window(lambda: x * 2, 50e-6, capturable=False)
     assert graph_trial["energy_method"] == "eager", graph_trial
     assert graph_trial["energy_reason"] == ("ran eagerly: graph/compile/backward trials are "
                                             "not re-captured"), graph_trial
@@ -547,11 +548,13 @@ def test_energy_window_with_nvml_on_cuda() -> None:
     """The real board: NVML's counter read around the timing layer's replays."""
     pytest.importorskip("pynvml")
     from runner.execution import energy
+    from runner.execution.timed_call import TimedCall
 
     x = torch.randn(1 << 20, device="cuda")
     device = f"cuda:{torch.cuda.current_device()}"
-    out = energy.measure_energy(lambda: x * 2, device, window_s=1.0, idle_s=0.5,
-                                per_call_s=20e-6, flops=None, bytes_moved=None, capture=True)
+    call = TimedCall(lambda: x * 2, per_call_s=20e-6, flops=None, bytes_moved=None,
+                     capturable=True)
+    out = energy.measure_energy(call, device, window_s=1.0, idle_s=0.5)
     if out["energy_method"] == "unavailable":
         pytest.skip(out["energy_reason"])
     assert out["energy_method"] == "graph", out["energy_reason"]

@@ -15,6 +15,7 @@ import pytest
 from runner.execution import energy, environment, profiling
 from runner.execution.insight import InsightOptions
 from runner.execution.task import TrialTask, TrialTimer
+from runner.execution.timed_call import TimedCall
 from runner.execution.trial import run_trial
 
 
@@ -189,10 +190,10 @@ def test_energy_window_too_short_for_the_counter_says_why():
     assert out["energy_calls"] == load.calls > 0
 
 
-def _measure(board: FakeBoard, fn, **kwargs) -> dict:
-    options = {"window_s": 2.0, "idle_s": 0.5, "per_call_s": 1e-3, "flops": None,
-               "bytes_moved": None, "capture": True, **kwargs}
-    return energy.measure_energy(fn, "cuda:0", board=board.board(), **options)
+def _measure(board: FakeBoard, fn, capturable: bool = True, before_call=None) -> dict:
+    call = TimedCall(fn, per_call_s=1e-3, flops=None, bytes_moved=None, capturable=capturable,
+                     before_call=before_call)
+    return energy.measure_energy(call, "cuda:0", window_s=2.0, idle_s=0.5, board=board.board())
 
 
 def test_energy_window_replays_the_timing_layers_capture():
@@ -226,7 +227,7 @@ def test_a_failed_capture_runs_the_window_eagerly_and_says_why():
 
 def test_graph_and_compile_trials_are_not_recaptured_and_before_call_runs_each_call():
     board = FakeBoard(chunk_s=0.05)
-    out = _measure(board, lambda: None, capture=False)
+    out = _measure(board, lambda: None, capturable=False)
     assert board.captured == [] and out["energy_method"] == "eager"
     assert out["energy_reason"] == ("ran eagerly: graph/compile/backward trials are not "
                                     "re-captured")
@@ -242,13 +243,13 @@ def test_graph_and_compile_trials_are_not_recaptured_and_before_call_runs_each_c
 
 def test_missing_nvml_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(environment, "_nvml", lambda: None)
-    out = energy.measure_energy(lambda: None, "cuda:0", window_s=1.0, idle_s=0.0,
-                                per_call_s=1e-3, flops=None, bytes_moved=None, capture=True)
+    call = TimedCall(lambda: None, per_call_s=1e-3, flops=None, bytes_moved=None,
+                     capturable=True)
+    out = energy.measure_energy(call, "cuda:0", window_s=1.0, idle_s=0.0)
     assert out["energy_method"] == "unavailable"
     assert "nvidia-ml-py" in out["energy_reason"] and ".[gpu]" in out["energy_reason"]
     assert out["energy_per_call_mJ"] is None
-    cpu = energy.measure_energy(lambda: None, "cpu", window_s=1.0, idle_s=0.0,
-                                per_call_s=1e-3, flops=None, bytes_moved=None, capture=True)
+    cpu = energy.measure_energy(call, "cpu", window_s=1.0, idle_s=0.0)
     assert "needs a CUDA device" in cpu["energy_reason"]
 
 
@@ -301,26 +302,27 @@ def _energy_sweep(sweep_id: str, mj: list[float | None]):
 
 
 def test_compare_energy_metric_judges_energy_not_time():
-    from runner.analysis.compare import compare, render
+    from runner.analysis.compare import CompareOptions, compare, render
 
     base = _energy_sweep("base", [60.0, 30.0])
     new = _energy_sweep("new", [60.3, 20.0])  # same times, bf16 uses a third less energy
-    result = compare(base, new, metric="energy_per_call_mJ")
+    result = compare(base, new, CompareOptions(metric="energy_per_call_mJ"))
     verdicts = dict(zip(result.pairs["dtype"], result.pairs["verdict"]))
     assert verdicts == {"fp32": "same", "bf16": "faster"}
     assert result.pairs.set_index("dtype").loc["bf16", "speedup"] == pytest.approx(1.5)
     assert "metric energy_per_call_mJ" in render(result, "markdown")
-    missing = compare(base, _energy_sweep("new", [None, 20.0]), metric="energy_per_call_mJ")
+    missing = compare(base, _energy_sweep("new", [None, 20.0]),
+                      CompareOptions(metric="energy_per_call_mJ"))
     assert len(missing.not_compared) == 1
     assert "no energy_per_call_mJ" in missing.not_compared["new_reason"].iloc[0]
     with pytest.raises(ValueError, match="metric 'joules'"):
-        compare(base, new, metric="joules")
+        compare(base, new, CompareOptions(metric="joules"))
     # the default still compares time: identical samples on both sides
     assert set(compare(base, new).pairs["verdict"]) == {"same"}
 
 
 def test_compare_metric_ignores_time_and_says_so(tmp_path, capsys):
-    from runner.analysis.compare import compare, main
+    from runner.analysis.compare import CompareOptions, compare, main
 
     try:
         from synthetic import write_sweep
@@ -330,7 +332,7 @@ def test_compare_metric_ignores_time_and_says_so(tmp_path, capsys):
     base = _energy_sweep("base", [60.0, 30.0])
     new = _energy_sweep("new", [60.0, 45.0])  # same times, bf16 now uses half as much again
     # these synthetic trials have no device time: --time gpu alone compares nothing
-    assert len(compare(base, new, time="gpu").pairs) == 0
+    assert len(compare(base, new, CompareOptions(time="gpu")).pairs) == 0
     b, n = write_sweep(tmp_path, base), write_sweep(tmp_path, new)
     argv = [str(b), str(n), "--metric", "energy_per_call_mJ", "--time", "gpu",
             "--format", "markdown", "--fail-on-regression", "10"]
@@ -340,7 +342,7 @@ def test_compare_metric_ignores_time_and_says_so(tmp_path, capsys):
     assert "| matmul bf16 | 30 | 45 | 0.667x |" in out.out
     assert "matmul bf16: +50.0% (30 energy_per_call_mJ -> 45 energy_per_call_mJ)" in out.err
     kernels = compare(base, new.assign(kernel_time_sum_us=[None, 49.0]),
-                      metric="kernel_time_sum_us")
+                      CompareOptions(metric="kernel_time_sum_us"))
     assert "run with profile=true" in kernels.not_compared["new_reason"].iloc[0]
 
 

@@ -20,14 +20,14 @@ from runner.analysis.figure import (
     timed_rows,
     with_modes,
 )
+from runner.analysis.plot_layout import MAX_SERIES, legend_outside
 from runner.analysis.selection import param_columns, shown_columns, spec_keys, spec_label
 
 #: Numeric axes a reader sweeps to see a trend (the size has the scaling plot; ``seed`` and
 #: shard numbers are no trend).
 NUMERIC_AXES = ("num_threads", "streams")
-#: Most figures of this kind in one report, and lines in one figure.
+#: Most figures of this kind in one report (lines in one figure: ``MAX_SERIES``).
 MAX_AXES = 3
-MAX_LINES = 12
 
 
 def numeric_axes(rows: pd.DataFrame) -> list[str]:
@@ -60,7 +60,7 @@ def _figure(rows: pd.DataFrame, column: str) -> Plot:
     lines = list(dict.fromkeys(keys))
     fig = Figure(figsize=(10, 4.5), layout="constrained")
     ax = fig.subplots()
-    for i, key in enumerate(lines[:MAX_LINES]):
+    for i, key in enumerate(lines[:MAX_SERIES]):
         part = rows[(keys == key).to_numpy()].assign(_x=x)
         points = part.groupby("_x")[tcol].median().sort_index()
         label = spec_label(part.iloc[0], others) if others else "all trials"
@@ -77,9 +77,7 @@ def _figure(rows: pd.DataFrame, column: str) -> Plot:
         log_axis(ax.yaxis, rows[tcol])
     ax.grid(True, alpha=0.3)
     ax.set_title(f"Median time against {name} (lower is faster)", fontsize="medium")
-    if len(lines) > 1:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small",
-                  frameon=False)
-    note = f"{len(lines) - MAX_LINES} of {len(lines)} lines left out" \
-        if len(lines) > MAX_LINES else ""
+    legend_outside(ax, len(lines))
+    note = f"{len(lines) - MAX_SERIES} of {len(lines)} lines left out" \
+        if len(lines) > MAX_SERIES else ""
     return Plot(f"against_{name}", f"Time against {name}", fig, note)

@@ -18,7 +18,8 @@ which decided. ``--time loop`` gates host cost on purpose. ``--metric energy_per
 This module is the command; the work is in three modules, one job each:
 :mod:`~runner.analysis.compare_join` (matching specs, pooling repeated rows),
 :mod:`~runner.analysis.compare_engine` (:func:`compare`, :class:`Comparison`: judging each
-pair) and :mod:`~runner.analysis.compare_render` (:func:`render`: table, Markdown, CSV).
+pair) and :mod:`~runner.analysis.compare_render` (:func:`render`: table, Markdown, CSV); its
+settings are a :class:`CompareOptions` (:mod:`~runner.analysis.compare_options`).
 Their entry points are importable from here (``from runner.analysis.compare import render``).
 
 Exit status: 0, or with ``--fail-on-regression PCT``: 1 when some trial got significantly
@@ -35,14 +36,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from runner.analysis.compare_engine import METRICS, TIME_CHOICES, Comparison, compare
+from runner.analysis.compare_engine import Comparison, compare
 from runner.analysis.compare_gate import gate
+from runner.analysis.compare_options import METRICS, TIME_CHOICES, CompareOptions
 from runner.analysis.compare_render import render
 from runner.analysis.significance import N_BOOT
 from runner.cli import OneLineArgumentParser, fail, program
 from runner.storage.load import load
 
-__all__ = ["Comparison", "build_parser", "compare", "main", "render"]
+__all__ = ["CompareOptions", "Comparison", "build_parser", "compare", "main", "render"]
 
 EXIT_REGRESSION = 1
 EXIT_NOTHING_COMPARED = 3
@@ -93,9 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         base = load(args.base)
         new = load(args.new)
-        result = compare(base, new, filters=args.filter, ignore=args.ignore_axis,
-                         alpha=args.alpha, threshold=args.threshold / 100.0,
-                         time=args.time, n_boot=args.n_boot, metric=args.metric)
+        result = compare(base, new, CompareOptions(
+            filters=args.filter, ignore=args.ignore_axis, alpha=args.alpha,
+            threshold=args.threshold / 100.0, time=args.time, n_boot=args.n_boot,
+            metric=args.metric))
     except ValueError as exc:  # includes ResultsNotFoundError and bad filters
         fail(str(exc), prog=parser.prog)
     if args.metric != "time" and args.time != "auto":

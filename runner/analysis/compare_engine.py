@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,22 +39,20 @@ from runner.analysis.compare_join import (
     spec_dict,
     timer_note,
 )
+from runner.analysis.compare_options import METRIC_SETTING, METRICS, CompareOptions
 from runner.analysis.selection import canonical, spec_label
-from runner.analysis.significance import N_BOOT, compare_samples, fastest, geomean_ci
+from runner.analysis.significance import (
+    PairSide,
+    PairStats,
+    StatsSettings,
+    compare_samples,
+    fastest,
+    geomean_ci,
+)
 from runner.analysis.values import fmt_time_us
 
 #: Statuses of NEW that count as a regression when BASE was ok.
 FAILED_STATUSES = ("error", "oom")
-#: ``--time`` choices: auto (device time where both rows have it, else loop), gpu, loop.
-TIME_CHOICES = ("auto", "gpu", "loop")
-#: ``--metric`` choices → the column each reads (``time`` reads the times, by ``--time``).
-#: All are lower-is-better; each needs the run setting named in the "not compared" reason.
-METRICS = {"time": None, "energy_per_call_mJ": "energy_per_call_mJ",
-           "energy_above_idle_per_call_mJ": "energy_above_idle_per_call_mJ",
-           "avg_power_W": "avg_power_W", "kernel_time_sum_us": "kernel_time_sum_us",
-           "kernel_count": "kernel_count"}
-#: The run setting that records each metric (named when a trial lacks it).
-METRIC_SETTING = {"kernel_time_sum_us": "profile=true", "kernel_count": "profile=true"}
 
 _PAIR_COLUMNS = ["trial", "verdict", "time", "base_us", "new_us", "speedup", "ci_low",
                  "ci_high", "p_value", "change_pct", "noise_pct", "base_other_us",
@@ -158,28 +155,14 @@ class Comparison:
         return frame[first + rest]
 
 
-def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (),
-            ignore: Iterable[str] = (), alpha: float = 0.05, threshold: float = 0.03,
-            time: str = "auto", n_boot: int = N_BOOT, metric: str = "time") -> Comparison:
-    """Join BASE and NEW trials on their spec and compare each pair.
-
-    filters
-        ``axis=value[,value]`` strings applied to both sides (``op=matmul``, ``impl=cublas``).
-    ignore
-        Axes left out of the join (e.g. ``device_requested`` to compare cpu with cuda, or a
-        ``param_*`` that only one side has).
-    alpha, threshold
-        Significance level and minimum effect (fraction) of the verdict rule.
-    time
-        ``auto``: the device time (``gpu_time_*``) where both rows have one, else the loop
-        time; ``gpu``: the device time only (pairs without it are not compared); ``loop``:
-        the loop time, host cost included (what eager code pays), for every pair.
-    metric
-        ``time`` (default, by the ``time`` rule) or a per-trial scalar of :data:`METRICS`,
-        e.g. ``energy_per_call_mJ``; it ignores ``time`` (see the module docstring).
+def compare(base: pd.DataFrame, new: pd.DataFrame,
+            options: CompareOptions = CompareOptions()) -> Comparison:
+    """Join BASE and NEW trials on their spec and compare each pair, as ``options`` says
+    (:class:`CompareOptions`: filters, ignored axes, the verdict rule, which time or metric).
     """
-    _check_options(metric, time, alpha, threshold)
-    base, new, keys, shown, label_cols = joined(base, new, list(filters), ignore)
+    options.check()
+    time, metric = options.time, options.metric
+    base, new, keys, shown, label_cols = joined(base, new, list(options.filters), options.ignore)
     base_specs = collapse(base, [*keys, *shown], METRICS[metric])
     new_specs = collapse(new, [*keys, *shown], METRICS[metric])
     rows, not_compared, reps = [], [], []
@@ -193,8 +176,7 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
                                  "new_status": n["status"], "base_reason": why[0],
                                  "new_reason": why[1], **spec})
             continue
-        row, st = _judge(b, n, time, metric, alpha=alpha, threshold=threshold,
-                         n_boot=n_boot, seed=zlib.crc32(key.encode()))
+        row, st = _judge(b, n, options, options.stats(zlib.crc32(key.encode())))
         rows.append({"trial": label, **row, **spec})
         reps.append(st.log_replicates)
     g, lo, hi = _geomean(rows, reps)
@@ -205,19 +187,7 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, *, filters: Iterable[str] = (
         not_compared=pd.DataFrame(not_compared), only_base=only_base, only_new=only_new,
         key_columns=keys, label_columns=label_cols, geomean=g, geomean_low=lo, geomean_high=hi,
         axis_notes=axis_notes(base, new, keys) if len(only_base) or len(only_new) else [],
-        alpha=alpha, threshold=threshold, time=time, metric=metric)
-
-
-def _check_options(metric: str, time: str, alpha: float, threshold: float) -> None:
-    """A ValueError naming the bad option and what it accepts."""
-    if metric not in METRICS:
-        raise ValueError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
-    if time not in TIME_CHOICES:
-        raise ValueError(f"time={time!r} is not one of {', '.join(TIME_CHOICES)}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha={alpha} must be between 0 and 1 (e.g. 0.05)")
-    if threshold < 0:
-        raise ValueError(f"threshold={threshold} must be >= 0 (a fraction, e.g. 0.03 for 3%)")
+        alpha=options.alpha, threshold=options.threshold, time=time, metric=metric)
 
 
 def _geomean(rows: list[dict], reps: list[np.ndarray]) -> tuple[float, float, float]:
@@ -252,22 +222,22 @@ def _not_comparable(b: dict, n: dict, time: str, metric: str) -> tuple | None:
     return None
 
 
-def _judge(b: dict, n: dict, time: str, metric: str, **stats_kw) -> tuple[dict, object]:
+def _judge(b: dict, n: dict, options: CompareOptions,
+           settings: StatsSettings) -> tuple[dict, PairStats]:
     """The pair row (less trial and spec) and its statistics."""
+    metric = options.metric
     if metric == "time":
-        which = pick_time(b["times"], n["times"], time)
+        which = pick_time(b["times"], n["times"], options.time)
         other = "loop" if which == "gpu" else "gpu"
         bt, nt = b["times"][which], n["times"][which]
-        st = compare_samples(bt["samples"], nt["samples"], bt["median"], nt["median"],
-                             base_ci=bt["ci"], new_ci=nt["ci"], base_noisy=bt.get("noisy"),
-                             new_noisy=nt.get("noisy"), **stats_kw)
+        st = compare_samples(_side(bt), _side(nt), settings)
         row = {"base_us": bt["median"], "new_us": nt["median"],
                "base_other_us": median_of(b["times"].get(other)),
                "new_other_us": median_of(n["times"].get(other)),
                "base_fastest_us": fastest(bt["samples"]), "new_fastest_us": fastest(nt["samples"])}
     else:  # one value per trial: no samples, no p-value; the auto-rule time as context
         which = pick_time(b["times"], n["times"], "auto")
-        st = compare_samples(None, None, b["value"], n["value"], **stats_kw)
+        st = compare_samples(PairSide(None, b["value"]), PairSide(None, n["value"]), settings)
         row = {"metric": metric, "base_value": b["value"], "new_value": n["value"],
                "base_us": median_of(b["times"].get(which)),
                "new_us": median_of(n["times"].get(which))}
@@ -280,3 +250,8 @@ def _judge(b: dict, n: dict, time: str, metric: str, **stats_kw) -> tuple[dict, 
             "note": "; ".join(filter(None, (st.noisy_reason, timer_note(
                 b["row"], n["row"], None if st.noisy_reason or metric != "time" else which))))
             }, st
+
+
+def _side(timing: dict) -> PairSide:
+    """One side's time (``compare_join``'s samples, median, CI and noisy flag) to judge."""
+    return PairSide(timing["samples"], timing["median"], timing["ci"], timing.get("noisy"))

@@ -48,7 +48,7 @@ from runner.analysis.figure import with_modes
 from runner.analysis.history_plot import plot_history
 from runner.analysis.history_table import render, where
 from runner.analysis.selection import display_columns, label_columns, spec_label
-from runner.analysis.significance import compare_samples, flag_or_reason
+from runner.analysis.significance import PairSide, StatsSettings, compare_samples, flag_or_reason
 from runner.cli import OneLineArgumentParser, fail, program
 from runner.storage.load import load
 
@@ -116,6 +116,7 @@ def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -
     shown = {*label_columns(ok.drop(columns=["sweep_id"])), "op", "shape_str"}
     labels_of = [c for c in display_columns(ok) if c in shown]
     points, trials = [], []
+    settings = StatsSettings(alpha=alpha, threshold=threshold)
     for trial_id, group in ok.groupby("trial_id", sort=False):
         time = "device" if _has(group, "gpu_time_median_us") else "loop"
         label = spec_label(group.iloc[0], labels_of)
@@ -123,7 +124,7 @@ def history(df: pd.DataFrame, *, alpha: float = 0.05, threshold: float = 0.03) -
         for _, row in group.iterrows():
             mine.append({"trial_id": trial_id, "op": row["op"], "trial": label, "time": time,
                          **_point(row, order, time),
-                         **_step(before, row, time, alpha=alpha, threshold=threshold)})
+                         **_step(before, row, time, settings)})
             before = row
         points += mine
         trials.append(_summary(trial_id, label, time, group, pd.DataFrame(mine)))
@@ -183,23 +184,25 @@ def _point(row: pd.Series, order: pd.DataFrame, time: str) -> dict:
             "ci_high_us": _float(row.get(high_col))}
 
 
-def _step(before: pd.Series | None, row: pd.Series, time: str, **stats_kw: float) -> dict:
+def _step(before: pd.Series | None, row: pd.Series, time: str,
+          settings: StatsSettings) -> dict:
     """The step from the point ``before`` (None: the first point, no step) to ``row``."""
     if before is None:
         return {"step": "", "change_pct": math.nan, "p_value": math.nan, "noisy": None}
-    median_col, samples_col, low_col, high_col = TIMES[time]
-    stats = compare_samples(
-        _samples(before.get(samples_col)), _samples(row.get(samples_col)),
-        float(before[median_col]), float(row[median_col]),
-        base_ci=(_float(before.get(low_col)), _float(before.get(high_col))),
-        new_ci=(_float(row.get(low_col)), _float(row.get(high_col))),
-        base_noisy=flag_or_reason(*(before.get(c) for c in NOISY[time])),
-        new_noisy=flag_or_reason(*(row.get(c) for c in NOISY[time])), **stats_kw)
+    stats = compare_samples(_side(before, time), _side(row, time), settings)
     # a noisy pair is no step: the load of one run, not the code
     return {"step": stats.verdict if stats.verdict in ("faster", "slower") else "",
             "change_pct": (1.0 / stats.speedup - 1.0) * 100.0,
             "p_value": stats.p_value if stats.p_value is not None else math.nan,
             "noisy": stats.noisy_reason}
+
+
+def _side(row: pd.Series, time: str) -> PairSide:
+    """One point's ``time`` (raw samples, median, CI and noisy flag) as a side of a step."""
+    median_col, samples_col, low_col, high_col = TIMES[time]
+    return PairSide(_samples(row.get(samples_col)), float(row[median_col]),
+                    ci=(_float(row.get(low_col)), _float(row.get(high_col))),
+                    noisy=flag_or_reason(*(row.get(c) for c in NOISY[time])))
 
 
 def _summary(trial_id: str, label: str, time: str, group: pd.DataFrame,
@@ -231,8 +234,6 @@ def _samples(value: object) -> np.ndarray | None:
     if value is None or not hasattr(value, "__len__"):
         return None
     return np.asarray(value, dtype=float)
-
-
 
 
 def write(result: History, out: Path) -> list[Path]:

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from runner.analysis.figure import MARKERS, log_axis, spans_decade
 from runner.analysis.history_table import sweep_name
-from runner.analysis.plots import MAX_SERIES
+from runner.analysis.plot_layout import MAX_SERIES
 
 #: Most sweep labels written under a history plot (the rest of the ticks stay unlabelled).
 MAX_TICKS = 16

@@ -47,7 +47,8 @@ from runner.analysis.values import (
     markdown_table,
 )
 from runner.cli import OneLineArgumentParser, fail, program
-from runner.storage.load import find_result_files, load
+from runner.storage.load import load
+from runner.storage.result_files import find_result_files
 
 #: Most trial rows written into the HTML/Markdown table (all are in trials.csv).
 MAX_TABLE_ROWS = 2000

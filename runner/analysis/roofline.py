@@ -29,7 +29,8 @@ Ceilings come from ``<results_root>/calibration/<slug>.json`` written by
 else from the fallback table in ``runner.analysis.devices`` (``"fallback:<device>"``); CPU
 trials need a CPU calibration. This module classifies; the ceilings are resolved by
 :mod:`runner.analysis.ceilings` and stored by :mod:`runner.analysis.calibration`, whose
-public names are importable from here too (``from runner.analysis.roofline import ...``).
+public names are importable from here too (``from runner.analysis.roofline import ...``);
+the columns it reads are gathered by :mod:`runner.analysis.roofline_columns`.
 Whatever is missing leaves the fields null and says why in ``roofline_reason``.
 :func:`annotate` and :func:`store_calibration` never raise: the runner calls them on every
 job and a failure here must not lose a measurement.
@@ -47,7 +48,6 @@ import pandas as pd
 
 from runner.analysis.calibration import (
     CALIBRATION_DIR,
-    GRAPH_MODES,
     RESULTS_ROOT_ENV,
     calibration_slug,
     column_values,
@@ -57,6 +57,7 @@ from runner.analysis.calibration import (
     store_calibration,
 )
 from runner.analysis.ceilings import Ceilings, ceilings_for, resolve_ceilings
+from runner.analysis.roofline_columns import TrialColumns, trial_columns
 from runner.analysis.values import finite_positive, is_missing
 
 log = logging.getLogger(__name__)
@@ -105,22 +106,7 @@ def _annotate(df: pd.DataFrame, results_root: str | os.PathLike | None) -> pd.Da
     groups: dict[tuple, list[int]] = {}
     for i, key in enumerate(device_keys(df)):
         groups.setdefault(key, []).append(i)
-    time_us = _num(df, "time_per_op_us")
-    time_us = np.where(np.isfinite(time_us), time_us, _num(df, "time_median_us"))
-    # Rates at the device time where there is one (the GPU's own speed), else the loop's.
-    gpu_us = _num(df, "gpu_time_per_op_us")
-    rate_us = np.where(np.isfinite(gpu_us), gpu_us, time_us)
-    flops, nbytes = _num(df, "flops"), _num(df, "bytes_moved")
-    tflops, gbps = _num(df, "tflops"), _num(df, "gbps")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tflops = np.where(np.isfinite(tflops), tflops, flops / (rate_us * 1e-6) / 1e12)
-        gbps = np.where(np.isfinite(gbps), gbps, nbytes / (rate_us * 1e-6) / 1e9)
-    host_ratio = _num(df, "host_overhead_ratio")
-    dtypes = np.array([None if is_missing(v) else str(v)
-                       for v in column_values(df, "dtype")], dtype=object)
-    directions = np.array([None if is_missing(v) else str(v)
-                           for v in column_values(df, "param_direction")], dtype=object)
-    graphed = np.array([str(v) in GRAPH_MODES for v in column_values(df, "graph")], dtype=bool)
+    columns = trial_columns(df)
 
     for key, idx in groups.items():
         rows = np.asarray(idx)
@@ -133,8 +119,7 @@ def _annotate(df: pd.DataFrame, results_root: str | os.PathLike | None) -> pd.Da
             reason[rows] = why
             continue
         source[rows] = ceil.source
-        _classify(rows, ceil, time_us, flops, nbytes, tflops, gbps, dtypes, directions,
-                  graphed, host_ratio, pct, bound, reason)
+        pct[rows], bound[rows], reason[rows] = _classify(rows, ceil, columns)
     return _assign(out, pct, bound, source, reason)
 
 
@@ -165,50 +150,53 @@ class _Held:
     host_paced: np.ndarray
 
 
-def _classify(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, gbps,
-              dtypes, directions, graphed, host_ratio, pct, bound, reason) -> None:
-    """Fill the roofline fields of ``rows`` (all on one device) in place, vectorised.
+def _classify(rows: np.ndarray, ceil: Ceilings,
+              columns: TrialColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``pct_of_peak``, ``bound`` and ``roofline_reason`` of ``rows`` (all on one device),
+    each an array over ``rows``, vectorised.
 
     Where the trial has a device time, the measured ``host_overhead_ratio`` decides the
     overhead regime, whatever the launch floor says: at or above :data:`OVERHEAD_RATIO` the
     trial is ``overhead`` (pct_of_peak: the launch floor over its loop time); below it the
     launch floor is out of the contest and the trial is compute- or memory-bound."""
     suffix = ("; " + "; ".join(ceil.notes)) if ceil.notes else ""
-    held = _held(rows, ceil, time_us, flops, nbytes, tflops, gbps, dtypes, directions,
-                 graphed, host_ratio)
-    problems = _problems(held, ceil, dtypes[rows], directions[rows], time_us[rows], suffix)
+    held = _held(rows, ceil, columns)
+    problems = _problems(held, ceil, columns.dtypes[rows], columns.directions[rows],
+                         columns.time_us[rows], suffix)
     best = np.where(held.host_paced, 2, np.argmax(held.frac, axis=0))
     top = held.frac[best, np.arange(len(rows))]
     none_apply = ~np.isfinite(top) & (problems == None) & ~held.host_paced  # noqa: E711
     problems[none_apply] = f"no ceiling applies (no flops, bytes or launch floor){suffix}"
     good = problems == None  # noqa: E711
-    reason[rows[~good]] = problems[~good]
+    pct = np.full(len(rows), np.nan)
+    bound = np.full(len(rows), None, dtype=object)
+    reason = problems  # a row that cannot be placed keeps its problem as the reason
     for j in np.flatnonzero(good):
-        i = rows[j]
-        bound[i] = _REGIMES[best[j]]
-        pct[i] = 100.0 * top[j] if np.isfinite(top[j]) else np.nan
-        reason[i] = _reason(held, j, bound[i], top[j]) + suffix
+        bound[j] = _REGIMES[best[j]]
+        pct[j] = 100.0 * top[j] if np.isfinite(top[j]) else np.nan
+        reason[j] = _reason(held, j, bound[j], top[j]) + suffix
+    return pct, bound, reason
 
 
-def _held(rows: np.ndarray, ceil: Ceilings, time_us, flops, nbytes, tflops, gbps, dtypes,
-          directions, graphed, host_ratio) -> _Held:
+def _held(rows: np.ndarray, ceil: Ceilings, columns: TrialColumns) -> _Held:
     """Each row's ceilings and the share of each it reached."""
-    t, f, q, direction = time_us[rows], flops[rows], nbytes[rows], directions[rows]
+    t, f, q = columns.time_us[rows], columns.flops[rows], columns.nbytes[rows]
+    direction = columns.directions[rows]
     peak = np.array([_pos_or_nan(ceil.matmul_tflops.get(d)) if d else np.nan
-                     for d in dtypes[rows]])
+                     for d in columns.dtypes[rows]])
     bw_by_dir = {d: _pos_or_nan(ceil.memory_gbps(d)) for d in set(direction)}
     bw = np.array([bw_by_dir[d] for d in direction])
     eager_floor, graph_floor = _pos_or_nan(ceil.launch_us), _pos_or_nan(ceil.graph_launch_us)
-    in_graph = graphed[rows]
+    in_graph = columns.graphed[rows]
     launch = np.where(in_graph & np.isfinite(graph_floor), graph_floor, eager_floor)
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.stack([
-            np.where(np.isfinite(f) & (f > 0), tflops[rows] / peak, -np.inf),
-            np.where(np.isfinite(q) & (q > 0), gbps[rows] / bw, -np.inf),
+            np.where(np.isfinite(f) & (f > 0), columns.tflops[rows] / peak, -np.inf),
+            np.where(np.isfinite(q) & (q > 0), columns.gbps[rows] / bw, -np.inf),
             np.where(np.isfinite(launch), launch / t, -np.inf),
         ])
     frac = np.where(np.isnan(frac), -np.inf, frac)
-    ratio = host_ratio[rows]
+    ratio = columns.host_ratio[rows]
     measured = np.isfinite(ratio)
     host_paced = measured & (ratio >= OVERHEAD_RATIO)
     # a measured GPU-paced trial: the launch floor is out of the contest
@@ -282,12 +270,6 @@ def _assign(out: pd.DataFrame, pct, bound, source, reason) -> pd.DataFrame:
     out["roofline_source"] = pd.array(source, dtype="object")
     out["roofline_reason"] = pd.array(reason, dtype="object")
     return out
-
-
-def _num(df: pd.DataFrame, name: str) -> np.ndarray:
-    if name not in df.columns:
-        return np.full(len(df), np.nan)
-    return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
 __all__ = ["CALIBRATION_DIR", "Ceilings", "OVERHEAD_RATIO", "RESULTS_ROOT_ENV", "ROOFLINE_COLUMNS",

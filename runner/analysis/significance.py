@@ -130,7 +130,7 @@ def rule_text(alpha: float, threshold: float) -> str:
 
 def flag_or_reason(flag: object, reason: object) -> object:
     """A run's ``noisy`` flag, or its ``noisy_reason`` when it is flagged and has one: what
-    :func:`compare_samples` takes as ``base_noisy``/``new_noisy``."""
+    :attr:`PairSide.noisy` holds."""
     flagged = isinstance(flag, (bool, np.bool_)) and bool(flag)
     return reason if flagged and isinstance(reason, str) and reason else flagged
 
@@ -149,36 +149,62 @@ def side_noise(samples: np.ndarray, flagged: object, side: str) -> tuple[str | N
     return None, False
 
 
-def compare_samples(base: np.ndarray | None, new: np.ndarray | None, base_median: float,
-                    new_median: float, *, base_ci: tuple[float, float] | None = None,
-                    new_ci: tuple[float, float] | None = None, alpha: float = 0.05,
-                    threshold: float = 0.03, n_boot: int = N_BOOT, seed: int = 0,
-                    base_noisy: object = None, new_noisy: object = None) -> PairStats:
+@dataclass(frozen=True)
+class PairSide:
+    """One side (BASE or NEW) of a pair: a trial's timing in one run.
+
+    The same fields describe both sides, so one object per side keeps a pair's two timings
+    from being mixed up in a long list of ``base_*``/``new_*`` arguments.
+    """
+
+    #: raw samples in µs (None, or fewer than ``MIN_SAMPLES``: the summaries decide)
+    samples: np.ndarray | None
+    median: float
+    #: the run's own CI of its median (low, high), for a pair without enough samples
+    ci: tuple[float, float] | None = None
+    #: the run's ``noisy`` flag, or its reason (``noisy_reason``): see :func:`flag_or_reason`
+    noisy: object = None
+
+
+@dataclass(frozen=True)
+class StatsSettings:
+    """How a pair is tested: the verdict rule's ``alpha`` and ``threshold`` (a fraction,
+    0.03 = 3%) and the bootstrap's replicates and seed, one object for every pair of a
+    comparison or history instead of four arguments passed along at each level."""
+
+    alpha: float = 0.05
+    threshold: float = 0.03
+    n_boot: int = N_BOOT
+    seed: int = 0
+
+
+def compare_samples(base: PairSide, new: PairSide,
+                    settings: StatsSettings = StatsSettings()) -> PairStats:
     """Compare one trial's BASE and NEW timings (raw samples in µs, or only summaries).
 
     With at least ``MIN_SAMPLES`` raw samples each: bootstrap CI and U test. Otherwise the
-    CI is bounded by the runs' own median CIs (``base_ci``/``new_ci``: low, high), which is
-    conservative, and there is no p-value. ``base_noisy``/``new_noisy``: each run's
-    ``noisy`` flag, or its reason (``noisy_reason``), for the ``noisy`` verdict.
+    CI is bounded by the runs' own median CIs (:attr:`PairSide.ci`), which is conservative,
+    and there is no p-value. :attr:`PairSide.noisy` of each side feeds the ``noisy`` verdict.
     """
-    base = _clean(base)
-    new = _clean(new)
-    if len(base) >= MIN_SAMPLES and len(new) >= MIN_SAMPLES:
-        speedup = float(np.median(base) / np.median(new))
-        reps = bootstrap_log_ratio(base, new, n_boot=n_boot, seed=seed)
+    base_samples = _clean(base.samples)
+    new_samples = _clean(new.samples)
+    n_boot = settings.n_boot
+    if len(base_samples) >= MIN_SAMPLES and len(new_samples) >= MIN_SAMPLES:
+        speedup = float(np.median(base_samples) / np.median(new_samples))
+        reps = bootstrap_log_ratio(base_samples, new_samples, n_boot=n_boot, seed=settings.seed)
         lo, hi = np.exp(np.quantile(reps, [0.025, 0.975]))
-        p = mann_whitney_p(base, new)
-        noise = max(robust_noise(base), robust_noise(new))
+        p = mann_whitney_p(base_samples, new_samples)
+        noise = max(robust_noise(base_samples), robust_noise(new_samples))
     else:
-        speedup = base_median / new_median if new_median and new_median > 0 else float("nan")
-        lo, hi = _ci_from_summaries(base_median, new_median, base_ci, new_ci)
+        speedup = base.median / new.median if new.median and new.median > 0 else float("nan")
+        lo, hi = _ci_from_summaries(base, new)
         p = None
         noise = 0.0
         reps = np.full(n_boot, math.log(speedup) if speedup > 0 else float("nan"))
     lo, hi = min(lo, speedup), max(hi, speedup)
-    label = verdict(speedup, lo, hi, p, noise, alpha=alpha, threshold=threshold)
-    why_base, mixed_base = side_noise(base, base_noisy, "BASE")
-    why_new, mixed_new = side_noise(new, new_noisy, "NEW")
+    label = verdict(speedup, lo, hi, p, noise, alpha=settings.alpha, threshold=settings.threshold)
+    why_base, mixed_base = side_noise(base_samples, base.noisy, "BASE")
+    why_new, mixed_new = side_noise(new_samples, new.noisy, "NEW")
     why = "; ".join(w for w in (why_base, why_new) if w) or None
     if why and (mixed_base or mixed_new or label != "same"):
         label = "noisy"
@@ -201,10 +227,9 @@ def _clean(samples: np.ndarray | None) -> np.ndarray:
     return arr[np.isfinite(arr) & (arr > 0)]
 
 
-def _ci_from_summaries(base_median: float, new_median: float,
-                       base_ci: tuple[float, float] | None,
-                       new_ci: tuple[float, float] | None) -> tuple[float, float]:
-    speedup = base_median / new_median if new_median else float("nan")
+def _ci_from_summaries(base: PairSide, new: PairSide) -> tuple[float, float]:
+    speedup = base.median / new.median if new.median else float("nan")
+    base_ci, new_ci = base.ci, new.ci
     if not base_ci or not new_ci or not all(finite_positive(v) for v in (*base_ci, *new_ci)):
         return speedup, speedup
     return base_ci[0] / new_ci[1], base_ci[1] / new_ci[0]

@@ -133,7 +133,7 @@ def check_sweep(merged: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from runner.cli import OneLineArgumentParser, fail, program
-    from runner.storage.load import ResultsNotFoundError
+    from runner.storage.result_files import ResultsNotFoundError
 
     parser = OneLineArgumentParser(
         prog=program("runner.check"),

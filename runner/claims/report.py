@@ -237,7 +237,7 @@ def _display_path(path: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from runner.cli import OneLineArgumentParser, fail, program
-    from runner.storage.load import ResultsNotFoundError
+    from runner.storage.result_files import ResultsNotFoundError
 
     parser = OneLineArgumentParser(
         prog=program("runner.claims.report"),

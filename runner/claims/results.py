@@ -106,7 +106,8 @@ def experiment_yaml(conf_dir: Path, name: str) -> Path | None:
 
 def load_results(paths: Sequence[str | Path]) -> Results:
     """All rows of ``paths`` (files, sweep directories, results roots), by experiment."""
-    from runner.storage.load import find_result_files, load, read_metadata
+    from runner.storage.load import load, read_metadata
+    from runner.storage.result_files import find_result_files
 
     frames, stored = [], {}
     for file in find_result_files([str(p) for p in paths]):

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.execution.energy_nvml import EnergyReader, EnergyUnavailable, NvmlReader
+from runner.execution.timed_call import TimedCall
 from runner.timing.cuda_device import CudaDevice
 from runner.timing.device_time import REPLAY, Device
 from runner.timing.graph_size import first_line
@@ -204,18 +205,15 @@ class Board:
     sleep: Callable[[float], None] = time.sleep
 
 
-def measure_energy(fn: Callable[[], Any], device: str, *, window_s: float, idle_s: float,
-                   per_call_s: float, flops: float | None, bytes_moved: float | None,
-                   capture: bool, before_call: Callable[[], None] | None = None,
-                   board: Board | None = None,
-                   device_time_s: float | None = None) -> dict[str, Any]:
-    """The energy columns of ``fn`` on CUDA ``device``; never raises for a missing NVML.
+def measure_energy(call: TimedCall, device: str, *, window_s: float, idle_s: float,
+                   board: Board | None = None) -> dict[str, Any]:
+    """The energy columns of ``call.fn`` on CUDA ``device``; never raises for a missing NVML.
 
-    ``per_call_s`` (the timed median) sizes a chunk to ~``CHUNK_S``. ``capture``: try to
-    replay the chunk from one CUDA graph (a single graph launch per chunk: the device sees
-    the op's kernels back-to-back, whatever the host's speed); a failed capture falls back to
-    eager calls and says why in ``energy_reason``. ``board``: NVML and the device (None:
-    the real ones of ``device``).
+    ``call.per_call_s`` (the timed median) sizes a chunk to ~``CHUNK_S``.
+    ``call.capturable``: try to replay the chunk from one CUDA graph (a single graph launch
+    per chunk: the device sees the op's kernels back-to-back, whatever the host's speed); a
+    failed capture falls back to eager calls and says why in ``energy_reason``. ``board``:
+    NVML and the device (None: the real ones of ``device``).
     """
     if not device.startswith("cuda"):
         return unavailable(f"energy needs a CUDA device (NVML); this trial runs on {device}")
@@ -223,15 +221,16 @@ def measure_energy(fn: Callable[[], Any], device: str, *, window_s: float, idle_
         board = board or _board(device)
     except EnergyUnavailable as exc:
         return unavailable(str(exc))
-    calls = max(1, min(MAX_CHUNK_CALLS, round(CHUNK_S / max(per_call_s, 1e-7))))
-    work, method, note = _chunk_work(fn, calls, board.device, capture, before_call)
+    calls = max(1, min(MAX_CHUNK_CALLS, round(CHUNK_S / max(call.per_call_s, 1e-7))))
+    work, method, note = _chunk_work(call.fn, calls, board.device, call.capturable,
+                                     call.before_call)
     board.device.synchronize()
     clocks = {"wall": board.wall, "sleep": board.sleep}
     idle = run_window(board.reader, idle_s, **clocks) if idle_s > 0 else None
     load = run_window(board.reader, window_s, load=Load(board.device, work, calls), **clocks)
     del work  # frees the graph and its pool before the trial ends
-    return energy_columns(load, idle, flops=flops, bytes_moved=bytes_moved, method=method,
-                          note=note, device_time_s=device_time_s)
+    return energy_columns(load, idle, flops=call.flops, bytes_moved=call.bytes_moved,
+                          method=method, note=note, device_time_s=call.device_time_s)
 
 
 def _board(device: str) -> Board:

@@ -17,6 +17,7 @@ from typing import Any
 from runner.config.settings import check_settings
 from runner.config.trial_settings import InsightSettings
 from runner.execution import energy, profiling
+from runner.execution.timed_call import TimedCall
 
 
 @dataclass
@@ -37,34 +38,28 @@ class InsightOptions(InsightSettings):
         return cls(**values, job_dir=job_dir)
 
 
-def insight_columns(options: InsightOptions, *, fn: Any, device: str, label: str,
-                    trial_id: str, per_call_s: float, flops: float | None,
-                    device_time_s: float | None = None,
-                    bytes_moved: float | None, capturable: bool,
-                    before_call: Any = None) -> dict[str, Any]:
-    """Run the enabled passes on the timed callable ``fn``; their columns.
+def insight_columns(options: InsightOptions, call: TimedCall, device: str, label: str,
+                    trial_id: str) -> dict[str, Any]:
+    """Run the enabled passes on the timed call ``call`` on ``device``; their columns.
 
     The GPU's state right after the timed samples (``*_timed``) is read by the trial itself,
-    before these passes run (``runner.execution.measured.clock_columns``).
-    ``device_time_s``: the steady-state device time, which the energy per call is taken at
-    (one time under every derived column)."""
+    before these passes run (``runner.execution.measured.clock_columns``). ``label`` and
+    ``trial_id`` name the profile's trace file after the trial."""
     out: dict[str, Any] = {}
     if options.profile:
         trace_file, trace_name = _trace_file(options.job_dir, label, trial_id)
         try:
-            out.update(profiling.profile_columns(fn, device, options.profile_calls, trace_file,
-                                                 before_call=before_call,
+            out.update(profiling.profile_columns(call.fn, device, options.profile_calls,
+                                                 trace_file, before_call=call.before_call,
                                                  trace_name=trace_name,
-                                                 period_us=per_call_s * 1e6))
+                                                 period_us=call.per_call_s * 1e6))
         except Exception as exc:  # a profiler failure must not fail the measured trial
             out.update(dict.fromkeys(profiling.PROFILE_COLUMNS))
             out["profile_reason"] = f"profiler failed: {type(exc).__name__}: {_line(exc)}"
     if options.energy:
         try:
             out.update(energy.measure_energy(
-                fn, device, window_s=options.energy_window_s, idle_s=options.energy_idle_s,
-                per_call_s=per_call_s, flops=flops, bytes_moved=bytes_moved,
-                capture=capturable, before_call=before_call, device_time_s=device_time_s))
+                call, device, window_s=options.energy_window_s, idle_s=options.energy_idle_s))
         except Exception as exc:
             out.update(energy.unavailable(f"energy window failed: {type(exc).__name__}: "
                                           f"{_line(exc)}"))

@@ -53,6 +53,7 @@ from runner.execution.measured import (
 from runner.execution.sustained import sustained_columns
 from runner.execution.task import TrialTask
 from runner.execution.timed import TrialTimes, WorkerTiming, burst_time, clock_for, time_trial
+from runner.execution.timed_call import TimedCall
 from runner.execution.workload import accuracy, build_workloads, count_flops
 from runner.storage.columns import COST_COLUMNS, Status
 from runner.timing.measurement import Measurement
@@ -243,11 +244,10 @@ def _after_timing(task: TrialTask, prepared: modes.Prepared, watch: Any, times: 
         found.update(watched)
         insight = dataclasses.replace(insight, energy=False)  # read: no second window
     if insight is not None:
-        found.update(insight_columns(
-            insight, fn=prepared.fn, device=spec.device, label=spec.label(),
-            trial_id=spec.trial_id, per_call_s=rate.stats.median, device_time_s=device_s,
-            flops=out["flops"], bytes_moved=out["bytes_moved"],
-            before_call=prepared.before_sample, capturable=prepared.capturable))
+        call = TimedCall(prepared.fn, rate.stats.median, flops=out["flops"],
+                         bytes_moved=out["bytes_moved"], capturable=prepared.capturable,
+                         before_call=prepared.before_sample, device_time_s=device_s)
+        found.update(insight_columns(insight, call, spec.device, spec.label(), spec.trial_id))
     return found
 
 

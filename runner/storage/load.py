@@ -13,14 +13,14 @@ and losing rows whose schema differs. :func:`load` takes any of
 * a glob of any of these, or a list of paths/globs,
 
 and returns one DataFrame whose schemas are unioned (missing columns are null), whose axis
-columns are categoricals (small, fast to group by) and whose ``timestamp`` is UTC.
+columns are categoricals (small, fast to group by) and whose ``timestamp`` is UTC. Which
+files those are, each sweep once, is :mod:`runner.storage.result_files`'s answer.
 
 This module imports no torch, so ``import runner.storage.load`` is fast in notebooks and CLIs.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -40,11 +40,8 @@ from runner.storage.columns import AXES, AXIS_COLUMNS, Status
 from runner.storage.files import check_format, merge_tables
 from runner.storage.files import read_metadata as read_file_metadata
 from runner.storage.journal import job_rows
-from runner.storage.layout import JOB_FILE, JOURNAL_DIR, SWEEP_FILE, job_number
-
-JOB_GLOB = f"jobs/*/{JOB_FILE}"
-#: Directories under a results root that hold no sweeps.
-NOT_SWEEPS = frozenset({"calibration"})
+from runner.storage.layout import JOURNAL_DIR
+from runner.storage.result_files import ResultsNotFoundError, find_result_files, sweep_id_from_path
 
 #: Columns that describe *what* was measured (the spec): the registry's axes and the values
 #: derived from them. ``param_*`` columns are axes too.
@@ -84,76 +81,6 @@ LONG_ID_COLUMNS: tuple[str, ...] = (
 )
 
 SamplesMode = Literal["list", "long", "drop"]
-
-
-class ResultsNotFoundError(FileNotFoundError, ValueError):
-    """No result files where the caller pointed (a user-input error and a missing file)."""
-
-
-def find_result_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
-    """The Parquet files that :func:`load` reads for ``paths``, each sweep exactly once.
-
-    Raises :class:`ResultsNotFoundError` (a ``ValueError``) when a path or glob matches
-    nothing or holds no results, naming the path and what was expected there.
-    """
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    files: dict[Path, None] = {}
-    for raw in paths:
-        text = os.fspath(raw)
-        matches = [Path(m) for m in sorted(glob.glob(os.path.expanduser(text)))]
-        if not matches:
-            raise ResultsNotFoundError(
-                f"no results at {text!r}: the path does not exist (or the glob matches "
-                "nothing); pass a sweep directory (results/<sweep_id>), a .parquet file or "
-                "a results root, e.g. runner.load('results/')")
-        found: list[Path] = []
-        for match in matches:
-            found.extend(_files_under(match))
-        if not found:
-            raise ResultsNotFoundError(
-                f"no result files under {text!r}: expected results.parquet or "
-                f"{JOB_GLOB} in a sweep directory, or sweep directories below a results "
-                "root; did the sweep write anything (check its log)?")
-        for f in found:
-            files.setdefault(f.resolve(), None)
-    return list(files)
-
-
-def _files_under(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path] if path.suffix == ".parquet" else []
-    if not path.is_dir():
-        return []
-    if (path / SWEEP_FILE).is_file() and _readable(path / SWEEP_FILE):
-        return [path / SWEEP_FILE]
-    jobs = sorted(path.glob(JOB_GLOB), key=lambda p: job_number(p.parent))
-    # a job killed before it wrote trials.parquet: its journal (log segments; one file per
-    # finished trial from earlier versions)
-    jobs += sorted((p for p in path.glob(f"jobs/*/{JOURNAL_DIR}/*")
-                    if p.suffix in (".parquet", ".jsonl")
-                    and not (p.parent.parent / JOB_FILE).exists()),
-                   key=lambda p: (job_number(p.parent.parent), p.name))
-    if jobs:
-        return jobs
-    out: list[Path] = []
-    for child in sorted(p for p in path.iterdir() if p.is_dir()):
-        if child.name in NOT_SWEEPS or child.name.startswith((".", "_")):
-            continue
-        out.extend(_files_under(child))
-    return out
-
-
-def _readable(path: Path) -> bool:
-    """False (and a warning naming it) for a damaged file: its sweep is read from its job
-    files instead."""
-    try:
-        pq.read_schema(path)
-        return True
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        print(f"opsweep: warning: {path} is damaged ({type(exc).__name__}); reading the "
-              "sweep's job files instead (python -m runner.collect rebuilds it)", file=sys.stderr)
-        return False
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, dict]:
@@ -223,7 +150,7 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
                   f"({type(exc).__name__})", file=sys.stderr)
             return None
         if "sweep_id" not in table.column_names and (columns is None or "sweep_id" in columns):
-            sweep = _sweep_id_from_path(file)
+            sweep = sweep_id_from_path(file)
             table = table.append_column("sweep_id", pa.array([sweep] * table.num_rows))
         return table.replace_schema_metadata(None)
 
@@ -261,14 +188,6 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
             if name not in table.column_names:
                 table = table.append_column(name, pa.nulls(table.num_rows))
     return table
-
-
-def _sweep_id_from_path(file: Path) -> str:
-    if file.name == SWEEP_FILE:
-        return file.parent.name
-    if file.parent.parent.name == "jobs":
-        return file.parent.parent.parent.name
-    return file.stem
 
 
 def _long_table(table: pa.Table, keep: list[str]) -> pa.Table:
