@@ -27,12 +27,12 @@ from runner.config import schema, sweep_size
 from runner.config.guards import check_job
 from runner.config.planner import plan_job, recall
 from runner.core.errors import ConfigError
-from runner.execution import costs, gpu_compare, launched, order, pool, timeline, worker
+from runner.execution import costs, job_file, launched, order, pool, timeline, worker
 from runner.execution.insight import InsightOptions
 from runner.execution.interrupt import GracefulStop
 from runner.execution.task import TrialTask, TrialTimer
 from runner.storage import journal, lock
-from runner.storage.files import FORMAT_VERSION, replace_with_superset
+from runner.storage.files import FORMAT_VERSION
 from runner.storage.layout import JOB_FILE, RESUME_ENV, has_results
 
 
@@ -78,7 +78,7 @@ def run_job(cfg: DictConfig) -> Path | None:
     job.metadata["workers"] = len(workers.slots)
     job.metadata["startup"] = timeline.startup()  # command → first trial, in parts (job 0)
     journal.close(job.dir)  # fsync the rows' batch before the job file counts on them
-    path = _write_job_file(job.dir, job.metadata, cfg.results_dir, job.held)
+    path = job_file.write(job.dir, job.metadata, cfg.results_dir, job.held)
     if stop.requested:
         _stopped(job.sweep_dir, job.dir)
     return path
@@ -190,6 +190,8 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
             job.held.append(row)
 
     with GracefulStop() as stop:
+        if isinstance(runner_, (worker.Supervisor, pool.Pool)):
+            job_file.import_ahead()  # while the workers import torch: see runner.execution.job_file
         try:
             if isinstance(runner_, pool.Pool):
                 with console.progress(len(tasks), job.title, job.name) as advance:
@@ -226,17 +228,6 @@ def _journal(job_dir: Path, row: dict[str, Any], metadata: dict[str, Any]) -> No
               f"{journal.journal_dir(job_dir)}: {exc}. Free space or fix permissions, then "
               f"python -m runner.resume {job_dir.parent.parent}", file=sys.stderr)
         raise SystemExit(1) from None
-
-
-def _write_job_file(job_dir: Path, metadata: dict[str, Any], results_root: str,
-                    held: list[dict[str, Any]] | None = None) -> Path | None:
-    """``trials.parquet``: one row per trial, roofline columns added; from the rows this
-    process holds when they are the whole journal, else from the journal."""
-    table = journal.job_rows(job_dir, metadata, held)
-    if table is None:
-        return None
-    table = gpu_compare.annotate(_with_roofline(table, results_root))  # gpu_clock_vs_host
-    return replace_with_superset(table, job_dir / JOB_FILE)
 
 
 def _stopped(sweep_dir: Path, job_dir: Path) -> None:
@@ -281,20 +272,3 @@ def trial_timer(cfg: DictConfig) -> TrialTimer:
 
     return TrialTimer.from_settings(OmegaConf.merge(
         OmegaConf.structured(TimerSettings), OmegaConf.load(CONF_DIR / "timer" / "smoke.yaml")))
-
-
-def _with_roofline(table: Any, results_root: str) -> Any:
-    """Replace the roofline columns (``runner.analysis.roofline.ROOFLINE_COLUMNS``:
-    pct_of_peak, bound, ...) with fresh ones: results need no manual step."""
-    try:
-        from runner.analysis import roofline
-    except ImportError:
-        return table
-    import pyarrow as pa
-
-    table = table.drop_columns([c for c in roofline.ROOFLINE_COLUMNS if c in table.column_names])
-    annotated = roofline.annotate(table.to_pandas(), results_root=results_root)
-    for name in roofline.ROOFLINE_COLUMNS:
-        if name in annotated and name not in table.column_names:
-            table = table.append_column(name, pa.Array.from_pandas(annotated[name]))
-    return table
