@@ -87,18 +87,17 @@ def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return count - (named[:1] in (["self"], ["cls"]))
 
 
-def wide_functions(path: Path) -> list[tuple[str, int]]:
-    """``(qualified name, parameters)`` of every function of ``path`` that takes more than
-    :data:`MAX_PARAMETERS`, nested ones and methods included."""
-    found: list[tuple[str, int]] = []
+def definitions(path: Path) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """``(qualified name, node)`` of every function and method of ``path``, nested ones
+    included (``Outer.method.inner``)."""
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}{child.name}"
-                if not isinstance(child, ast.ClassDef) and \
-                        parameter_count(child) > MAX_PARAMETERS:
-                    found.append((name, parameter_count(child)))
+                if not isinstance(child, ast.ClassDef):
+                    found.append((name, child))
                 visit(child, f"{name}.")
             else:
                 visit(child, prefix)
@@ -108,22 +107,16 @@ def wide_functions(path: Path) -> list[tuple[str, int]]:
 
 
 def functions(path: Path) -> list[tuple[str, int]]:
-    """``(qualified name, lines)`` of every function and method of ``path``, nested ones
-    included (``Outer.method.inner``); lines from ``def`` to the last, docstring included."""
-    found: list[tuple[str, int]] = []
+    """``(qualified name, lines)`` of every function of ``path`` (:func:`definitions`); lines
+    from ``def`` to the last, docstring included."""
+    return [(name, node.end_lineno - node.lineno + 1) for name, node in definitions(path)]
 
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                if not isinstance(child, ast.ClassDef):
-                    found.append((name, child.end_lineno - child.lineno + 1))
-                visit(child, f"{name}.")
-            else:
-                visit(child, prefix)
 
-    visit(ast.parse(path.read_text()), "")
-    return found
+def wide_functions(path: Path) -> list[tuple[str, int]]:
+    """``(qualified name, parameters)`` of every function of ``path`` that takes more than
+    :data:`MAX_PARAMETERS`."""
+    return [(name, parameter_count(node)) for name, node in definitions(path)
+            if parameter_count(node) > MAX_PARAMETERS]
 
 
 def part_of(path: Path, runner: Path) -> str:

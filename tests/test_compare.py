@@ -81,6 +81,20 @@ def test_tiny_but_significant_shift_is_same():
     assert set(compare(base, new, CompareOptions(threshold=0.005)).pairs["verdict"]) == {"slower"}
 
 
+def test_options_can_be_named_in_the_call_over_an_options_object():
+    base = make_trials(SPECS, sweep_id="a", noise=0.001, n_samples=200)
+    new = scaled(base, 1.01, sweep_id="b", noise=0.001)
+    assert set(compare(base, new, threshold=0.005).pairs["verdict"]) == {"slower"}
+    # a named field wins over the same field of the object; the object's others stay
+    named = compare(base, new, CompareOptions(threshold=0.005, filters=["dtype=bf16"]),
+                    threshold=0.03)
+    assert set(named.pairs["verdict"]) == {"same"} and set(named.pairs["dtype"]) == {"bf16"}
+    with pytest.raises(TypeError, match="colour"):
+        compare(base, new, colour="red")
+    with pytest.raises(ValueError, match="time='fastest' is not one of auto, gpu, loop"):
+        compare(base, new, time="fastest")
+
+
 def test_mismatched_axes_are_reported_not_dropped():
     base = make_trials(grid(op="matmul", dtype=["fp32", "bf16"], shape=[(64, 64, 64)]))
     new = make_trials(grid(op="matmul", dtype=["fp32", "fp16"], shape=[(64, 64, 64)]))

@@ -3,7 +3,7 @@
 Its file's roofline columns need pandas, which nothing before them does. With the trials in
 a worker process the driver imports them before the first trial, while it only waits for
 the worker; with ``isolation=none`` the trials run in the driver itself, and nothing is
-imported ahead, where it would run beside a timed trial. A wrapper around the runner records,
+imported ahead (it would delay the first trial there). A wrapper around the runner records,
 at each runner's first trial, whether the roofline module was already loaded.
 """
 
@@ -34,6 +34,7 @@ finally:
 
 
 @pytest.mark.slow
+@pytest.mark.cli
 @pytest.mark.parametrize(("isolation", "loaded"), [("process", True), ("none", False)])
 def test_the_end_is_loaded_before_the_first_trial_only_when_a_worker_runs_it(
         tmp_path: Path, isolation: str, loaded: bool) -> None:

@@ -13,14 +13,15 @@ from matplotlib.figure import Figure
 
 from runner.analysis.figure import (
     MARKERS,
+    MAX_SERIES,
     Plot,
+    legend_outside,
     log_axis,
     spans_decade,
     time_column,
     timed_rows,
     with_modes,
 )
-from runner.analysis.plot_layout import MAX_SERIES, legend_outside
 from runner.analysis.selection import param_columns, shown_columns, spec_keys, spec_label
 
 #: Numeric axes a reader sweeps to see a trend (the size has the scaling plot; ``seed`` and

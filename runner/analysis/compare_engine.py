@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,6 @@ from runner.analysis.selection import canonical, spec_label
 from runner.analysis.significance import (
     PairSide,
     PairStats,
-    StatsSettings,
     compare_samples,
     fastest,
     geomean_ci,
@@ -155,11 +155,14 @@ class Comparison:
         return frame[first + rest]
 
 
-def compare(base: pd.DataFrame, new: pd.DataFrame,
-            options: CompareOptions = CompareOptions()) -> Comparison:
+def compare(base: pd.DataFrame, new: pd.DataFrame, options: CompareOptions | None = None,
+            **changes: Any) -> Comparison:
     """Join BASE and NEW trials on their spec and compare each pair, as ``options`` says
     (:class:`CompareOptions`: filters, ignored axes, the verdict rule, which time or metric).
+    ``changes``: fields of :class:`CompareOptions` by name, over ``options``
+    (``compare(base, new, time="gpu")``); another name is a TypeError.
     """
+    options = replace(options or CompareOptions(), **changes)
     options.check()
     time, metric = options.time, options.metric
     base, new, keys, shown, label_cols = joined(base, new, list(options.filters), options.ignore)
@@ -176,7 +179,7 @@ def compare(base: pd.DataFrame, new: pd.DataFrame,
                                  "new_status": n["status"], "base_reason": why[0],
                                  "new_reason": why[1], **spec})
             continue
-        row, st = _judge(b, n, options, options.stats(zlib.crc32(key.encode())))
+        row, st = _judge(b, n, options, zlib.crc32(key.encode()))
         rows.append({"trial": label, **row, **spec})
         reps.append(st.log_replicates)
     g, lo, hi = _geomean(rows, reps)
@@ -222,10 +225,10 @@ def _not_comparable(b: dict, n: dict, time: str, metric: str) -> tuple | None:
     return None
 
 
-def _judge(b: dict, n: dict, options: CompareOptions,
-           settings: StatsSettings) -> tuple[dict, PairStats]:
-    """The pair row (less trial and spec) and its statistics."""
-    metric = options.metric
+def _judge(b: dict, n: dict, options: CompareOptions, seed: int) -> tuple[dict, PairStats]:
+    """The pair row (less trial and spec) and its statistics; the pair's bootstrap draws
+    from ``seed``."""
+    metric, settings = options.metric, options.stats(seed)
     if metric == "time":
         which = pick_time(b["times"], n["times"], options.time)
         other = "loop" if which == "gpu" else "gpu"

@@ -1,8 +1,9 @@
-"""What every plot of the report shares: the :class:`Plot` it returns, the rows it draws, and
-its log axes.
+"""What every plot of the report shares: the :class:`Plot` it returns, the rows it draws,
+how many series and rows one figure shows, where its legend goes, and its log axes.
 
-``plots`` (the report's figures) and ``insight`` (the energy figure) both build on this, so
-neither imports the other for it.
+The report's figures (``throughput_plots``, ``trial_plots``, ``axis_plots``), the history
+figure (``history_plot``) and the energy figure (``insight``) all build on this, so none
+imports another for it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,18 @@ class Plot:
     title: str
     figure: Figure | None
     note: str = ""
+
+
+#: Most series / rows drawn in one figure; the rest are left out with a note.
+MAX_SERIES = 12
+MAX_ROWS = 40
+
+
+def legend_outside(ax, n: int) -> None:
+    """A legend beside the axes, never over the data; none for a single series."""
+    if n > 1:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small",
+                  frameon=False)
 
 
 #: Markers cycled beside the ten colours, so that series past the tenth still look distinct,

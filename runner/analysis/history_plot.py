@@ -13,9 +13,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from runner.analysis.figure import MARKERS, log_axis, spans_decade
+from runner.analysis.figure import MARKERS, MAX_SERIES, log_axis, spans_decade
 from runner.analysis.history_table import sweep_name
-from runner.analysis.plot_layout import MAX_SERIES
 
 #: Most sweep labels written under a history plot (the rest of the ticks stay unlabelled).
 MAX_TICKS = 16

@@ -169,8 +169,8 @@ class PairSide:
 @dataclass(frozen=True)
 class StatsSettings:
     """How a pair is tested: the verdict rule's ``alpha`` and ``threshold`` (a fraction,
-    0.03 = 3%) and the bootstrap's replicates and seed, one object for every pair of a
-    comparison or history instead of four arguments passed along at each level."""
+    0.03 = 3%) and the bootstrap's replicates and seed, as one argument (a comparison gives
+    each pair its own seed, ``CompareOptions.stats``)."""
 
     alpha: float = 0.05
     threshold: float = 0.03

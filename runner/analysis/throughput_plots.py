@@ -16,7 +16,9 @@ from matplotlib.figure import Figure
 
 from runner.analysis.figure import (
     MARKERS,
+    MAX_SERIES,
     Plot,
+    legend_outside,
     log_axis,
     plain_axis,
     size_axis,
@@ -25,7 +27,6 @@ from runner.analysis.figure import (
     timed_rows,
     with_modes,
 )
-from runner.analysis.plot_layout import MAX_SERIES, legend_outside
 from runner.analysis.selection import label_columns, shown_columns, spec_keys, spec_label
 from runner.storage.load import CATEGORY_ORDER
 

@@ -3,7 +3,7 @@ by side, and the spread of its raw samples around their median.
 
 Why together: both read a trial's own measurements (its CI, its samples) rather than a
 trend across trials, list one labelled row per trial and cap those rows at
-:data:`runner.analysis.plot_layout.MAX_ROWS`. Each returns a
+:data:`runner.analysis.figure.MAX_ROWS`. Each returns a
 :class:`runner.analysis.figure.Plot` with a note instead of a figure when the sweep lacks
 the data (``runner.analysis.plots`` says why).
 """
@@ -17,14 +17,15 @@ from matplotlib.ticker import PercentFormatter
 
 from runner.analysis.figure import (
     MARKERS,
+    MAX_ROWS,
     Plot,
+    legend_outside,
     log_axis,
     spans_decade,
     time_column,
     timed_rows,
     with_modes,
 )
-from runner.analysis.plot_layout import MAX_ROWS, legend_outside
 from runner.analysis.selection import (
     display_columns,
     label_columns,

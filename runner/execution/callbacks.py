@@ -195,7 +195,9 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
         console.stderr.print(f"no trial results under {sweep_dir}")
         return None
     rows = pq.read_table(merged).to_pylist()
-    from runner.analysis.selection import spec_cells  # pandas: not before the first trial
+    # pandas: never before the first trial in the driver's own process (with workers it
+    # is loaded ahead, runner.execution.job_file.import_ahead)
+    from runner.analysis.selection import spec_cells
 
     spec = spec_cells(rows[:summary_table.MAX_SUMMARY_ROWS])
     console.stdout.print(summary_table.summary_table(rows, f"sweep {sweep_dir.name}", spec))

@@ -16,6 +16,7 @@ from typing import Any
 
 from runner.config.settings import check_settings
 from runner.config.trial_settings import InsightSettings
+from runner.config.trials import TrialSpec
 from runner.execution import energy, profiling
 from runner.execution.timed_call import TimedCall
 
@@ -38,16 +39,17 @@ class InsightOptions(InsightSettings):
         return cls(**values, job_dir=job_dir)
 
 
-def insight_columns(options: InsightOptions, call: TimedCall, device: str, label: str,
-                    trial_id: str) -> dict[str, Any]:
-    """Run the enabled passes on the timed call ``call`` on ``device``; their columns.
+def insight_columns(options: InsightOptions, call: TimedCall,
+                    spec: TrialSpec) -> dict[str, Any]:
+    """Run the enabled passes on the timed call ``call`` of the trial ``spec`` (its device;
+    its label and id name the profile's trace file); their columns.
 
     The GPU's state right after the timed samples (``*_timed``) is read by the trial itself,
-    before these passes run (``runner.execution.measured.clock_columns``). ``label`` and
-    ``trial_id`` name the profile's trace file after the trial."""
+    before these passes run (``runner.execution.measured.clock_columns``)."""
     out: dict[str, Any] = {}
+    device = spec.device
     if options.profile:
-        trace_file, trace_name = _trace_file(options.job_dir, label, trial_id)
+        trace_file, trace_name = _trace_file(options.job_dir, spec.label(), spec.trial_id)
         try:
             out.update(profiling.profile_columns(call.fn, device, options.profile_calls,
                                                  trace_file, before_call=call.before_call,

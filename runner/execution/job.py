@@ -63,7 +63,7 @@ def run_job(cfg: DictConfig) -> Path | None:
                        cfg.get("trial_timeout_s") or None) for trial in _todo(planned, job)]
     fresh = not (job.dir / JOB_FILE).exists() and journal.count_entries(job.dir) == 0
     job.held = [] if fresh else None
-    if tasks and isinstance(runner_, (worker.Supervisor, pool.Pool)):
+    if tasks and _out_of_process(runner_):
         # usually started by __main__ already; each worker warms the job's devices (a pool's
         # worker: its own GPU) unless it was already asked to warm exactly those
         runner_.prestart(pool.warm_devices(tasks))
@@ -165,6 +165,12 @@ def _choose_runner(cfg: DictConfig, workers: Any) -> Any:
     return worker.InProcess()
 
 
+def _out_of_process(runner_: Any) -> bool:
+    """Whether the trials run in worker processes (one supervised worker or a pool), not in
+    this one (``isolation=none``)."""
+    return isinstance(runner_, (worker.Supervisor, pool.Pool))
+
+
 def _todo(planned: list, job: Job) -> list[Any]:
     """The trials to run: all, or on resume those without a done row."""
     done = journal.done_trials(job.dir) if job.resuming else {}
@@ -190,7 +196,7 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
             job.held.append(row)
 
     with GracefulStop() as stop:
-        if isinstance(runner_, (worker.Supervisor, pool.Pool)):
+        if _out_of_process(runner_):
             job_file.import_ahead()  # while the workers import torch: see runner.execution.job_file
         try:
             if isinstance(runner_, pool.Pool):
@@ -212,7 +218,7 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
                         break
                     record(runner_.run(task), task)
         except KeyboardInterrupt:  # the second Ctrl-C: stop now
-            if isinstance(runner_, (worker.Supervisor, pool.Pool)):
+            if _out_of_process(runner_):
                 runner_.stop()
             stop.count = max(stop.count, 2)
     return stop

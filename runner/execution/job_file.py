@@ -2,10 +2,10 @@
 can fill (the roofline's, how the job's GPUs compared), written as a verified superset of
 what was there.
 
-These columns need pandas, and nothing before them does: loaded here when the last trial has
-ended, pandas and the roofline would stand between that trial's row and its file (about
-0.2-0.4 s). :func:`import_ahead` loads them while the driver only waits for its workers to
-import torch, which takes seconds."""
+These columns need pandas, and nothing before them does: loaded when the last trial has
+ended, pandas and the roofline would stand between that trial's row and its file (0.2-0.5 s).
+:func:`import_ahead` loads them while the driver only waits for its workers to import torch,
+which takes seconds."""
 
 from __future__ import annotations
 
@@ -19,14 +19,17 @@ from runner.storage.layout import JOB_FILE
 
 
 def import_ahead() -> None:
-    """Import what :func:`write` needs now. Only while the trials run in other processes:
-    in the driver's own process the import would run beside a timed trial."""
-    import pyarrow.dataset  # noqa: F401  (reading a job's or the sweep's file back)
-    import pyarrow.pandas_compat  # noqa: F401  (a table's pandas view, for the roofline)
-
+    """Import now what the job's end needs: pandas and the roofline for :func:`write`, the
+    summary's cells for the sweep's end (``runner.execution.callbacks.finish_sweep``). Only
+    while the trials run in other processes: in the driver's own process it would delay the
+    first trial, and leave pandas' objects for each trial's ``gc.collect`` to scan (the
+    driver froze what it had imported before, ``runner.execution.job.run_job``)."""
     try:
-        from runner.analysis import roofline, selection  # noqa: F401  (pandas, numpy; the summary)
-    except ImportError:
+        import pyarrow.dataset  # noqa: F401  (reading a job's or the sweep's file back)
+        import pyarrow.pandas_compat  # noqa: F401  (a table's pandas view, for the roofline)
+
+        from runner.analysis import roofline, selection  # noqa: F401  (pandas, numpy)
+    except ImportError:  # the end imports what it can when it comes
         pass
 
 

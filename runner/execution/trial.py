@@ -247,7 +247,7 @@ def _after_timing(task: TrialTask, prepared: modes.Prepared, watch: Any, times: 
         call = TimedCall(prepared.fn, rate.stats.median, flops=out["flops"],
                          bytes_moved=out["bytes_moved"], capturable=prepared.capturable,
                          before_call=prepared.before_sample, device_time_s=device_s)
-        found.update(insight_columns(insight, call, spec.device, spec.label(), spec.trial_id))
+        found.update(insight_columns(insight, call, spec))
     return found
 
 
