@@ -89,7 +89,8 @@ def test_options_can_be_named_in_the_call_over_an_options_object():
     named = compare(base, new, CompareOptions(threshold=0.005, filters=["dtype=bf16"]),
                     threshold=0.03)
     assert set(named.pairs["verdict"]) == {"same"} and set(named.pairs["dtype"]) == {"bf16"}
-    with pytest.raises(TypeError, match="colour"):
+    with pytest.raises(TypeError, match="colour='red': not an option; options are filters, "
+                                        "ignore, alpha, threshold, time, n_boot, metric"):
         compare(base, new, colour="red")
     with pytest.raises(ValueError, match="time='fastest' is not one of auto, gpu, loop"):
         compare(base, new, time="fastest")

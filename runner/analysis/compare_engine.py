@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -160,8 +160,12 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, options: CompareOptions | Non
     """Join BASE and NEW trials on their spec and compare each pair, as ``options`` says
     (:class:`CompareOptions`: filters, ignored axes, the verdict rule, which time or metric).
     ``changes``: fields of :class:`CompareOptions` by name, over ``options``
-    (``compare(base, new, time="gpu")``); another name is a TypeError.
+    (``compare(base, new, time="gpu")``); another name is a TypeError naming the options.
     """
+    unknown = sorted(set(changes) - {f.name for f in fields(CompareOptions)})
+    if unknown:
+        raise TypeError(f"compare() got {unknown[0]}={changes[unknown[0]]!r}: not an option; "
+                        f"options are {', '.join(f.name for f in fields(CompareOptions))}")
     options = replace(options or CompareOptions(), **changes)
     options.check()
     time, metric = options.time, options.metric
