@@ -9,9 +9,11 @@
 # at once: the floor under any worker's first trial), regime (regime_check.py on every GPU at
 # once, each against its own plain back-to-back reference) and startup (three commands of one
 # quick trial per GPU with a worker per GPU, each followed by one trial on cuda:0 with one
-# worker: each command's start-up line, command to first trial in its parts). PACK=FILE packs
-# the logs and results into one .tgz as well (a machine that returns few files returns that
-# one).
+# worker, each with the bytecode cache off and on: each command's start-up line, command to
+# first trial in its parts). Every call starts with one small command on GPU 0, so no step
+# pays the host's first import of torch (its disk cache) or fills opsweep's bytecode cache
+# (runner/core/bytecode.py): its start-up line is in prime.log. PACK=FILE packs the logs and
+# results into one .tgz as well (a machine that returns few files returns that one).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/host_check}}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +21,9 @@ mkdir -p "$out"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 counts=$([ "$gpus" -ge 4 ] && echo "2 4" || echo "2")
 steps=${STEPS:-seeds3 seeds1 every_gpu}
+(cd /tmp && PYTHONPATH="$here/..:${PYTHONPATH:-}" timeout 120 python3 -m runner op=matmul \
+    'shape=[[256,256,256]]' timer=smoke device=cuda:0 results_dir="$out/prime_runs" \
+    > "$out/prime.log" 2>&1)
 for step in $steps; do
     case $step in
         seeds3) timeout 330 python3 "$here/workers_check.py" --out "$out/w3" --gpus $counts \
@@ -35,12 +40,16 @@ for step in $steps; do
         startup) devices=$(seq -s, -f 'cuda:%g' 0 $((gpus - 1)))
                  for run in 1 2 3; do
                      for workers in per_gpu 1; do
+                         for cache in off on; do
                          device="device=[$devices]"; [ "$workers" = 1 ] && device="device=cuda:0"
-                         line=$(cd /tmp && PYTHONPATH="$here/..:${PYTHONPATH:-}" timeout 60 \
+                         setting=off; [ "$cache" = on ] && setting=""
+                         line=$(cd /tmp && PYTHONPATH="$here/..:${PYTHONPATH:-}" \
+                             OPSWEEP_BYTECODE_CACHE=$setting timeout 60 \
                              python3 -m runner op=matmul dtype=bf16 'shape=[[2048,2048,2048]]' \
                              timer=quick "$device" workers=$workers results_dir="$out/startup_runs" \
                              2>&1 | tr '\n' ' ' | grep -o 'start-up: .*ready at [0-9.]* s)')
-                         echo "run $run, workers=$workers: $line"
+                         echo "run $run, workers=$workers, bytecode cache $cache: $line"
+                         done
                      done
                  done > "$out/startup.log" 2>&1 ;;
         regime) for i in $(seq 0 $((gpus - 1))); do
@@ -52,6 +61,7 @@ for step in $steps; do
     esac
 done
 if [ -n "${PACK:-}" ]; then tar -czf "$PACK" -C "$(dirname "$out")" "$(basename "$out")"; fi
+echo "=== prime"; tr '\n' ' ' < "$out/prime.log" | grep -o 'start-up: .*ready at [0-9.]* s)'
 for step in $steps; do
     case $step in
         every_gpu|imports|startup) echo "=== $step"; tail -n 40 "$out/$step.log" ;;

@@ -18,6 +18,7 @@ from multiprocessing import current_process
 from pathlib import Path
 
 from runner.config.early_workers import WorkerRequest, early_request
+from runner.core.bytecode import cache_bytecode
 
 #: The workers started before Hydra was imported, by what the raw arguments plainly ask for
 #: (runner.config.early_workers); None when none were.
@@ -27,6 +28,7 @@ EARLY: WorkerRequest | None = None
 # process name by then, which tells it apart.
 if (__name__ == "__main__" or Path(sys.argv[0]).name == "opsweep") and \
         current_process().name == "MainProcess":
+    cache_bytecode("hydra")  # installed as torch was: compiled once, not in every command
     EARLY = early_request(sys.argv[1:])
     if EARLY is not None:  # their torch import starts before Hydra is imported
         from runner.execution.pool import prestart

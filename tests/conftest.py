@@ -39,6 +39,9 @@ CLI_TIMEOUT_S = 240
 # ---------------------------------------------------------------------------------------
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Every process the tests start compiles as it would have (runner.core.bytecode): no
+    # test writes a bytecode cache outside its own tmp folder.
+    os.environ["OPSWEEP_BYTECODE_CACHE"] = "off"
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "slow: a second or more (a process, torch.compile, a "
                                        "large frame); `make test-fast` leaves these out")

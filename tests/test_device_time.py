@@ -752,6 +752,7 @@ def test_a_graph_slower_than_eager_calls_gives_way_to_the_eager_measurement() ->
     result = run(copy, 1, timer_plan, loop_s=712 * US, steady=True)
     assert result.method == "blocked"
     assert "eager calls back to back 712 µs" in result.reason and "880 µs" in result.reason
+    assert "(its samples 880 µs)" in result.reason
     assert result.measurement.stats.median == pytest.approx(712 * US)
     # A graph that agrees with the eager calls (within EAGER_AGREE_TOL) is kept.
     same = CopyDevice(graph_per_call_s=715 * US, per_call_s=712 * US)
@@ -760,6 +761,32 @@ def test_a_graph_slower_than_eager_calls_gives_way_to_the_eager_measurement() ->
     # Short ops are not checked: the host cannot keep their eager queue full.
     tiny = CopyDevice(graph_per_call_s=2.5 * US, per_call_s=2 * US)
     assert run(tiny, 300, timer_plan, loop_s=2 * US, steady=True).method == "graph"
+
+
+def test_a_graph_sampled_while_the_clock_came_back_is_kept() -> None:
+    """The replays read slow while the device was still held down (after capped work), and
+    at the eager speed by the time the check ran: replayed again beside the eager calls, the
+    graph agrees, and its samples stand (not measured again by the blocked method)."""
+
+    class Recovering(CopyDevice):
+        def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+            replay = FakeDevice.capture(self, fn, calls)
+
+            def slow_until_back() -> None:  # slower by the state of the moment, not the graph
+                replay()
+                self.calls += calls * (self.graph_per_call_s / self.per_call_s - 1)
+            return slow_until_back
+
+        def timed(self, work: Callable[[], Any], spin_s: float,
+                  flush: Callable[[], None] | None) -> Timed:
+            self.graph_per_call_s = self.per_call_s  # the clock is back by the first burst
+            return super().timed(work, spin_s, flush)
+
+    timer_plan = plan(warmup_s=0.01, max_samples=20, min_samples=10)
+    device = Recovering(graph_per_call_s=22.5e3 * US, per_call_s=21.4e3 * US)
+    result = run(device, 1, timer_plan, loop_s=21.4e3 * US, steady=True)
+    assert result.method == "graph", result.reason
+    assert result.measurement.stats.median == pytest.approx(22.5e3 * US)  # what it sampled
 
 
 # ---------------------------------------------------------------------------------------

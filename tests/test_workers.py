@@ -308,6 +308,26 @@ def test_startup_parts_are_measured_from_the_command(monkeypatch: pytest.MonkeyP
         {**parts, "driver_torch_imported": True})
 
 
+def test_startup_names_the_bytecode_cache_the_workers_loaded_torch_from(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    t0 = 1_000_000.0
+    report = {"spawned_at": t0, "main_at": t0 + 0.1, "torch_import_s": 1.6, "imports_s": 0.3,
+              "ready_at": t0 + 2.0}
+    monkeypatch.setattr(timeline, "_MARKS", {"main": t0})
+    monkeypatch.setattr(timeline, "_WORKERS", {
+        "opsweep-worker-0": {**report, "bytecode_cache": "/home/u/.cache/opsweep/bytecode"},
+        "opsweep-worker-1": {**report, "bytecode_cache": None}})
+    monkeypatch.setattr(timeline, "_STARTUP", [])
+    monkeypatch.setattr(timeline, "_FIRST_TRIAL", [t0 + 2.5])
+    monkeypatch.setattr(timeline, "_SENT", {})
+    parts = timeline.startup(command_at=t0)
+    assert parts["worker_bytecode_cache"] == "/home/u/.cache/opsweep/bytecode"
+    assert timeline.startup_line(parts).endswith(
+        "; torch's bytecode from /home/u/.cache/opsweep/bytecode.")
+    parts.pop("worker_bytecode_cache")
+    assert "bytecode" not in timeline.startup_line(parts)
+
+
 def test_process_start_is_before_now() -> None:
     started = timeline.process_start()
     if started is None:

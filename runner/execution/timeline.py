@@ -28,7 +28,7 @@ from typing import Any
 #: reuse the workers and describe no start-up).
 _MARKS: dict[str, float] = {"main": time.time()}
 #: Each worker's own report (by process name): spawned_at, main_at, torch_import_s,
-#: imports_s, ready_at, cuda_context_s, clock_probe_s, warm_s, warmed_at.
+#: imports_s, ready_at, bytecode_cache, cuda_context_s, clock_probe_s, warm_s, warmed_at.
 _WORKERS: dict[str, dict[str, Any]] = {}
 _FIRST_TRIAL: list[float] = []
 #: What the driver was like when it sent its first trial to a worker (:func:`trial_sent`).
@@ -132,6 +132,9 @@ def startup(command_at: float | None = None) -> dict[str, Any] | None:
             value = slowest(key)
             if value is not None:
                 parts[f"worker_{key}"] = value
+        caches = {w["bytecode_cache"] for w in reports if w.get("bytecode_cache")}
+        if caches:
+            parts["worker_bytecode_cache"] = ", ".join(sorted(caches))
         parts["workers_ready_at_s"] = max(w.get("warmed_at", w["ready_at"])
                                           for w in reports) - start
     _STARTUP.append({k: (round(v, 3) if isinstance(v, float) else v)
@@ -164,6 +167,8 @@ def startup_line(parts: Mapping[str, Any] | None) -> str | None:
         shown = ", ".join(f"{label} {parts[key]:.2f}" for label, key in worker if key in parts)
         text += (f"; {parts['workers']} worker(s) started at {parts['workers_started_at_s']:.2f}"
                  f" s: {shown} (slowest; ready at {parts['workers_ready_at_s']:.2f} s)")
+        if parts.get("worker_bytecode_cache"):
+            text += f"; torch's bytecode from {parts['worker_bytecode_cache']}"
     return text + "."
 
 

@@ -55,7 +55,12 @@ from runner.timing.back_to_back import steady_samples
 from runner.timing.chunks import LAUNCH_QUEUE_BUDGET, SPIN_MIN_S, HostBlocked, Watch
 from runner.timing.device_plan import DeviceTimeOptions, SampleWork
 from runner.timing.gapped import Timed, gapped_samples
-from runner.timing.graph_size import capture_replay, first_line, slower_than_eager
+from runner.timing.graph_size import (
+    CapturedGraph,
+    capture_replay,
+    first_line,
+    slower_than_eager,
+)
 from runner.timing.measurement import Measurement, TimerPlan
 
 #: The methods, as ``gpu_time_method`` stores them. The replay method (K calls captured by the
@@ -232,7 +237,7 @@ def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler) -> Measurement
         return None
     # Judged while the graph is still held (it and its memory pool are freed on return).
     replay_us, loop_us = measurement.stats.median * 1e6, loop.stats.median * 1e6
-    eager_note = slower_than_eager(fn, measurement, device)
+    eager_note = slower_than_eager(fn, CapturedGraph(replay, replay_calls, measurement), device)
     if replay_us <= REPLAY_SLOWER_TOL * loop_us and eager_note is None:
         return measurement
     notes.append(eager_note or
