@@ -20,11 +20,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 #: Run in a fresh ``python -B`` (bytecode writing off, as ``PYTHONDONTWRITEBYTECODE=1``).
 PROBE = """
-import sys
+import os, sys
 from runner.core.bytecode import cache_bytecode
 print(cache_bytecode("opsweep_fake_pkg"))
 import opsweep_fake_pkg
 print(opsweep_fake_pkg.__cached__)
+print(os.environ.get("PYTHONPYCACHEPREFIX"))
 """
 
 
@@ -54,7 +55,7 @@ def _probe(package: Path, cache_home: Path, *flags: str) -> list[str]:
     out = subprocess.run([sys.executable, "-B", *flags, "-c", PROBE], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout.split()
+    return out.stdout.split()[:2]
 
 
 def test_the_first_process_compiles_into_the_cache_and_the_next_loads_it(
@@ -70,10 +71,18 @@ def test_the_first_process_compiles_into_the_cache_and_the_next_loads_it(
     assert Path(cached).stat().st_mtime_ns == written, "the second process loaded it"
 
 
-def test_a_prefix_the_user_set_is_kept(package: Path, tmp_path: Path) -> None:
+def test_a_prefix_the_user_set_is_kept_and_handed_to_the_workers(package: Path,
+                                                                  tmp_path: Path) -> None:
     own = tmp_path / "own"
-    folder, cached = _probe(package, tmp_path / "xdg", "-X", f"pycache_prefix={own}")
-    assert folder == str(own)
+    env = {k: v for k, v in os.environ.items()
+           if k not in (CACHE_ENV, "PYTHONPYCACHEPREFIX")}
+    env.update(PYTHONPATH=os.pathsep.join((str(package), str(REPO))),
+               XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    out = subprocess.run([sys.executable, "-B", "-X", f"pycache_prefix={own}", "-c", PROBE],
+                         env=env, capture_output=True, text=True, timeout=120)
+    folder, cached, exported = out.stdout.split()
+    assert folder == str(own) and Path(cached).is_relative_to(own)
+    assert exported == str(own), "a spawned worker gets -B, not -X: the environment says it"
     assert not (tmp_path / "xdg").exists()
 
 
@@ -96,6 +105,53 @@ def test_a_package_python_may_compile_beside_is_left_alone(package: Path,
 
 
 @pytest.mark.usefixtures("python_state")
+def test_a_package_folder_python_cannot_write_to_is_cached(
+        package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(package))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    source = str(package / "opsweep_fake_pkg")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == source
+                        else real_access(path, mode))
+    assert cache_bytecode("opsweep_fake_pkg") == str(tmp_path / "xdg/opsweep/bytecode")
+
+
+@pytest.mark.usefixtures("python_state")
+def test_a_cache_folder_python_cannot_write_to_is_not_used(
+        package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worse than none: the prefix holds for every later import, so modules with a fine
+    ``__pycache__`` would compile in every process."""
+    monkeypatch.syspath_prepend(str(package))
+    cache = tmp_path / "xdg/opsweep/bytecode"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == cache
+                        else real_access(path, mode))
+    assert cache_bytecode("opsweep_fake_pkg") is None
+    assert sys.pycache_prefix is None and sys.dont_write_bytecode
+
+
+@pytest.mark.usefixtures("python_state")
+def test_no_home_folder_means_no_cache_not_an_error(
+        package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(package))
+    monkeypatch.delenv("XDG_CACHE_HOME")
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert cache_bytecode("opsweep_fake_pkg") is None and sys.pycache_prefix is None
+
+
+@pytest.mark.usefixtures("python_state")
+@pytest.mark.parametrize("value", ["off", "OFF ", "0", "false", "no", "none"])
+def test_every_way_of_saying_off(package: Path, monkeypatch: pytest.MonkeyPatch,
+                                 value: str) -> None:
+    monkeypatch.syspath_prepend(str(package))
+    monkeypatch.setenv(CACHE_ENV, value)
+    assert cache_bytecode("opsweep_fake_pkg") is None and sys.pycache_prefix is None
+
+
+@pytest.mark.usefixtures("python_state")
 def test_off_a_folder_or_no_folder(package: Path, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(package))
@@ -108,6 +164,11 @@ def test_off_a_folder_or_no_folder(package: Path, tmp_path: Path,
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "chosen"))
     assert cache_bytecode("opsweep_fake_pkg") == str(tmp_path / "chosen")
     assert sys.pycache_prefix == str(tmp_path / "chosen") and not sys.dont_write_bytecode
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(CACHE_ENV, "relative")  # made absolute: later imports may chdir
+    assert cache_bytecode("opsweep_fake_pkg") == str(tmp_path / "relative")
 
 
 @pytest.mark.usefixtures("python_state")
@@ -120,7 +181,13 @@ def test_a_package_not_installed_changes_nothing() -> None:
 def test_the_worker_decides_before_it_imports_torch() -> None:
     """The worker's start (``worker_loop._start``) must call ``cache_bytecode("torch")``
     before ``import torch``: after it, the import would have compiled already."""
-    assert _cache_before_torch((REPO / "runner/execution/worker_loop.py").read_text())
+    source = (REPO / "runner/execution/worker_loop.py").read_text()
+    assert _called_before_import(_function(source, "_start"), "torch")
+
+
+def test_the_driver_decides_before_it_imports_hydra() -> None:
+    source = (REPO / "runner/__main__.py").read_text()
+    assert _called_before_import(ast.parse(source), "hydra")
 
 
 def test_planted_late_cache_call_is_caught() -> None:
@@ -129,16 +196,22 @@ def _start():
     import torch
     cache = cache_bytecode("torch")
 '''
-    assert not _cache_before_torch(late)
+    assert not _called_before_import(_function(late, "_start"), "torch")
+    assert not _called_before_import(ast.parse("import hydra\ncache_bytecode('hydra')\n"),
+                                     "hydra")
 
 
-def _cache_before_torch(source: str) -> bool:
-    start = next(node for node in ast.walk(ast.parse(source))
-                 if isinstance(node, ast.FunctionDef) and node.name == "_start")
-    lines = {"call": None, "torch": None}
-    for node in ast.walk(start):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "cache_bytecode":
-            lines["call"] = node.lineno
-        if isinstance(node, ast.Import) and any(a.name == "torch" for a in node.names):
-            lines["torch"] = node.lineno
-    return None not in lines.values() and lines["call"] < lines["torch"]
+def _function(source: str, name: str) -> ast.AST:
+    return next(node for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.FunctionDef) and node.name == name)
+
+
+def _called_before_import(tree: ast.AST, package: str) -> bool:
+    """Whether ``tree`` calls ``cache_bytecode(package)`` on a line before its first
+    ``import package``."""
+    calls = [node.lineno for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "cache_bytecode"
+             and [getattr(a, "value", None) for a in node.args] == [package]]
+    imports = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Import)
+               and any(alias.name.split(".")[0] == package for alias in node.names)]
+    return bool(calls and imports) and min(calls) < min(imports)

@@ -5,11 +5,10 @@ Why: Python compiles a module's source to bytecode on import and keeps it in the
 set-ups keep nothing: ``PYTHONDONTWRITEBYTECODE=1`` (set in many container images) and a
 package folder the user cannot write to, together with an installer that does not compile at
 install time (``uv pip install`` without ``--compile-bytecode``). Then every process compiles
-all of torch again, about 1,100 modules. Measured on an H100 host set up that way:
-``import torch`` took 3.7-5.7 s a process, and 1.6-2.0 s once the bytecode was cached;
-with four processes at once, 3.5-4.8 s against 1.8-2.3 s. A worker's torch import is most
-of the time from the command to the first trial, and every worker of every command paid it
-(docs/scale-out.md, "Torch's bytecode").
+all of torch again, about 1,100 modules. On four H100s set up that way a
+worker's ``import torch`` took 5.1 s, and 2.3 s once the bytecode was cached. That import is
+most of the time from the command to the first trial, and every worker of every command paid
+it (docs/scale-out.md, "Torch's bytecode").
 
 So where the package has no bytecode beside it and Python may not write any there, the
 process reads and writes its bytecode under ``$XDG_CACHE_HOME/opsweep/bytecode`` (else
@@ -17,9 +16,13 @@ process reads and writes its bytecode under ``$XDG_CACHE_HOME/opsweep/bytecode``
 written beside the sources, and Python checks each cached file against its source's time and
 size, as it does in ``__pycache__``. The first process compiles and writes; later ones load.
 
+The prefix holds for every later import of the process, not only the package's: modules that
+have a ``__pycache__`` are compiled into the cache once as well. Deleting the folder clears it.
+
 Left alone: a ``pycache_prefix`` the user set (``PYTHONPYCACHEPREFIX``, ``-X
-pycache_prefix``), a package whose bytecode is there or may be written there, and
-``OPSWEEP_BYTECODE_CACHE=off``. ``OPSWEEP_BYTECODE_CACHE=DIR`` puts the cache in ``DIR``.
+pycache_prefix``: the workers get it too), a package whose bytecode is there or may be
+written there, and ``OPSWEEP_BYTECODE_CACHE=off``. ``OPSWEEP_BYTECODE_CACHE=DIR`` puts the
+cache in ``DIR``.
 """
 
 from __future__ import annotations
@@ -29,26 +32,36 @@ import os
 import sys
 from pathlib import Path
 
-#: The environment variable that moves the cache (a folder) or turns it off (``off``).
+#: The environment variable that moves the cache (a folder) or turns it off (:data:`OFF`).
 CACHE_ENV = "OPSWEEP_BYTECODE_CACHE"
+#: The values of :data:`CACHE_ENV` that turn the cache off (any case, spaces ignored).
+OFF = frozenset({"off", "0", "false", "no", "none"})
 
 
 def cache_bytecode(package: str) -> str | None:
     """Point this process's bytecode at opsweep's cache when ``package`` (found, not
     imported) has no bytecode beside it that Python could load or write; call it before
     importing ``package``. Returns the cache folder now in use (the user's own prefix
-    included), or None where Python keeps bytecode as usual."""
+    included), or None where Python keeps bytecode as usual. Never raises: the cache only
+    saves time, and a process without it imports as it would have."""
     if sys.pycache_prefix:
-        return sys.pycache_prefix  # the user's choice
-    setting = os.environ.get(CACHE_ENV, "")
-    if setting.lower() == "off" or not _compiles_each_time(package):
+        # The user's choice. Given as ``-X pycache_prefix`` it would not reach the workers
+        # (multiprocessing passes -B on, not -X options): the environment carries it.
+        os.environ.setdefault("PYTHONPYCACHEPREFIX", sys.pycache_prefix)
+        return sys.pycache_prefix
+    setting = os.environ.get(CACHE_ENV, "").strip()
+    if setting.lower() in OFF or not _compiles_each_time(package):
         return None
-    folder = Path(setting).expanduser() if setting else default_folder()
     try:
+        folder = (Path(setting).expanduser() if setting else default_folder()).absolute()
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None  # no cache to be had: the imports compile, as they would have
-    sys.pycache_prefix = str(folder)
+    except (OSError, RuntimeError, KeyError):  # no home folder to be found, or none to make
+        return None
+    # A folder Python cannot write to would be worse than none: the prefix holds for every
+    # later import, so modules whose __pycache__ was fine would compile in every process.
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return None
+    sys.pycache_prefix = str(folder)  # the whole process's imports from here on
     sys.dont_write_bytecode = False  # writes go to the cache folder only
     return str(folder)
 

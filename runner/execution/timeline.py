@@ -101,7 +101,9 @@ def since_command() -> float:
 def startup(command_at: float | None = None) -> dict[str, Any] | None:
     """The parts of "command → first trial started", in seconds, for the first job of this
     process (None for later jobs, or when no trial ran). ``*_at_s`` are offsets from the
-    command; the others are durations. Driver and workers run at once: the parts overlap."""
+    command; the others are durations, but for ``worker_bytecode_cache``, the folder torch's
+    bytecode came from (:mod:`runner.core.bytecode`). Driver and workers run at once: the
+    parts overlap."""
     if _STARTUP or not _FIRST_TRIAL:
         return None
     start = command_at or process_start() or _MARKS["main"]

@@ -237,14 +237,17 @@ def _replay(fn: Callable[[], Any], calls: int, sampler: _Sampler) -> Measurement
         return None
     # Judged while the graph is still held (it and its memory pool are freed on return).
     replay_us, loop_us = measurement.stats.median * 1e6, loop.stats.median * 1e6
-    eager_note = slower_than_eager(fn, CapturedGraph(replay, replay_calls, measurement), device)
-    if replay_us <= REPLAY_SLOWER_TOL * loop_us and eager_note is None:
+    if replay_us > REPLAY_SLOWER_TOL * loop_us:
+        notes.append(f"{REPLAY}: a replay read {replay_us:.4g} µs per call, slower than "
+                     f"the loop's {loop_us:.4g} µs: the graph runs the work "
+                     "differently (a large copy captured as a memcpy node) or the "
+                     "clocks dropped")
+        return None
+    eager_note = slower_than_eager(fn, CapturedGraph(replay, replay_calls, measurement),
+                                   device, notes)
+    if eager_note is None:
         return measurement
-    notes.append(eager_note or
-                 f"{REPLAY}: a replay read {replay_us:.4g} µs per call, slower than "
-                 f"the loop's {loop_us:.4g} µs: the graph runs the work "
-                 "differently (a large copy captured as a memcpy node) or the "
-                 "clocks dropped")
+    notes.append(eager_note)
     return None
 
 

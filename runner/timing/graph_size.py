@@ -80,19 +80,22 @@ class CapturedGraph:
     samples: Measurement
 
 
-def slower_than_eager(fn: Callable[[], Any], graph: CapturedGraph, device: Any) -> str | None:
+def slower_than_eager(fn: Callable[[], Any], graph: CapturedGraph, device: Any,
+                      notes: list[str]) -> str | None:
     """Why the graph's replays must not stand for ``fn``, or None: they read more than
     :data:`EAGER_AGREE_TOL` slower per call than eager calls queued back to back (the
-    median of three bursts of :data:`EAGER_CHECK_S`). Checked only where the eager queue stays
-    full and the op is not power-capped (:data:`EAGER_CHECK_MIN_S`).
+    median of three bursts of up to :data:`ESTIMATE_CALLS` calls, about
+    :data:`EAGER_CHECK_S` each). Checked only where the eager queue stays full and the op is
+    not power-capped (:data:`EAGER_CHECK_MIN_S`).
 
-    Where the samples read slower, the graph is replayed again beside the eager bursts, each
-    in turn, and judged on that: the device may have sped up since its samples. An fp32
-    linear (21.4 ms a call) sampled right after capped work on an H100 read 22.5 ms a call,
-    its clock still held down (1365 MHz at the start), and 5.3% slower than eager calls a
+    Where the samples read slower, the graph is replayed again beside the eager bursts, the
+    two in turn (eager first, then replay first, then eager first: a clock still rising
+    favours neither), and judged on that: the device may have sped up since its samples. An
+    fp32 linear (21.4 ms a call) sampled right after capped work on an H100 read 22.5 ms a
+    call, its clock still held down (1365 MHz at the start), 5.3% slower than eager calls a
     moment later: judged on the samples, the trial was measured again by the blocked method,
-    6.6 s in place of 0.3 s. A graph that runs other work (a copy as a memcpy node) reads
-    slower in turn too."""
+    6.6 s of device time in place of 0.8-1.3 s. A graph that runs other work (a copy as a
+    memcpy node) reads slower in turn too. Samples kept that way get a note in ``notes``."""
     per_call_s = graph.samples.stats.median
     if graph.samples.power_capped or per_call_s < EAGER_CHECK_MIN_S:
         return None
@@ -101,13 +104,21 @@ def slower_than_eager(fn: Callable[[], Any], graph: CapturedGraph, device: Any) 
                                for _ in range(3)])
     if eager_s is None or per_call_s <= (1 + EAGER_AGREE_TOL) * eager_s:
         return None  # agreed, or the host did not stay ahead of the eager calls
-    eager, replayed = [], []
-    for _ in range(3):  # in turn, so that both see the device in the same state
+    eager: list[float | None] = []
+    replayed: list[float] = []
+    for turn in range(3):
+        if turn % 2:
+            replayed.append(replay_per_call_s(graph.replay, graph.calls, device))
         eager.append(eager_per_call_s(fn, calls, per_call_s, device))
-        replayed.append(replay_per_call_s(graph.replay, graph.calls, device))
+        if not turn % 2:
+            replayed.append(replay_per_call_s(graph.replay, graph.calls, device))
     eager_s = _median_or_none(eager)
     replay_s = statistics.median(replayed)
     if eager_s is None or replay_s <= (1 + EAGER_AGREE_TOL) * eager_s:
+        notes.append(f"graph: its samples read {per_call_s * 1e6:.4g} µs per call, replays "
+                     f"a moment later {replay_s * 1e6:.4g} µs beside eager calls "
+                     f"{(eager_s or per_call_s) * 1e6:.4g} µs: the device sped up after "
+                     "the samples (a clock coming back after capped work); they are kept")
         return None
     return (f"graph: a replay read {replay_s * 1e6:.4g} µs per call (its samples "
             f"{per_call_s * 1e6:.4g} µs), {calls} eager calls back to back "
