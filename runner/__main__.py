@@ -19,6 +19,7 @@ from pathlib import Path
 
 from runner.config.early_workers import WorkerRequest, early_request
 from runner.core.bytecode import cache_bytecode
+from runner.core.bytecode import setting_error as bytecode_setting_error
 
 #: The workers started before Hydra was imported, by what the raw arguments plainly ask for
 #: (runner.config.early_workers); None when none were.
@@ -28,6 +29,10 @@ EARLY: WorkerRequest | None = None
 # process name by then, which tells it apart.
 if (__name__ == "__main__" or Path(sys.argv[0]).name == "opsweep") and \
         current_process().name == "MainProcess":
+    if (refused := bytecode_setting_error()) is not None:
+        from runner.cli import fail
+
+        fail(refused)  # before any worker starts
     cache_bytecode("hydra")  # installed as torch was: compiled once, not in every command
     EARLY = early_request(sys.argv[1:])
     if EARLY is not None:  # their torch import starts before Hydra is imported

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from runner.core import bytecode
-from runner.core.bytecode import CACHE_ENV, cache_bytecode
+from runner.core.bytecode import CACHE_ENV, cache_bytecode, setting_error
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -215,3 +215,32 @@ def _called_before_import(tree: ast.AST, package: str) -> bool:
     imports = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Import)
                and any(alias.name.split(".")[0] == package for alias in node.names)]
     return bool(calls and imports) and min(calls) < min(imports)
+
+
+@pytest.mark.usefixtures("python_state")
+def test_a_cache_folder_that_cannot_be_had_is_named_with_the_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for value in ("", "off", " False ", str(tmp_path / "fine")):
+        monkeypatch.setenv(CACHE_ENV, value)
+        assert setting_error() is None, value
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(CACHE_ENV, str(blocker / "cache"))
+    message = setting_error()
+    assert message.startswith(f"{CACHE_ENV}={blocker / 'cache'}: the folder cannot be made")
+    assert "expected a folder this user may write to, or one of 0, false, no, none, off" \
+        in message
+
+
+def test_the_command_refuses_it_before_anything_runs(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {**os.environ, CACHE_ENV: str(blocker / "cache"),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH"))
+                                         if p)}
+    out = subprocess.run([sys.executable, "-m", "runner", "op=matmul", "device=cpu"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"opsweep: error: {CACHE_ENV}={blocker / 'cache'}: the folder cannot be made" \
+        in out.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "outputs").exists()

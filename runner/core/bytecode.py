@@ -52,18 +52,40 @@ def cache_bytecode(package: str) -> str | None:
     setting = os.environ.get(CACHE_ENV, "").strip()
     if setting.lower() in OFF or not _compiles_each_time(package):
         return None
-    try:
-        folder = (Path(setting).expanduser() if setting else default_folder()).absolute()
-        folder.mkdir(parents=True, exist_ok=True)
-    except (OSError, RuntimeError, KeyError):  # no home folder to be found, or none to make
-        return None
-    # A folder Python cannot write to would be worse than none: the prefix holds for every
-    # later import, so modules whose __pycache__ was fine would compile in every process.
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return None
+    folder, _ = _usable_folder(setting)
+    if folder is None:
+        return None  # no cache to be had: the imports compile, as they would have
     sys.pycache_prefix = str(folder)  # the whole process's imports from here on
     sys.dont_write_bytecode = False  # writes go to the cache folder only
     return str(folder)
+
+
+def setting_error() -> str | None:
+    """What is wrong with :data:`CACHE_ENV`, for the command to refuse before anything runs:
+    a folder that cannot be made or written to. None when it is unset, off or usable."""
+    setting = os.environ.get(CACHE_ENV, "").strip()
+    if not setting or setting.lower() in OFF:
+        return None
+    _, why = _usable_folder(setting)
+    if why is None:
+        return None
+    return (f"{CACHE_ENV}={setting}: {why}; expected a folder this user may write to, or "
+            f"one of {', '.join(sorted(OFF))} to keep no cache")
+
+
+def _usable_folder(setting: str) -> tuple[Path | None, str | None]:
+    """The cache folder ``setting`` names (the default where empty), made and writable, or
+    None and why not."""
+    try:
+        folder = (Path(setting).expanduser() if setting else default_folder()).absolute()
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError, KeyError) as exc:  # no home folder, or none to make
+        return None, f"the folder cannot be made ({getattr(exc, 'strerror', None) or exc})"
+    # A folder Python cannot write to would be worse than none: the prefix holds for every
+    # later import, so modules whose __pycache__ was fine would compile in every process.
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return None, f"{folder} cannot be written to"
+    return folder, None
 
 
 def default_folder() -> Path:
