@@ -10,7 +10,8 @@ and its samples run to the timer's budget. So the estimate is the timer's cost, 
 * **the call** from the op's FLOPs and bytes against the device's ceilings
   (``runner.analysis.devices``, the same table the roofline falls back to) and its launch
   floor: ``max(flops / peak, bytes / bandwidth, launch)``;
-* **the warm-up**: a power-capped op (a tensor-core dtype, compute-bound, large) settles for
+* **the warm-up**: a power-capped op (a tensor-core dtype, compute-bound, large; or one
+  that may be, :data:`MAYBE_CAPPED_FLOPS`) settles for
   ``runner.timing.heat.HOT_CAPPED_MIN_S`` after capped work, and pays the rest of
   ``runner.timing.settle.CAPPED_MIN_S`` once when it starts cold (:attr:`TrialCost.cold_s`:
   charged once per heat group on a worker, which is why splitting a group costs something;
@@ -54,6 +55,15 @@ SAMPLES_FACTOR = 3
 #: A call this many FLOPs or more, compute-bound, in a tensor-core dtype, holds the GPU at
 #: its power cap (on H100/H200: fp16 2048³ already did; fp32 4096³, on the CUDA cores, did not).
 CAPPED_FLOPS = 2 * 2048**3
+#: From this many FLOPs up to :data:`CAPPED_FLOPS`, compute-bound, in a dtype of the tensor
+#: cores' full rate (:data:`FULL_RATE`), a call *may* be capped, depending on the GPU: on an
+#: H100 the power cap held bf16 and fp16 1024³ matmuls down (their warm-up after fp32 work at
+#: full clock took 2.8-3.0 s; tf32 1024³, at half the rate, ran at full clock), while an
+#: H200 ran them at 1750-1830 MHz, light. Costed as capped (a scheduler that called them
+#: light ran them last and cold on one GPU of four, which idled the others for 19% of the
+#: sweep), and run right after the capped trials (``runner.execution.order.capped_first``).
+MAYBE_CAPPED_FLOPS = 2 * 1024**3
+FULL_RATE = frozenset({"bf16", "fp16"})
 TENSOR_CORE = frozenset({"bf16", "fp16", "tf32"})
 #: The device used for GPUs the table does not know (only the ratios between trials matter).
 DEFAULT_GPU = "H100 SXM"
@@ -77,11 +87,13 @@ class Rates:
 class TrialCost:
     """A trial's estimated seconds when it follows a trial of its heat group (``seconds``),
     the seconds more it costs when it starts its group cold on a worker (``cold_s``), and
-    whether it is power-capped."""
+    whether it is power-capped, or may be on some GPUs (``maybe_capped``, then costed as a
+    capped one)."""
 
     seconds: float
     cold_s: float = 0.0
     capped: bool = False
+    maybe_capped: bool = False
 
 
 def gpu_model(proc: Path = Path("/proc/driver/nvidia/gpus")) -> str | None:
@@ -147,14 +159,16 @@ def estimate(task: Any, rates: Rates) -> TrialCost:
     compute_s = flops / (rates.tflops.get(dtype, min(rates.tflops.values())) * 1e12)
     memory_s = moved / (rates.memory_gbps * 1e9)
     call_s = factor * spec.streams * max(compute_s, memory_s, rates.launch_us * 1e-6)
-    capped = (spec.device.startswith("cuda") and dtype in TENSOR_CORE
-              and flops >= CAPPED_FLOPS and compute_s >= memory_s)
+    heavy = spec.device.startswith("cuda") and dtype in TENSOR_CORE and compute_s >= memory_s
+    capped = heavy and flops >= CAPPED_FLOPS
+    maybe_capped = heavy and dtype in FULL_RATE and MAYBE_CAPPED_FLOPS <= flops < CAPPED_FLOPS
+    held = capped or maybe_capped  # costed as the power cap would make it cost
     sample_s = max(call_s, plan.batch_target_us * 1e-6 if call_s * 1e6 < plan.batch_below_us
                    else call_s)
     samples_s = min(plan.max_time_s, SAMPLES_FACTOR * plan.min_samples * sample_s)
     both = spec.device.startswith("cuda") and device_time  # a device time, then a loop time
-    settle_s = HOT_CAPPED_MIN_S if capped else plan.warmup_s + plan.warmup_calls * call_s
-    if capped:  # the device time samples its swings, the loop time follows it briefly
+    settle_s = HOT_CAPPED_MIN_S if held else plan.warmup_s + plan.warmup_calls * call_s
+    if held:  # the device time samples its swings, the loop time follows it briefly
         timed_s = (min(plan.max_time_s, CAPPED_SAMPLE_S)
                    + (min(plan.max_time_s, LOOP_HANDOVER_MAX_S) if both else 0.0))
     else:
@@ -162,7 +176,8 @@ def estimate(task: Any, rates: Rates) -> TrialCost:
     checked = getattr(task, "check_accuracy", True)
     accuracy_s = flops / (rates.tflops.get("fp64", 1.0) * 1e12) if checked else 0.0
     seconds = HARNESS_S + settle_s + timed_s + accuracy_s
-    return TrialCost(seconds, CAPPED_MIN_S - HOT_CAPPED_MIN_S if capped else 0.0, capped)
+    return TrialCost(seconds, CAPPED_MIN_S - HOT_CAPPED_MIN_S if held else 0.0, capped,
+                     maybe_capped)
 
 
 def earlier_walls(results_dir: str | Path, newest: int = 5) -> dict[tuple[str, str], float]:
@@ -202,7 +217,7 @@ def costs(tasks: Iterable[Any], rates: Rates,
         preset = getattr(getattr(task, "timer", None), "preset", None)
         measured = (walls or {}).get((task.spec.trial_id, preset))
         out[task.index] = guess if measured is None else TrialCost(
-            measured, guess.cold_s, guess.capped)
+            measured, guess.cold_s, guess.capped, guess.maybe_capped)
     return out
 
 
@@ -231,9 +246,13 @@ def for_tasks(tasks: list[Any], results_dir: str | Path | None = None) -> dict[i
     return out
 
 
-def capped_estimate() -> Callable[[Any], bool]:
-    """Whether a task is estimated power-capped (:func:`estimate`, on the ceilings of its own
-    device): what the order one worker runs its trials in needs
+def power_estimates() -> tuple[Callable[[Any], bool], Callable[[Any], bool]]:
+    """Whether a task is estimated power-capped, and whether it may be (:func:`estimate`, on
+    the ceilings of its own device): what the order one worker runs its trials in needs
     (``runner.execution.order.capped_first``). Nothing is read until it is first asked."""
     rates = device_rates()
-    return lambda task: estimate(task, rates(task.spec.device)).capped
+
+    def cost(task: Any) -> TrialCost:
+        return estimate(task, rates(task.spec.device))
+
+    return (lambda task: cost(task).capped), (lambda task: cost(task).maybe_capped)

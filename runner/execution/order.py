@@ -22,6 +22,12 @@ ones longest first (:func:`capped_first`; on a CPU every trial is a light one):
   overshoots: on an H200, fp16 4096³ right after fp16 2048³ was held at 1250 MHz in one
   process and 1321 in another (a 5% gap), against ~1320 sustained. Between groups the step
   is up (the last capped trial of one, to the largest of the next), and starts hot;
+* the trials that *may* be capped come next, longest first: a bf16 or fp16 matmul of
+  1024³ is held down by the power cap on an H100 and not on an H200
+  (``runner.execution.costs.MAYBE_CAPPED_FLOPS``). Among the light trials, after fp32 work
+  at full clock, each of bf16 and fp16 1024³ warmed up from cold on an H100 for 2.8-3.0 s;
+  right after capped work it starts hot where it is capped, and costs a light trial's
+  warm-up where it is not;
 * the light trials come last, longest first across groups, so each steps down in load
   from the one before. Kept in their groups, a 1024³ matmul followed the group before's
   256³ one, and read 3-4% slower than back to back on an H100 (a light op after a tiny one
@@ -29,7 +35,9 @@ ones longest first (:func:`capped_first`; on a CPU every trial is a light one):
   sweeps were within 3% of 15 s back to back there (the gates tables of docs/timing.md).
 
 Which trials are capped is estimated before any runs (``runner.execution.costs.estimate``:
-a tensor-core dtype, compute-bound, 2·2048³ FLOPs or more), in the driver.
+a tensor-core dtype, compute-bound, 2·2048³ FLOPs or more; bf16 and fp16 from 2·1024³
+may be), in the
+driver.
 
 ``trial_order=plan`` keeps the plan's order, for a study of order effects.
 
@@ -63,36 +71,44 @@ def longest_first(trials: Iterable[Any]) -> list[Any]:
     return sorted(trials, key=lambda trial: -cost(trial.spec))
 
 
-def heat_order(trials: Iterable[Any], capped: Callable[[Any], bool] | None = None
-               ) -> list[Any]:
+def heat_order(trials: Iterable[Any], capped: Callable[[Any], bool] | None = None,
+               maybe_capped: Callable[[Any], bool] | None = None) -> list[Any]:
     """The trials grouped by everything but their shape, groups in the order of their first
     trial in the plan, each group :func:`longest_first`; with ``capped`` (whether a trial
-    is estimated power-capped), :func:`capped_first`."""
+    is estimated power-capped) and ``maybe_capped`` (whether it may be), :func:`capped_first`."""
     groups: dict[str, list[Any]] = {}
     for trial in trials:
         groups.setdefault(heat_key(trial.spec), []).append(trial)
     grouped = [trial for group in groups.values() for trial in longest_first(group)]
-    return capped_first(grouped, capped) if capped is not None else grouped
+    return capped_first(grouped, capped, maybe_capped) if capped is not None else grouped
 
 
-def capped_first(ordered: Sequence[Any], capped: Callable[[Any], bool]) -> list[Any]:
-    """``ordered`` with the ``capped`` trials first, in the order they had, then the rest
-    :func:`longest_first`: no light trial between two capped ones lets the clock back up,
-    and each light trial steps down in load from the one before."""
+def capped_first(ordered: Sequence[Any], capped: Callable[[Any], bool],
+                 maybe_capped: Callable[[Any], bool] | None = None) -> list[Any]:
+    """``ordered`` with the ``capped`` trials first, in the order they had, then those that
+    are ``maybe_capped``, then the rest, each of the two :func:`longest_first`: no light trial
+    between two capped ones lets the clock back up, one that may be capped starts hot where
+    it is, and each light trial steps down in load from the one before."""
     first: list[Any] = []
+    maybe: list[Any] = []
     light: list[Any] = []
     for trial in ordered:
-        (first if capped(trial) else light).append(trial)
-    return first + longest_first(light)
+        if capped(trial):
+            first.append(trial)
+        else:
+            (maybe if maybe_capped is not None and maybe_capped(trial) else light).append(trial)
+    return first + longest_first(maybe) + longest_first(light)
 
 
 def in_order(trials: Iterable[Any], trial_order: str,
-             capped: Callable[[Any], bool] | None = None) -> list[Any]:
+             capped: Callable[[Any], bool] | None = None,
+             maybe_capped: Callable[[Any], bool] | None = None) -> list[Any]:
     """``trials`` in the order one worker runs them: :func:`heat_order` for ``heat``, else the
     plan's (``trial_order``, checked with the job's settings:
-    ``runner.config.schema.RunConfig.trial_order``). ``capped``: as for
+    ``runner.config.schema.RunConfig.trial_order``). ``capped``, ``maybe_capped``: as for
     :func:`heat_order`."""
-    return heat_order(trials, capped) if trial_order == "heat" else list(trials)
+    return (heat_order(trials, capped, maybe_capped) if trial_order == "heat"
+            else list(trials))
 
 
 def heat_key(spec: Any) -> str:

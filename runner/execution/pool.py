@@ -43,8 +43,9 @@ from runner.execution.placement import (  # noqa: F401  (plan_workers, explicit_
     plan_workers,
     predicted_slots,
 )
-from runner.execution.schedule import Assignment, WorkerQueues, assign
+from runner.execution.schedule import Assignment, assign
 from runner.execution.worker import START_TIMEOUT_S, Supervisor
+from runner.execution.worker_queues import WorkerQueues
 
 if TYPE_CHECKING:
     from runner.execution.task import TrialTask

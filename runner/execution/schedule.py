@@ -23,11 +23,14 @@ The rule:
    split across GPUs only where it is longer than a fair share, or where the job's
    trials are too few and too long to balance otherwise, and each split pays its cold start.
 4. A worker runs its trials in heat order: its capped trials first, each group together and
-   largest first, the groups longest first; then its light trials, longest first across
-   groups (``runner.execution.order.capped_first``).
-5. At run time, a worker whose own list is done takes the *last* trial (its lightest) from
-   the worker with the most estimated seconds left: an estimate that was
-   wrong costs one trial's time at the end, not a GPU idle for minutes. Pinned trials stay.
+   largest first, the groups longest first; then those that may be capped, then its light
+   trials, each longest first across groups (``runner.execution.order.capped_first``).
+5. At run time the light trials are one shared list, longest first: a worker done with
+   its capped trials takes the longest light one left, so a GPU slower than its estimate
+   takes fewer. A worker with nothing left takes the *last* trial of the worker with the
+   most estimated seconds left, where running it here (from cold) ends sooner than leaving
+   it: an estimate that was wrong costs one trial's time at the end, not a GPU idle for
+   minutes. Pinned trials stay (``runner.execution.worker_queues``).
 
 No scheduler of our own beyond this: the worker processes are the pool's
 (``runner.execution.pool``); this module only decides the lists and hands out trials.
@@ -36,7 +39,6 @@ No scheduler of our own beyond this: the worker processes are the pool's
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,15 +136,17 @@ def _group_seconds(group: Sequence[Any], costs: Mapping[int, TrialCost]) -> floa
 
 def _heat_ordered(runs: list[_Run], costs: Mapping[int, TrialCost]) -> list[Any]:
     """One worker's trials in the order it runs them: each heat group together, largest
-    first; the groups longest first; then the capped trials of all its groups before the
-    light ones (:func:`runner.execution.order.capped_first`)."""
+    first; the groups longest first; then the capped trials of all its groups before those
+    that may be capped, and those before the light ones
+    (:func:`runner.execution.order.capped_first`)."""
     groups: dict[str, list[Any]] = {}
     for run in runs:
         groups.setdefault(run.key, []).extend(run.trials)
     ordered = [longest_first(group) for group in groups.values()]
     grouped = [t for group in sorted(ordered, key=lambda g: -_group_seconds(g, costs))
                for t in group]
-    return capped_first(grouped, lambda trial: costs[trial.index].capped)
+    return capped_first(grouped, lambda trial: costs[trial.index].capped,
+                        lambda trial: costs[trial.index].maybe_capped)
 
 
 class _Run:
@@ -256,36 +260,3 @@ def _improve(placed: list[_Worker]) -> list[_Worker]:
 SEARCH = 16
 #: A placement whose busiest worker is within this factor of the mean is not cut finer.
 EVEN = 1.02
-
-
-class WorkerQueues:
-    """The job's trials as each worker's own list (:func:`assign`); a worker that has run
-    its own takes the last trial of the worker with the most estimated seconds left."""
-
-    def __init__(self, assignment: Assignment, costs: Mapping[int, TrialCost],
-                 pinned: Mapping[int, int]) -> None:
-        self.assignment = assignment
-        self.lists = [list(mine) for mine in assignment.lists]
-        self.costs = costs
-        self.pinned = pinned
-        self.lock = threading.Lock()
-
-    def take(self, worker: int) -> Any:
-        """The next trial for ``worker``: its own next one, else one taken over; None when
-        nothing is left that it may run."""
-        with self.lock:
-            if self.lists[worker]:
-                return self.lists[worker].pop(0)
-            by_load = sorted((i for i in range(len(self.lists)) if i != worker),
-                             key=lambda i: -sum(self.costs[t.index].seconds
-                                                for t in self.lists[i]))
-            for other in by_load:
-                for position in range(len(self.lists[other]) - 1, -1, -1):
-                    if self.lists[other][position].index not in self.pinned:
-                        return self.lists[other].pop(position)
-        return None
-
-    @property
-    def items(self) -> list[Any]:
-        """The trials not handed out yet."""
-        return [t for mine in self.lists for t in mine]

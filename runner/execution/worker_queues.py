@@ -1,0 +1,91 @@
+"""How the workers of ``workers=N`` take their trials at run time, from the lists the
+placement made (``runner.execution.schedule.assign``): the plan is a guess, and this is where
+the job adapts to what each GPU really does (docs/scale-out.md#scheduling)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from runner.execution.costs import TrialCost
+from runner.execution.schedule import Assignment
+
+
+class WorkerQueues:
+    """The job's trials as each worker takes them: its own capped trials, those that may be
+    capped and those pinned to it, in the order of its list (:func:`assign`); then the light
+    trials, one shared list, longest first, whoever is free; then, where taking one over
+    finishes sooner than leaving it, the last trial of the worker with the most estimated
+    seconds left.
+
+    Why the light trials are shared: the estimate is a guess, and a GPU can be slower than
+    it says. On a 4×H100 host one GPU sustained 1398 MHz on capped work where the others
+    held 1618-1661 and its first trial warmed up 5 s instead of 2.5; the lists were even
+    by estimate, and that GPU ran 2-3 s longer than the others. Light trials settle in
+    milliseconds wherever they run, so the faster GPUs take more of them; the capped ones
+    keep their place, after their own group, hot."""
+
+    def __init__(self, assignment: Assignment, costs: Mapping[int, TrialCost],
+                 pinned: Mapping[int, int],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.assignment = assignment
+        self.costs = costs
+        self.pinned = pinned
+        self.clock = clock
+        self.lock = threading.Lock()
+
+        def own(trial: Any) -> bool:
+            cost = costs[trial.index]
+            return trial.index in pinned or cost.capped or cost.maybe_capped
+
+        self.lists = [[t for t in mine if own(t)] for mine in assignment.lists]
+        self.shared = sorted((t for mine in assignment.lists for t in mine if not own(t)),
+                             key=lambda t: -costs[t.index].seconds)
+        #: per worker: when its trial in hand started and its estimated seconds
+        self.running: dict[int, tuple[float, float]] = {}
+
+    def take(self, worker: int) -> Any:
+        """The next trial for ``worker``: its own next one, else the longest light one left,
+        else one taken over; None when nothing is left that it may run, or worth taking."""
+        with self.lock:
+            trial = self._next(worker)
+            if trial is None:
+                self.running.pop(worker, None)
+            else:
+                self.running[worker] = (self.clock(), self.costs[trial.index].seconds)
+            return trial
+
+    def _next(self, worker: int) -> Any:
+        if self.lists[worker]:
+            return self.lists[worker].pop(0)
+        if self.shared:
+            return self.shared.pop(0)
+        left = {i: self._seconds_left(i) for i in range(len(self.lists)) if i != worker}
+        for other in sorted(left, key=lambda i: -left[i]):
+            for position in range(len(self.lists[other]) - 1, -1, -1):
+                trial = self.lists[other][position]
+                if trial.index in self.pinned:
+                    continue
+                cost = self.costs[trial.index]
+                # Taken over, it starts cold here (a capped trial's warm-up from cold); left,
+                # it runs after what its worker has in hand and queued before it.
+                if cost.seconds + cost.cold_s < left[other]:
+                    return self.lists[other].pop(position)
+                break
+        return None
+
+    def _seconds_left(self, worker: int) -> float:
+        """Estimated seconds before ``worker`` is done: its queued trials, and what is left
+        of the one in hand (none once it has run past its estimate)."""
+        queued = sum(self.costs[t.index].seconds for t in self.lists[worker])
+        if worker not in self.running:
+            return queued
+        started, seconds = self.running[worker]
+        return queued + max(seconds - (self.clock() - started), 0.0)
+
+    @property
+    def items(self) -> list[Any]:
+        """The trials not handed out yet."""
+        return [t for mine in self.lists for t in mine] + list(self.shared)
