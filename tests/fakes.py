@@ -1,5 +1,6 @@
 """Test doubles shared by the runner's tests.
 
+* :class:`ManualClock` is a wall clock a test moves by hand.
 * :class:`FakeClock` drives ``runner.timing.timer.measure`` deterministically: every timed region
   (``start`` → ``stop``) takes a scripted duration, and :meth:`FakeClock.wall` is a wall clock
   that advances by exactly the durations consumed, so warm-up by time and ``max_time_s`` can
@@ -11,6 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
+
+
+class ManualClock:
+    """A wall clock (seconds) that stands still until the test moves ``now``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class FakeClock:

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fakes import ManualClock
 
 from runner.execution import costs, schedule
 from runner.execution.costs import TrialCost
@@ -142,19 +143,11 @@ def test_light_trials_are_shared_and_go_longest_first_to_whoever_is_free() -> No
     assert queues.take(0) is None and not queues.items
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_s = 0.0
-
-    def __call__(self) -> float:
-        return self.now_s
-
-
 def test_a_capped_trial_is_taken_over_only_where_that_ends_sooner() -> None:
     trials = trials_of([Spec("matmul", "bf16", (s, s, s)) for s in (8192, 4096, 2048)])
     cost = {t.index: TrialCost(2.0, 1.5, capped=True) for t in trials}
     placed = schedule.Assignment((tuple(trials), ()), (6.0, 0.0))
-    clock = FakeClock()
+    clock = ManualClock()
     queues = WorkerQueues(placed, cost, {}, clock)
     assert queues.take(0) is trials[0]
     # worker 0 has 2 s in hand and 4 s queued: its last trial, from cold here (3.5 s), ends
@@ -162,10 +155,10 @@ def test_a_capped_trial_is_taken_over_only_where_that_ends_sooner() -> None:
     assert queues.take(1) is trials[2]
     # a second later worker 0 has 1 s in hand and 2 s queued: from cold here the trial
     # would end later than there, so it stays
-    clock.now_s = 1.0
+    clock.now = 1.0
     assert queues.take(1) is None
     assert [t.index for t in queues.items] == [1]
-    clock.now_s = 2.0
+    clock.now = 2.0
     assert queues.take(0) is trials[1]
 
 

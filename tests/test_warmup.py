@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from fakes import ManualClock
 
 from runner.execution import environment, warmup
 
@@ -124,18 +125,8 @@ def test_the_clock_probe_is_built_in_the_warm_up_not_in_the_first_trial(
     assert merged == {"cuda_context_s": 0.5, "clock_probe_s": 1.25}
 
 
-class Clock:
-    """A fake wall clock that each fake heat chunk moves on."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_gpu_is_kept_warm_until_a_request_comes_and_a_cpu_never() -> None:
-    clock, chunks = Clock(), []
+    clock, chunks = ManualClock(), []
 
     def heat(device: str, seconds: float) -> None:
         chunks.append(device)
