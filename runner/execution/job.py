@@ -211,7 +211,7 @@ def _run_trials(cfg: DictConfig, job: Job, runner_: Any, tasks: list[TrialTask],
                 # a Ctrl-C before the first trial runs neither the heat nor any trial
                 if heat_s > 0 and tasks and not stop.requested:
                     _heat_devices(runner_, tasks, heat_s)
-                ordered = order.in_order(tasks, cfg.trial_order, *costs.power_estimates())
+                ordered = order.one_worker_order(tasks, cfg.trial_order)
                 for task in console.track(ordered, job.title, label=lambda t: t.spec.label(),
                                           name=job.name):
                     if stop.requested:

@@ -53,6 +53,7 @@ from dataclasses import fields
 from typing import Any
 
 from runner.core.axes import DTYPE_BYTES
+from runner.execution.costs import power_estimates
 
 #: per-call cost of fwd+bwd relative to forward only (about two more passes)
 BACKWARD_FACTOR = 3
@@ -109,6 +110,13 @@ def in_order(trials: Iterable[Any], trial_order: str,
     :func:`heat_order`."""
     return (heat_order(trials, capped, maybe_capped) if trial_order == "heat"
             else list(trials))
+
+
+def one_worker_order(trials: Iterable[Any], trial_order: str) -> list[Any]:
+    """The order one worker runs a job's trials in: :func:`in_order`, with which trials are
+    capped, and which may be, estimated on each trial's own device
+    (``runner.execution.costs.power_estimates``)."""
+    return in_order(trials, trial_order, *power_estimates())
 
 
 def heat_key(spec: Any) -> str:

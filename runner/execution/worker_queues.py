@@ -10,12 +10,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from runner.execution.costs import TrialCost
+from runner.execution.order import cost as order_cost
 from runner.execution.schedule import Assignment
 
 
 class WorkerQueues:
     """The job's trials as each worker takes them: its own capped trials, those that may be
-    capped and those pinned to it, in the order of its list (:func:`assign`); then the light
+    capped and those pinned to it, in the order of its list
+    (``runner.execution.schedule.assign``); then the light
     trials, one shared list, longest first, whoever is free; then, where taking one over
     finishes sooner than leaving it, the last trial of the worker with the most estimated
     seconds left.
@@ -41,8 +43,10 @@ class WorkerQueues:
             return trial.index in pinned or cost.capped or cost.maybe_capped
 
         self.lists = [[t for t in mine if own(t)] for mine in assignment.lists]
+        # longest first; among equal estimates the heavier shape first, as one worker's heat
+        # order has it (``runner.execution.order.longest_first``)
         self.shared = sorted((t for mine in assignment.lists for t in mine if not own(t)),
-                             key=lambda t: -costs[t.index].seconds)
+                             key=lambda t: (-costs[t.index].seconds, -order_cost(t.spec)))
         #: per worker: when its trial in hand started and its estimated seconds
         self.running: dict[int, tuple[float, float]] = {}
 
@@ -50,35 +54,40 @@ class WorkerQueues:
         """The next trial for ``worker``: its own next one, else the longest light one left,
         else one taken over; None when nothing is left that it may run, or worth taking."""
         with self.lock:
-            trial = self._next(worker)
+            trial, seconds = self._next(worker)
             if trial is None:
                 self.running.pop(worker, None)
             else:
-                self.running[worker] = (self.clock(), self.costs[trial.index].seconds)
+                self.running[worker] = (self.clock(), seconds)
             return trial
 
-    def _next(self, worker: int) -> Any:
+    def _next(self, worker: int) -> tuple[Any, float]:
+        """The next trial for ``worker`` and the seconds it is expected to take there."""
         if self.lists[worker]:
-            return self.lists[worker].pop(0)
+            trial = self.lists[worker].pop(0)
+            return trial, self.costs[trial.index].seconds
         if self.shared:
-            return self.shared.pop(0)
+            trial = self.shared.pop(0)
+            return trial, self.costs[trial.index].seconds
         left = {i: self._seconds_left(i) for i in range(len(self.lists)) if i != worker}
         for other in sorted(left, key=lambda i: -left[i]):
             for position in range(len(self.lists[other]) - 1, -1, -1):
                 trial = self.lists[other][position]
                 if trial.index in self.pinned:
                     continue
-                cost = self.costs[trial.index]
                 # Taken over, it starts cold here (a capped trial's warm-up from cold); left,
-                # it runs after what its worker has in hand and queued before it.
+                # it runs after what its worker has in hand and queued before it. Only the
+                # last is a candidate: the others would leave their worker's heat order.
+                cost = self.costs[trial.index]
                 if cost.seconds + cost.cold_s < left[other]:
-                    return self.lists[other].pop(position)
+                    return self.lists[other].pop(position), cost.seconds + cost.cold_s
                 break
-        return None
+        return None, 0.0
 
     def _seconds_left(self, worker: int) -> float:
         """Estimated seconds before ``worker`` is done: its queued trials, and what is left
-        of the one in hand (none once it has run past its estimate)."""
+        of the one in hand. A trial past its estimate counts as done: how much longer it
+        runs is not known, and a guess too high would move capped trials to start cold."""
         queued = sum(self.costs[t.index].seconds for t in self.lists[worker])
         if worker not in self.running:
             return queued
@@ -88,4 +97,5 @@ class WorkerQueues:
     @property
     def items(self) -> list[Any]:
         """The trials not handed out yet."""
-        return [t for mine in self.lists for t in mine] + list(self.shared)
+        with self.lock:
+            return [t for mine in self.lists for t in mine] + list(self.shared)
