@@ -162,6 +162,13 @@ def test_a_capped_trial_is_taken_over_only_where_that_ends_sooner() -> None:
     assert queues.take(0) is trials[1]
 
 
+def queues_of(lists: list[list[Any]], cost: dict[int, TrialCost],
+              clock: ManualClock | None = None) -> WorkerQueues:
+    """Worker queues over these lists (the placement's loads do not matter to them)."""
+    placed = schedule.Assignment(tuple(map(tuple, lists)), (0.0,) * len(lists))
+    return WorkerQueues(placed, cost, {}, clock or ManualClock())
+
+
 def capped_trials(count: int) -> tuple[list[Any], dict[int, TrialCost]]:
     """``count`` capped trials of 2 s each, with a cold start of 1.5 s."""
     trials = trials_of([Spec("matmul", "bf16", (s, s, s))
@@ -171,9 +178,7 @@ def capped_trials(count: int) -> tuple[list[Any], dict[int, TrialCost]]:
 
 def test_what_is_left_of_the_trial_in_hand_counts_towards_a_take_over() -> None:
     trials, cost = capped_trials(2)
-    clock = ManualClock()
-    queues = WorkerQueues(schedule.Assignment((tuple(trials), ()), (4.0, 0.0)), cost, {},
-                          clock)
+    queues = queues_of([trials, []], cost)
     assert queues.take(0) is trials[0]
     # 2 s queued alone would not pay a cold start here (3.5 s); with the 2 s in hand it does
     assert queues.take(1) is trials[1]
@@ -182,8 +187,7 @@ def test_what_is_left_of_the_trial_in_hand_counts_towards_a_take_over() -> None:
 def test_a_trial_past_its_estimate_counts_as_done() -> None:
     trials, cost = capped_trials(3)
     clock = ManualClock()
-    queues = WorkerQueues(schedule.Assignment((tuple(trials), ()), (6.0, 0.0)), cost, {},
-                          clock)
+    queues = queues_of([trials, []], cost, clock)
     assert queues.take(0) is trials[0]
     clock.now = 3.0  # a second past the trial's estimate: 4 s queued are left, no less
     assert queues.take(1) is trials[2]
@@ -194,8 +198,7 @@ def test_only_the_last_trial_of_a_worker_is_taken_over() -> None:
     # 0.5 s), but taking it would break its worker's heat order
     trials = trials_of([Spec("matmul", "bf16", (4096,) * 3), Spec("matmul", "bf16", (2048,) * 3)])
     cost = {0: TrialCost(1.0, 0.5, capped=True), 1: TrialCost(3.0, 2.5, capped=True)}
-    queues = WorkerQueues(schedule.Assignment((tuple(trials), ()), (4.0, 0.0)), cost, {},
-                          ManualClock())
+    queues = queues_of([trials, []], cost)
     assert queues.take(1) is None
     assert [t.index for t in queues.items] == [0, 1]
 
@@ -203,16 +206,14 @@ def test_only_the_last_trial_of_a_worker_is_taken_over() -> None:
 def test_the_worker_with_the_most_left_is_the_one_relieved() -> None:
     trials, cost = capped_trials(5)
     # both would be worth relieving (4 s and 6 s left, 3.5 s from cold here)
-    placed = schedule.Assignment((tuple(trials[:2]), tuple(trials[2:]), ()), (4.0, 6.0, 0.0))
-    queues = WorkerQueues(placed, cost, {}, ManualClock())
+    queues = queues_of([trials[:2], trials[2:], []], cost)
     assert queues.take(2) is trials[4], "not taken from the worker with the most left"
 
 
 def test_a_trial_that_may_be_capped_stays_on_its_own_worker() -> None:
     trials = trials_of([Spec("matmul", "bf16", (1024,) * 3), Spec("add", "fp32", (8,))])
     cost = {0: TrialCost(2.0, 1.5, maybe_capped=True), 1: TrialCost(0.2)}
-    queues = WorkerQueues(schedule.Assignment(((trials[0], trials[1]), ()), (2.2, 0.0)),
-                          cost, {}, ManualClock())
+    queues = queues_of([trials, []], cost)
     assert queues.take(1) is trials[1], "the light one is shared"
     assert queues.take(1) is None, "the one that may be capped went to the shared list"
     assert queues.take(0) is trials[0]
