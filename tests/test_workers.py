@@ -209,6 +209,51 @@ def test_the_pool_is_reused_for_the_same_placement() -> None:
     other.stop()
 
 
+class _DyingWorkerProcess:
+    """A killed worker whose GPU context takes long to tear down: it never finishes dying,
+    so whoever waits for it (``join``, or ``multiprocessing``'s exit handler through
+    ``active_children``) hangs; here a wait fails the test instead."""
+
+    def __init__(self) -> None:
+        self.killed = False
+
+    def is_alive(self) -> bool:
+        return True
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def join(self, timeout: float | None = None) -> None:
+        raise AssertionError("waited for a killed worker at the driver's exit")
+
+
+@pytest.mark.parametrize("stopping", ["one worker", "a pool"])
+def test_the_driver_s_exit_kills_its_workers_without_waiting_for_them(
+        monkeypatch: pytest.MonkeyPatch, stopping: str) -> None:
+    import multiprocessing.process
+
+    from runner.execution import worker
+
+    dying = _DyingWorkerProcess()
+    fake = object.__new__(worker.Worker)
+    fake.process, fake.conn = dying, type("Conn", (), {"close": lambda self: None})()
+    children = {dying}
+    monkeypatch.setattr(multiprocessing.process, "_children", children)
+    supervisor = worker.Supervisor()
+    supervisor.worker = fake
+    if stopping == "a pool":
+        slots = (placement.Slot(0, None, (), 1),)
+        monkeypatch.setattr(pool, "_POOL", pool.Pool(slots))
+        pool._POOL.supervisors = [supervisor]
+        pool._stop_at_exit()
+    else:
+        supervisor.stop_at_exit()
+    assert dying.killed
+    assert not children  # multiprocessing's exit handler will not join it either
+    with pytest.raises(AssertionError, match="waited"):  # the fake does catch a wait
+        fake.process.join(10)
+
+
 # ---------------------------------------------------------------------------------------
 # Where the time goes: start-up parts, busy time per worker
 # ---------------------------------------------------------------------------------------

@@ -121,14 +121,15 @@ class Pool:
             if keep_warm and local == ("cuda:0",):
                 supervisor.keep_warm("cuda:0", KEEP_WARM_MAX_S)
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         """Kill every worker first, then wait for each: N GPU contexts are torn down at once,
-        not one after another."""
+        not one after another. ``wait=False`` (the driver's exit): not waited for
+        (``runner.execution.worker._forget`` says why)."""
         for supervisor in self.supervisors:
             if supervisor.worker is not None and supervisor.worker.alive():
                 supervisor.worker.process.kill()
         for supervisor in self.supervisors:
-            supervisor.stop()
+            supervisor.stop(wait)
 
     def run(self, tasks: list[TrialTask], pinned: dict[int, int], *, stop: Any,
             record: Callable[[dict[str, Any], TrialTask], None], heat_s: float = 0.0,
@@ -247,7 +248,7 @@ def pool(slots: tuple[Slot, ...]) -> Pool:
     if _POOL is not None and _POOL.slots == slots:
         return _POOL
     if _POOL is None:
-        atexit.register(stop_pool)  # after multiprocessing's handler: runs before it
+        atexit.register(_stop_at_exit)  # after multiprocessing's handler: runs before it
     else:
         _POOL.stop()
     _POOL = Pool(slots)
@@ -259,3 +260,10 @@ def stop_pool() -> None:
     later :func:`pool` call starts them again."""
     if _POOL is not None:
         _POOL.stop()
+
+
+def _stop_at_exit() -> None:
+    """The driver exits: kill the pool's workers without waiting for their GPU contexts to be
+    torn down."""
+    if _POOL is not None:
+        _POOL.stop(wait=False)
