@@ -122,19 +122,23 @@ def run(out: Path, name: str, args: list[str]) -> dict[str, Any]:
 
 def device_ratios(many: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     """Each trial's device time (else loop time) on N GPUs over the one-GPU run's, and
-    whether either row carries a ``sustained_flag`` (the row says it may not be the sustained
-    number)."""
+    whether it is flagged: either row carries a ``sustained_flag`` (the row says it may not
+    be the sustained number), or the N-GPU row's ``gpu_time_vs_host`` is beyond 3% (the row
+    says its GPU ran the same trial, at another seed, that much apart from the host's other
+    GPUs)."""
     column = "gpu_time_median_us" if many.get("gpu_time_median_us") is not None and \
         many["gpu_time_median_us"].notna().any() else "time_median_us"
     keep = ["trial_id", "op", "dtype", "shape_str", "gpu_index", column, "power_capped",
             "sm_clock_mhz_samples_median", "temperature_c_end", gpu_compare.COLUMN,
-            "sustained_flag"]
+            gpu_compare.TIME_COLUMN, "sustained_flag"]
     base_keep = base[[c for c in ("trial_id", column, "sustained_flag") if c in base]].rename(
         columns={column: "base", "sustained_flag": "base_flag"})
     joined = many[[c for c in keep if c in many]].merge(base_keep, on="trial_id")
     joined["ratio"] = joined[column] / joined["base"]
     marks = joined.reindex(columns=["sustained_flag", "base_flag"])  # absent: no flags
     joined["flagged"] = marks.apply(lambda col: col.map(lambda f: isinstance(f, str))).any(axis=1)
+    apart = joined.reindex(columns=[gpu_compare.TIME_COLUMN]).iloc[:, 0]
+    joined["flagged"] |= ((apart - 1).abs() > SPREAD_TARGET).fillna(False)
     return joined
 
 
@@ -170,7 +174,8 @@ def describe(r: dict[str, Any], base: dict[str, Any]) -> list[str]:
                          f" on GPU {row['gpu_index']} (capped {row.get('power_capped')}, "
                          f"clock {row.get('sm_clock_mhz_samples_median', float('nan')):.0f} "
                          f"MHz, {row.get(gpu_compare.COLUMN, float('nan')):.3f} of the "
-                         f"host's, {row.get('temperature_c_end')} °C"
+                         f"host's, {row.get('temperature_c_end')} °C, device time "
+                         f"{row.get(gpu_compare.TIME_COLUMN, float('nan')):.3f} of the host's"
                          f"{', flagged' if row['flagged'] else ''})")
     return lines
 

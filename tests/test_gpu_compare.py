@@ -1,8 +1,10 @@
 """How the GPUs of a multi-GPU sweep compared (runner.execution.gpu_compare): the summary's
-per-GPU lines and each row's ``gpu_clock_vs_host``, from the columns rows already have."""
+per-GPU lines and each row's ``gpu_clock_vs_host`` and ``gpu_time_vs_host``, from the
+columns rows already have."""
 
 from __future__ import annotations
 
+import statistics
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -16,11 +18,13 @@ START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def row(gpu: int | None, clock: float | None, capped: bool | None, at_s: float = 0.0,
-        temperature: int | None = 60, shape: str = "4096x4096x4096") -> dict[str, Any]:
+        temperature: int | None = 60, shape: str = "4096x4096x4096",
+        time_us: float | None = None, seed: int = 0) -> dict[str, Any]:
     return {"gpu_index": gpu, "worker": gpu, "job_num": 0, "power_capped": capped,
             "sm_clock_mhz_samples_median": clock, "temperature_c_end": temperature,
             "timestamp": START + timedelta(seconds=at_s), "worker_trial_wall_s": 1.0,
-            "op": "matmul", "shape": shape, "dtype": "bf16"}
+            "op": "matmul", "shape": shape, "dtype": "bf16", "gpu_time_median_us": time_us,
+            "seed": seed}
 
 
 def four_gpus() -> list[dict[str, Any]]:
@@ -82,3 +86,44 @@ def test_each_row_says_how_its_gpu_compared() -> None:
     again = gpu_compare.annotate(annotated)  # replaced, not added twice
     assert again.column_names.count(gpu_compare.COLUMN) == 1
     assert gpu_compare.COLUMN in COLUMNS, "the column is declared in the result schema"
+
+
+def seeds_over_three_gpus() -> list[dict[str, Any]]:
+    """A sweep over seeds, split over three GPUs at one clock: GPU 1 runs the small matmul
+    6% slower (one chip, one kernel), every other trial agrees."""
+    rows = []
+    for seed, gpu in enumerate((0, 1, 2)):
+        rows += [row(gpu, 1835.0, False, 0.0, shape="1024x1024x1024", seed=seed,
+                     time_us=13.44 if gpu == 1 else 12.7),
+                 row(gpu, 1400.0, True, 1.0, shape="8192x8192x8192", seed=seed,
+                     time_us=1650.0 + gpu)]
+    return rows + [row(0, 1980.0, False, 2.0, shape="256x256x256", time_us=5.0)]
+
+
+def test_each_row_s_device_time_against_the_same_trial_on_the_other_gpus() -> None:
+    """The clock cannot show a GPU that is slower at the same clock; the device time does,
+    and a trial that differs only in its seed counts as the same trial."""
+    rows = seeds_over_three_gpus()
+    ratios = gpu_compare.time_ratios(rows)
+    assert ratios[2] == pytest.approx(13.44 / 12.7), "GPU 1 against GPUs 0 and 2"
+    assert ratios[0] == pytest.approx(12.7 / statistics.median([13.44, 12.7]))
+    assert ratios[3] == pytest.approx(1651.0 / statistics.median([1650.0, 1652.0]))
+    assert ratios[6] is None, "a trial only one GPU ran is compared with nothing"
+    assert gpu_compare.time_ratios([row(0, 1.0, False, time_us=None),
+                                    row(1, 1.0, False, time_us=4.0)]) == [None, None]
+    same_gpu = [row(0, 1.0, False, time_us=4.0, seed=0),
+                row(0, 1.0, False, time_us=8.0, seed=1)]
+    assert gpu_compare.time_ratios(same_gpu) == [None, None], "only other GPUs count"
+    lines = gpu_compare.per_gpu_lines(rows)  # GPU 1: the median of 1.058 and 1.000
+    assert "device time 1.029 of the other GPUs' on the same trials; 1 beyond 3% (column " \
+           "gpu_time_vs_host)" in lines[2]
+    assert "beyond" not in lines[1] and "beyond" not in lines[3]
+
+
+def test_each_row_carries_its_device_time_against_the_other_gpus() -> None:
+    table = gpu_compare.annotate(pa.Table.from_pylist(seeds_over_three_gpus()))
+    values = table.column(gpu_compare.TIME_COLUMN).to_pylist()
+    assert values[2] == pytest.approx(13.44 / 12.7) and values[6] is None
+    again = gpu_compare.annotate(table)
+    assert again.column_names.count(gpu_compare.TIME_COLUMN) == 1
+    assert gpu_compare.TIME_COLUMN in COLUMNS, "the column is declared in the result schema"

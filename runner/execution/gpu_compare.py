@@ -1,6 +1,7 @@
 """How the GPUs of one sweep compared: each GPU's rows, busy time, the clock its power-capped
-work sustained and its temperature, and in each row how its clock compared with the same
-trial's on the host's other GPUs (``gpu_clock_vs_host``).
+work sustained and its temperature, and in each row how its clock and its device time
+compared with the same trial's on the host's other GPUs (``gpu_clock_vs_host``,
+``gpu_time_vs_host``).
 
 Why: the same trial's device time differed by up to 6% between GPUs of one host. Part of it
 is physical: four H100s, each 20 s back to back on bf16 8192³, sustained 1585-1635 µs at
@@ -14,6 +15,13 @@ same power limit (on an H100, bf16 2048³ ran at 1540 MHz where bf16 4096³ ran 
 within 1.2% of their 15 s back-to-back references), so the clocks of GPUs that ran different
 trials (a split schedule) say nothing about the GPUs. A sweep pinned to every GPU
 (``device=[cuda:0,cuda:1,...]``) runs each trial on each, and is compared trial by trial.
+Trials that differ only in ``seed`` count as the same trial: a seed changes the inputs'
+values, not the work, so a sweep over seeds spread across GPUs is compared too.
+
+The device time is compared as well, not only the clock: at the same clock, one GPU of a
+four-H200 host ran tf32 1024³ 5-7% slower than the others, every time, while every other
+trial of the sweep agreed within 2% (docs/scale-out.md#the-same-number-on-every-gpu). The
+clock would not show that; the row's ``gpu_time_vs_host`` does.
 
 Read from columns every row already has: ``gpu_index``, ``power_capped``,
 ``sm_clock_mhz_samples_median`` (the clock the device-time samples really ran at), the
@@ -32,8 +40,11 @@ from runner.execution import timeline
 
 #: The column this module adds to a job's rows (declared in ``runner.storage.columns``).
 COLUMN = "gpu_clock_vs_host"
+#: The column of each row's device time over the same trial's on the host's other GPUs.
+TIME_COLUMN = "gpu_time_vs_host"
 #: A GPU whose sustained capped clock is this far from the host's median is named in the
-#: summary: a capped op's device time differs by about as much.
+#: summary: a capped op's device time differs by about as much. A row's device time this far
+#: from the other GPUs' is counted under its GPU.
 CLOCK_SPREAD = 0.03
 
 
@@ -52,9 +63,13 @@ def capped_clocks(rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
     return {gpu: statistics.median(clocks) for gpu, clocks in found.items()}
 
 
-#: The columns that name a trial apart from the GPU it ran on.
+#: The columns that name a trial apart from the GPU it ran on and its inputs' seed.
 TRIAL_COLUMNS = ("op", "target", "params_json",
-                 *(axis.name for axis in AXES if axis.name != "device"))
+                 *(axis.name for axis in AXES if axis.name not in ("device", "seed")))
+
+
+def _trial(row: Mapping[str, Any]) -> tuple:
+    return tuple(str(row.get(column)) for column in TRIAL_COLUMNS)
 
 
 def row_ratios(rows: list[Mapping[str, Any]]) -> list[float | None]:
@@ -65,7 +80,7 @@ def row_ratios(rows: list[Mapping[str, Any]]) -> list[float | None]:
     for row in rows:
         clock = _number(row.get("sm_clock_mhz_samples_median"))
         capped = row.get("power_capped") is True and _number(row.get("gpu_index")) is not None
-        key = tuple(str(row.get(column)) for column in TRIAL_COLUMNS) if capped else None
+        key = _trial(row) if capped else None
         keys.append((key, clock))
         if key is not None and clock is not None:
             by_trial.setdefault(key, []).append(clock)
@@ -74,31 +89,62 @@ def row_ratios(rows: list[Mapping[str, Any]]) -> list[float | None]:
             for key, clock in keys]
 
 
+def time_ratios(rows: list[Mapping[str, Any]]) -> list[float | None]:
+    """Per row: its device time (``gpu_time_median_us``) over the median of the same
+    trial's device times on the host's other GPUs (None: no device time, or no other GPU
+    ran the trial). Capped or not: a GPU can be slower at the same clock."""
+    by_trial: dict[tuple, list[tuple[int, float]]] = {}
+    keys: list[tuple[tuple, int, float] | None] = []
+    for row in rows:
+        gpu, time_us = _number(row.get("gpu_index")), _number(row.get("gpu_time_median_us"))
+        if gpu is None or time_us is None or time_us <= 0:
+            keys.append(None)
+            continue
+        key = _trial(row)
+        keys.append((key, int(gpu), time_us))
+        by_trial.setdefault(key, []).append((int(gpu), time_us))
+    ratios: list[float | None] = []
+    for entry in keys:
+        others = [] if entry is None else [t for g, t in by_trial[entry[0]] if g != entry[1]]
+        ratios.append(entry[2] / statistics.median(others) if entry and others else None)
+    return ratios
+
+
+def _medians_by_gpu(rows: list[Mapping[str, Any]],
+                    ratios: list[float | None]) -> dict[int, list[float]]:
+    found: dict[int, list[float]] = {}
+    for row, ratio in zip(rows, ratios):
+        if ratio is not None:
+            found.setdefault(int(row["gpu_index"]), []).append(ratio)
+    return found
+
+
 def clock_ratios(rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
     """Each GPU's median of :func:`row_ratios` over its rows: how its clock compared with
     the other GPUs' on the same trials (GPUs that shared no trial are left out)."""
     rows = list(rows)
-    found: dict[int, list[float]] = {}
-    for row, ratio in zip(rows, row_ratios(rows)):
-        if ratio is not None:
-            found.setdefault(int(row["gpu_index"]), []).append(ratio)
+    found = _medians_by_gpu(rows, row_ratios(rows))
     return {gpu: statistics.median(ratios) for gpu, ratios in found.items()}
 
 
 def annotate(table: Any) -> Any:
     """``table`` (a job's pyarrow table) with :data:`COLUMN` filled for each capped row whose
-    trial ran on another GPU too (:func:`row_ratios`), null elsewhere; replaced if it was
-    there."""
+    trial ran on another GPU too (:func:`row_ratios`) and :data:`TIME_COLUMN` for each row
+    with a device time whose trial did (:func:`time_ratios`), null elsewhere; replaced if
+    they were there."""
     import pyarrow as pa
 
     needed = ("gpu_index", "power_capped", "sm_clock_mhz_samples_median")
     if not all(c in table.column_names for c in needed):
         return table
-    wanted = [c for c in (*needed, *TRIAL_COLUMNS) if c in table.column_names]
-    values = row_ratios(table.select(wanted).to_pylist())
-    if COLUMN in table.column_names:
-        table = table.drop_columns([COLUMN])
-    return table.append_column(COLUMN, pa.array(values, type=pa.float64()))
+    wanted = [c for c in (*needed, "gpu_time_median_us", *TRIAL_COLUMNS)
+              if c in table.column_names]
+    rows = table.select(wanted).to_pylist()
+    for column, values in ((COLUMN, row_ratios(rows)), (TIME_COLUMN, time_ratios(rows))):
+        if column in table.column_names:
+            table = table.drop_columns([column])
+        table = table.append_column(column, pa.array(values, type=pa.float64()))
+    return table
 
 
 def per_gpu(rows: list[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -111,6 +157,7 @@ def per_gpu(rows: list[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
             if worker["fraction"] is not None:
                 busy.setdefault(gpu, []).append(worker["fraction"])
     clocks, ratios = capped_clocks(rows), clock_ratios(rows)
+    times = _medians_by_gpu(rows, time_ratios(rows))
     out: dict[int, dict[str, Any]] = {}
     for row in rows:
         gpu = _number(row.get("gpu_index"))
@@ -124,6 +171,9 @@ def per_gpu(rows: list[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
     for gpu, entry in out.items():
         entry["busy"] = max(busy[gpu]) if gpu in busy else None
         entry["clock_mhz"], entry["ratio"] = clocks.get(gpu), ratios.get(gpu)
+        compared = times.get(gpu, [])
+        entry["time_ratio"] = statistics.median(compared) if compared else None
+        entry["time_apart"] = sum(abs(ratio - 1) > CLOCK_SPREAD for ratio in compared)
     return out
 
 
@@ -145,5 +195,15 @@ def per_gpu_lines(rows: list[Mapping[str, Any]]) -> list[str]:
                 if entry["temperature_c"] is not None else "")
         flag = (" <- differs by more than 3%: its capped trials' times differ about as much"
                 if entry["ratio"] and abs(entry["ratio"] - 1) > CLOCK_SPREAD else "")
-        lines.append(f"  GPU {gpu}: {entry['rows']} rows, {busy}, {clock}{heat}{flag}")
+        lines.append(f"  GPU {gpu}: {entry['rows']} rows, {busy}, {clock}{heat}{flag}"
+                     + _time_part(entry))
     return lines
+
+
+def _time_part(entry: Mapping[str, Any]) -> str:
+    """The per-GPU line's device-time comparison (column ``gpu_time_vs_host``)."""
+    if entry["time_ratio"] is None:
+        return ""
+    apart = (f"; {entry['time_apart']} beyond {CLOCK_SPREAD:.0%} (column {TIME_COLUMN})"
+             if entry["time_apart"] else "")
+    return f"; device time {entry['time_ratio']:.3f} of the other GPUs' on the same trials{apart}"

@@ -206,6 +206,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "gpu_uuid": (_S, "the GPU's UUID (GPU-...), null on cpu"),
     "gpu_clock_vs_host": (_F, "a capped trial's samples' clock over the same trial's median on "
                               "the job's GPUs (docs/scale-out.md); null if it ran on one GPU"),
+    "gpu_time_vs_host": (_F, "the device time over the median of the same trial's (any seed) "
+                             "on the job's other GPUs (docs/scale-out.md); null if none ran it"),
     "gpu_pci_bus_id": (_S, "the GPU's PCI bus id, null on cpu"),
     "power_limit_w": (_F, "the GPU's enforced board power limit, W (NVML), null on cpu"),
     "python_version": (_S, "Python version"), "platform": (_S, "platform.platform()"),
