@@ -246,8 +246,13 @@ def test_the_driver_s_exit_kills_its_workers_without_waiting_for_them(
         monkeypatch.setattr(pool, "_POOL", pool.Pool(slots))
         pool._POOL.supervisors = [supervisor]
         pool._stop_at_exit()
-    else:
-        supervisor.stop_at_exit()
+    else:  # what worker.supervisor() has atexit call
+        registered: list[tuple] = []
+        monkeypatch.setattr(worker, "_SUPERVISOR", None)
+        monkeypatch.setattr(worker.atexit, "register", lambda *call: registered.append(call))
+        worker.supervisor().worker = fake
+        handler, *args = registered[0]
+        handler(*args)
     assert dying.killed
     assert not children  # multiprocessing's exit handler will not join it either
     with pytest.raises(AssertionError, match="waited"):  # the fake does catch a wait

@@ -192,14 +192,12 @@ class Worker:
 def _forget(process: Any) -> None:
     """Leave a killed worker to the system instead of waiting for it to be gone.
 
-    Why: a process killed with a CUDA context is gone only once the driver has torn that
-    context down and freed its memory, 0.3-0.6 s on an H100 (four at once take as long as
-    one), and at the driver's exit nothing is left to wait for: the rows are on disk and the
-    worker writes nothing. Waiting made every command end that much later than its last row.
-    ``multiprocessing``'s own exit handler joins every child it knows of; it is told to
-    forget this one (``_children`` is the set that ``active_children`` reads: private, so
-    checked, and a Python without it only waits as before). The killed process is reaped by
-    whoever adopts it."""
+    Why: a process killed with a CUDA context is gone only once the CUDA driver has torn the
+    context down (0.2-0.5 s on H200 hosts, docs/scale-out.md), and at the driver's exit
+    nothing is left to wait for: the rows are on disk and a worker writes nothing.
+    ``multiprocessing``'s exit handler joins every child it knows of, so it is told to forget
+    this one (``_children``, the set ``active_children`` reads: private, so checked; without
+    it we wait as before). Whoever adopts the killed process reaps it."""
     children = getattr(multiprocessing.process, "_children", None)
     if isinstance(children, set):
         children.discard(process)
@@ -286,9 +284,6 @@ class Supervisor:
             self.worker.stop(wait)
             self.worker = None
 
-    def stop_at_exit(self) -> None:
-        self.stop(wait=False)
-
 
 _SUPERVISOR: Supervisor | None = None
 
@@ -301,5 +296,5 @@ def supervisor() -> Supervisor:
         # atexit runs handlers last-registered first: ours (registered after
         # multiprocessing.util's, imported above) stops the worker before multiprocessing
         # joins its children, which would otherwise wait forever on an idle worker
-        atexit.register(_SUPERVISOR.stop_at_exit)
+        atexit.register(_SUPERVISOR.stop, False)  # not waited for: see _forget
     return _SUPERVISOR

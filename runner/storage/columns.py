@@ -192,11 +192,9 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "device_name": (_S, "GPU name, or the CPU model on cpu"),
     "compute_capability": (_S, "CUDA compute capability, e.g. 9.0"),
     "sm_count": (_I, "streaming multiprocessors"),
-    "l2_cache_bytes": (_I, "L2 cache size"),
-    "total_memory_bytes": (_I, "device memory"),
+    "l2_cache_bytes": (_I, "L2 cache size"), "total_memory_bytes": (_I, "device memory"),
     "driver_version": (_S, "NVIDIA driver (via nvidia-ml-py)"),
-    "torch_version": (_S, "torch.__version__"),
-    "cuda_version": (_S, "torch.version.cuda"),
+    "torch_version": (_S, "torch.__version__"), "cuda_version": (_S, "torch.version.cuda"),
     "cpu_model": (_S, "host CPU model"), "cpu_count": (_I, "host logical CPUs"),
     "num_threads_used": (_I, "torch intra-op CPU threads the trial ran with (num_threads, "
                              "else the worker's share of the cores under workers=N)"),
