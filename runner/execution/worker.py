@@ -193,8 +193,8 @@ def _forget(process: Any) -> None:
     """Leave a killed worker to the system instead of waiting for it to be gone.
 
     Why: a process killed with a CUDA context is gone only once the CUDA driver has torn the
-    context down (0.2-0.5 s on H200 hosts, docs/scale-out.md), and at the driver's exit
-    nothing is left to wait for: the rows are on disk and a worker writes nothing.
+    context down (up to 0.5 s on the hosts measured, docs/scale-out.md), and at the driver's
+    exit nothing is left to wait for: the rows are on disk and a worker writes nothing.
     ``multiprocessing``'s exit handler joins every child it knows of, so it is told to forget
     this one (``_children``, the set ``active_children`` reads: private, so checked; without
     it we wait as before). Whoever adopts the killed process reaps it."""
