@@ -24,12 +24,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The driver as it exited before: every worker killed, then waited for.
+#: The driver as it exited before: every worker killed, then waited for (every
+#: ``Supervisor.stop``, the pool's included, made to wait).
 WAITING = """
 import runpy, sys
-from runner.execution import pool, worker
-worker.Supervisor.stop_at_exit = worker.Supervisor.stop
-pool._stop_at_exit = pool.stop_pool
+from runner.execution import worker
+stop = worker.Supervisor.stop
+worker.Supervisor.stop = lambda self, wait=True: stop(self, True)
 sys.argv = ["runner", *sys.argv[1:]]
 runpy.run_module("runner", run_name="__main__", alter_sys=True)
 """
@@ -71,7 +72,8 @@ def main() -> None:
     placements = {"1 worker": ["device=cuda:0", "workers=1"]}
     if opts.dry:
         common = ["op=vector_add", "shape=[[64]]", "timer=smoke", common[-1]]
-        placements = {"2 workers (CPU)": ["device=cpu", "workers=2"]}
+        placements = {"1 worker (CPU)": ["device=cpu", "workers=1"],
+                      "2 workers (CPU)": ["device=cpu", "workers=2"]}
     elif gpus > 1:
         devices = ",".join(f"cuda:{i}" for i in range(gpus))
         placements[f"{gpus} workers"] = [f"device=[{devices}]", "workers=per_gpu"]

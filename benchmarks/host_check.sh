@@ -17,7 +17,7 @@
 set -uo pipefail
 out=${1:-${OUT:-/tmp/host_check}}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd)  # the steps run in other folders
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 counts=$([ "$gpus" -ge 4 ] && echo "2 4" || echo "2")
 steps=${STEPS:-seeds3 seeds1 every_gpu}

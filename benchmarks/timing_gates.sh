@@ -20,7 +20,7 @@ if [ -n "${EXPECT:-}" ] && [[ "$gpu" != *"$EXPECT"* ]]; then
     echo "this GPU is $gpu, not the $EXPECT that EXPECT asks for: nothing run" >&2
     exit 3
 fi
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd)  # the steps run in other folders
 nvidia-smi --query-gpu=name,uuid,power.limit,temperature.gpu --format=csv > "$out/gpu.csv"
 # One small command first, as host_check.sh does: on a fresh machine the first import of
 # torch reads it from a cold disk (a first trial 4.9 s after the command on an H200, 2.2-2.8 s

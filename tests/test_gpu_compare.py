@@ -127,3 +127,26 @@ def test_each_row_carries_its_device_time_against_the_other_gpus() -> None:
     again = gpu_compare.annotate(table)
     assert again.column_names.count(gpu_compare.TIME_COLUMN) == 1
     assert gpu_compare.TIME_COLUMN in COLUMNS, "the column is declared in the result schema"
+
+
+def test_seeds_on_one_gpu_are_not_compared_and_each_gpu_has_one_vote() -> None:
+    """Seed-to-seed noise on one GPU is no GPU difference; a GPU that ran more seeds does
+    not outvote the others."""
+    one_gpu = [row(0, 1400.0 + 50 * seed, True, time_us=100.0 + seed, seed=seed)
+               for seed in range(3)]
+    assert gpu_compare.row_ratios(one_gpu) == [None, None, None]
+    assert gpu_compare.time_ratios(one_gpu) == [None, None, None]
+    uneven = ([row(0, 1400.0, True, time_us=10.0, seed=seed) for seed in range(3)]
+              + [row(1, 1500.0, True, time_us=12.0, seed=3),
+                 row(2, 1600.0, True, time_us=13.0, seed=4)])
+    assert gpu_compare.time_ratios(uneven)[3] == pytest.approx(12.0 / 11.5)  # GPUs 0 and 2
+    assert gpu_compare.row_ratios(uneven)[3] == pytest.approx(1500.0 / 1500.0)
+
+
+def test_the_device_time_column_needs_no_clock_columns() -> None:
+    rows = [{k: v for k, v in r.items() if k not in ("power_capped",
+                                                      "sm_clock_mhz_samples_median")}
+            for r in seeds_over_three_gpus()]
+    table = gpu_compare.annotate(pa.Table.from_pylist(rows))
+    assert gpu_compare.COLUMN not in table.column_names
+    assert table.column(gpu_compare.TIME_COLUMN).to_pylist()[2] == pytest.approx(13.44 / 12.7)

@@ -32,7 +32,7 @@ pyarrow only.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from runner.core.axes import AXES
@@ -72,46 +72,53 @@ def _trial(row: Mapping[str, Any]) -> tuple:
     return tuple(str(row.get(column)) for column in TRIAL_COLUMNS)
 
 
+def _by_trial_and_gpu(rows: list[Mapping[str, Any]], value_of: Callable[[Mapping], Any]
+                      ) -> tuple[list[tuple | None], dict[tuple, dict[int, list[float]]]]:
+    """Each row's ``(trial, gpu, value)`` (None: no GPU, or no positive value), and the
+    values by trial, then by GPU."""
+    entries: list[tuple | None] = []
+    found: dict[tuple, dict[int, list[float]]] = {}
+    for row in rows:
+        gpu, value = _number(row.get("gpu_index")), _number(value_of(row))
+        if gpu is None or value is None or value <= 0:
+            entries.append(None)
+            continue
+        entry = (_trial(row), int(gpu), value)
+        entries.append(entry)
+        found.setdefault(entry[0], {}).setdefault(entry[1], []).append(value)
+    return entries, found
+
+
+def _vote(per_gpu: dict[int, list[float]], gpus: Iterable[int]) -> float:
+    """The median over ``gpus`` of each one's own median: one vote per GPU, however many
+    seeds of the trial it ran."""
+    return statistics.median(statistics.median(per_gpu[gpu]) for gpu in gpus)
+
+
 def row_ratios(rows: list[Mapping[str, Any]]) -> list[float | None]:
     """Per row: its capped samples' clock over the median clock of the same trial on every
-    GPU that ran it (None: not capped, or the trial ran on one GPU only)."""
-    by_trial: dict[tuple, list[float]] = {}
-    keys = []
-    for row in rows:
-        clock = _number(row.get("sm_clock_mhz_samples_median"))
-        capped = row.get("power_capped") is True and _number(row.get("gpu_index")) is not None
-        key = _trial(row) if capped else None
-        keys.append((key, clock))
-        if key is not None and clock is not None:
-            by_trial.setdefault(key, []).append(clock)
-    return [clock / statistics.median(by_trial[key])
-            if key is not None and clock is not None and len(by_trial[key]) >= 2 else None
-            for key, clock in keys]
+    GPU that ran it, one vote per GPU (None: not capped, or the trial ran on one GPU only:
+    seeds on one GPU are not compared with each other)."""
+    entries, found = _by_trial_and_gpu(rows, lambda row: row.get(
+        "sm_clock_mhz_samples_median") if row.get("power_capped") is True else None)
+    return [entry[2] / _vote(found[entry[0]], found[entry[0]])
+            if entry is not None and len(found[entry[0]]) >= 2 else None for entry in entries]
 
 
 def time_ratios(rows: list[Mapping[str, Any]]) -> list[float | None]:
     """Per row: its device time (``gpu_time_median_us``) over the median of the same
-    trial's device times on the host's other GPUs (None: no device time, or no other GPU
-    ran the trial). Capped or not: a GPU can be slower at the same clock."""
-    by_trial: dict[tuple, list[tuple[int, float]]] = {}
-    keys: list[tuple[tuple, int, float] | None] = []
-    for row in rows:
-        gpu, time_us = _number(row.get("gpu_index")), _number(row.get("gpu_time_median_us"))
-        if gpu is None or time_us is None or time_us <= 0:
-            keys.append(None)
-            continue
-        key = _trial(row)
-        keys.append((key, int(gpu), time_us))
-        by_trial.setdefault(key, []).append((int(gpu), time_us))
+    trial's device times on the host's other GPUs, one vote per GPU (None: no device time,
+    or no other GPU ran the trial). Capped or not: a GPU can be slower at the same clock."""
+    entries, found = _by_trial_and_gpu(rows, lambda row: row.get("gpu_time_median_us"))
     ratios: list[float | None] = []
-    for entry in keys:
-        others = [] if entry is None else [t for g, t in by_trial[entry[0]] if g != entry[1]]
-        ratios.append(entry[2] / statistics.median(others) if entry and others else None)
+    for entry in entries:
+        others = [] if entry is None else [gpu for gpu in found[entry[0]] if gpu != entry[1]]
+        ratios.append(entry[2] / _vote(found[entry[0]], others) if entry and others else None)
     return ratios
 
 
-def _medians_by_gpu(rows: list[Mapping[str, Any]],
-                    ratios: list[float | None]) -> dict[int, list[float]]:
+def _ratios_by_gpu(rows: list[Mapping[str, Any]],
+                   ratios: list[float | None]) -> dict[int, list[float]]:
     found: dict[int, list[float]] = {}
     for row, ratio in zip(rows, ratios):
         if ratio is not None:
@@ -123,7 +130,7 @@ def clock_ratios(rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
     """Each GPU's median of :func:`row_ratios` over its rows: how its clock compared with
     the other GPUs' on the same trials (GPUs that shared no trial are left out)."""
     rows = list(rows)
-    found = _medians_by_gpu(rows, row_ratios(rows))
+    found = _ratios_by_gpu(rows, row_ratios(rows))
     return {gpu: statistics.median(ratios) for gpu, ratios in found.items()}
 
 
@@ -131,16 +138,16 @@ def annotate(table: Any) -> Any:
     """``table`` (a job's pyarrow table) with :data:`COLUMN` filled for each capped row whose
     trial ran on another GPU too (:func:`row_ratios`) and :data:`TIME_COLUMN` for each row
     with a device time whose trial did (:func:`time_ratios`), null elsewhere; replaced if
-    they were there."""
+    they were there. A column whose inputs the table lacks is left out."""
     import pyarrow as pa
 
-    needed = ("gpu_index", "power_capped", "sm_clock_mhz_samples_median")
-    if not all(c in table.column_names for c in needed):
-        return table
-    wanted = [c for c in (*needed, "gpu_time_median_us", *TRIAL_COLUMNS)
-              if c in table.column_names]
-    rows = table.select(wanted).to_pylist()
-    for column, values in ((COLUMN, row_ratios(rows)), (TIME_COLUMN, time_ratios(rows))):
+    inputs = {COLUMN: ("gpu_index", "power_capped", "sm_clock_mhz_samples_median"),
+              TIME_COLUMN: ("gpu_index", "gpu_time_median_us")}
+    for column, ratios in ((COLUMN, row_ratios), (TIME_COLUMN, time_ratios)):
+        if not all(c in table.column_names for c in inputs[column]):
+            continue
+        wanted = [c for c in (*inputs[column], *TRIAL_COLUMNS) if c in table.column_names]
+        values = ratios(table.select(wanted).to_pylist())
         if column in table.column_names:
             table = table.drop_columns([column])
         table = table.append_column(column, pa.array(values, type=pa.float64()))
@@ -157,7 +164,7 @@ def per_gpu(rows: list[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
             if worker["fraction"] is not None:
                 busy.setdefault(gpu, []).append(worker["fraction"])
     clocks, ratios = capped_clocks(rows), clock_ratios(rows)
-    times = _medians_by_gpu(rows, time_ratios(rows))
+    times = _ratios_by_gpu(rows, time_ratios(rows))
     out: dict[int, dict[str, Any]] = {}
     for row in rows:
         gpu = _number(row.get("gpu_index"))
