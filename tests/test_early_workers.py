@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,8 @@ def planned(compose: Any) -> list:
 
 #: Runs ``python -m runner ARGS`` in this interpreter: records each early start (whether
 #: Hydra was imported by then, and the workers' process ids), then prints, as the last
-#: line, what became of them (after the command, once the exit handlers stopped the pool).
+#: line, what it saw (after the command, once the exit handlers killed the pool's workers:
+#: :func:`run_runner` then checks that none of them runs on).
 SCRIPT = """
 import atexit, json, runpy, sys
 import runner.execution.pool as pool
@@ -155,14 +157,7 @@ def spy(*args):
 def report():  # registered first: runs after the pool's own exit handler stopped it
     after = pool._POOL.supervisors if pool._POOL is not None else []
     print(json.dumps({"starts": starts, "pool": id(pool._POOL),
-                      "worker_starts": [s.starts for s in after],
-                      "alive": [p for s in starts for p in s["pids"] if alive(p)]}))
-
-def alive(pid):
-    try:
-        return open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
+                      "worker_starts": [s.starts for s in after]}))
 
 atexit.register(report)
 pool.prestart = spy
@@ -183,7 +178,29 @@ def run_runner(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     lines = out.stdout.strip().splitlines()
     assert lines, out.stderr[-3000:]
-    return out, json.loads(lines[-1])
+    seen = json.loads(lines[-1])
+    seen["alive"] = running([pid for start in seen["starts"] for pid in start["pids"]])
+    return out, seen
+
+
+def running(pids: list[int], patience_s: float = 30.0) -> list[int]:
+    """Those of ``pids`` still running once the command has exited. The driver kills its
+    workers at exit without waiting for them to be gone (a GPU context takes a while to tear
+    down), so a killed worker may still be dying: it gets ``patience_s`` (far more than a
+    killed process needs, so a loaded machine does not fail the test). A zombie is not
+    running: it waits only for whoever adopted it to reap it."""
+    def state(pid: int) -> str | None:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return None
+
+    deadline = time.monotonic() + patience_s
+    left = [pid for pid in pids if state(pid) not in (None, "Z")]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [pid for pid in left if state(pid) not in (None, "Z")]
+    return left
 
 
 @pytest.mark.slow
