@@ -19,8 +19,8 @@ Trials that differ only in ``seed`` count as the same trial: a seed changes the 
 values, not the work, so a sweep over seeds spread across GPUs is compared too.
 
 The device time is compared as well, not only the clock: at the same clock, one GPU of a
-four-H200 host ran tf32 1024³ 5-7% slower than the others, every time, while every other
-trial of the sweep agreed within 2% (docs/scale-out.md#the-same-number-on-every-gpu). The
+four-H200 host ran tf32 1024³ 5-7% slower than the others, every time, while the other
+trials of the sweep agreed within about 3% (docs/scale-out.md#the-same-number-on-every-gpu). The
 clock would not show that; the row's ``gpu_time_vs_host`` does.
 
 Read from columns every row already has: ``gpu_index``, ``power_capped``,
