@@ -311,3 +311,23 @@ def test_the_table_is_plain_text_inside_a_notebook(monkeypatch) -> None:
                           timestamp=pd.Timestamp("2026-01-02", tz="UTC"))], ignore_index=True)
     table = render_history(history(both), "table")
     assert "first" in table and "\x1b[" not in table
+
+
+def _on_gpu(frame: pd.DataFrame, uuid: str, index: int, mhz: float, celsius: int,
+            host: str = "node1") -> pd.DataFrame:
+    return frame.assign(hostname=host, gpu_uuid=uuid, gpu_index=index,
+                        sm_clock_mhz_samples_median=mhz, temperature_c_timed=celsius)
+
+
+def test_a_trial_that_ran_on_another_gpu_of_the_host_says_so_with_clock_and_heat():
+    """A one-GPU run against a run with a worker per GPU: a trial 6% slower on GPU 1 at the
+    same clock is a GPU difference, and the note says which GPUs, their clocks and heat."""
+    base = _on_gpu(_base(), "GPU-aaaa", 0, 1821.0, 49)
+    new = _on_gpu(scaled(base, 1.06, sweep_id="per_gpu"), "GPU-bbbb", 1, 1838.0, 54)
+    notes = compare(base, new).pairs["note"]
+    assert all("GPU 0 (1821 MHz, 49 °C) → GPU 1 (1838 MHz, 54 °C)" in n for n in notes)
+    same_gpu = _on_gpu(scaled(base, 1.06, sweep_id="again"), "GPU-aaaa", 0, 1838.0, 54)
+    other_host = _on_gpu(scaled(base, 1.06, sweep_id="elsewhere"), "GPU-bbbb", 1, 1838.0,
+                         54, host="node2")
+    for new in (same_gpu, other_host):  # the same GPU; another host: not this note
+        assert not any("GPU 0" in n for n in compare(base, new).pairs["note"])

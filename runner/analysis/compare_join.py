@@ -43,7 +43,8 @@ TIME_FIELDS = {t: {stat: time_column(t, stat) for stat in
 _ROW_FIELDS = ("status", "reason", *(c for t in TIME_FIELDS.values() for c in t.values()
                                      if not c.endswith("samples_us")),
                "gpu_time_method", "gpu_time_reason", "bound", "sm_clock_mhz_end",
-               "throttle_reasons_end", *TIMER_FIELDS)
+               "throttle_reasons_end", *TIMER_FIELDS, *("hostname", "gpu_index", "gpu_uuid",
+               "sm_clock_mhz_samples_median", "temperature_c_timed"))
 #: SM clocks further apart than this (relative) make two timings hard to compare.
 CLOCK_NOTE_REL = 0.05
 
@@ -98,6 +99,9 @@ def joined(base: pd.DataFrame, new: pd.DataFrame, filters: list[str],
     keys = key_columns(base, new, ignored)
     shown = [c for c in ignored if c in base.columns and c in new.columns
              and c not in ("shape", "device")]
+    # a result file's frame arrives in hundreds of blocks (a column added at a time):
+    # copy() consolidates them, or pandas warns on the insert below
+    base, new = base.copy(), new.copy()
     base = base.assign(_key=spec_keys(base, keys)) if len(base) else base.assign(_key=[])
     new = new.assign(_key=spec_keys(new, keys)) if len(new) else new.assign(_key=[])
     both = pd.concat([base[[c for c in keys if c in base.columns]],
@@ -262,7 +266,10 @@ def timer_note(base_row: dict, new_row: dict, which: str | None = "loop") -> str
         if noisy:
             bits.append(f"noisy in {' and '.join(noisy)}")
     clocks = [canonical(row.get("sm_clock_mhz_end")) for row in (base_row, new_row)]
-    if all(isinstance(c, (int, float)) and c > 0 for c in clocks) and \
+    other_gpu = _other_gpu(base_row, new_row)
+    if other_gpu:
+        bits.append(other_gpu)
+    elif all(isinstance(c, (int, float)) and c > 0 for c in clocks) and \
             abs(clocks[0] - clocks[1]) > CLOCK_NOTE_REL * max(clocks):
         bits.append(f"SM clock {clocks[0]:.0f} vs {clocks[1]:.0f} MHz")
     throttled = [side for side, row in (("BASE", base_row), ("NEW", new_row))
@@ -270,3 +277,24 @@ def timer_note(base_row: dict, new_row: dict, which: str | None = "loop") -> str
     if throttled:
         bits.append(f"throttled in {' and '.join(throttled)}")
     return "; ".join(bits)
+
+
+def _other_gpu(base_row: dict, new_row: dict) -> str:
+    """Where the two ran on different GPUs of one host (one GPU against a worker per GPU):
+    each side's GPU, its samples' clock and its heat. GPUs of one host differ, in clock and at
+    one clock (docs/scale-out.md#the-same-number-on-every-gpu)."""
+    uuids = [canonical(row.get("gpu_uuid")) for row in (base_row, new_row)]
+    hosts = [canonical(row.get("hostname")) for row in (base_row, new_row)]
+    if None in uuids or uuids[0] == uuids[1] or hosts[0] != hosts[1]:
+        return ""
+
+    def state(row: dict) -> str:
+        mhz = canonical(row.get("sm_clock_mhz_samples_median"))
+        mhz = canonical(row.get("sm_clock_mhz_end")) if mhz is None else mhz
+        celsius = canonical(row.get("temperature_c_timed"))
+        parts = [f"{mhz:.0f} MHz" if isinstance(mhz, (int, float)) else "",
+                 f"{celsius:.0f} °C" if isinstance(celsius, (int, float)) else ""]
+        detail = ", ".join(part for part in parts if part)
+        return f"GPU {canonical(row.get('gpu_index'))}" + (f" ({detail})" if detail else "")
+
+    return f"{state(base_row)} → {state(new_row)}"
