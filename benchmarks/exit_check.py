@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workers_check import gpu_count  # noqa: E402  (one way to count the GPUs)
 
 #: The driver as it exited before: every worker killed, then waited for (every
 #: ``Supervisor.stop``, the pool's included, made to wait).
@@ -34,11 +36,6 @@ worker.Supervisor.stop = lambda self, wait=True: stop(self, True)
 sys.argv = ["runner", *sys.argv[1:]]
 runpy.run_module("runner", run_name="__main__", alter_sys=True)
 """
-
-
-def gpu_count() -> int:
-    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
-    return sum(line.startswith("GPU") for line in listed.stdout.splitlines())
 
 
 def timed_command(args: list[str], waits: bool, log: Path) -> tuple[float, float]:
