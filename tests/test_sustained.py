@@ -237,6 +237,34 @@ def test_capped_samples_that_drew_headroom_leave_the_device_cold() -> None:
     assert after.sustained_mhz == 1400.0  # the starved clock is not what capped work sustains
 
 
+def test_light_samples_held_below_the_maximum_clock_at_the_power_limit_leave_it_hot() -> None:
+    """On four H200s a bf16 1024³ matmul ran at 1717 MHz (of 1980) and 97% of the power
+    limit, judged light, and the fp16 1024³ after it, judged capped, warmed up as from cold
+    for 2.7 s: the controller had no headroom left to give it. Power alone is not heat: an
+    fp32 matmul at full clock draws as much, and the capped op after it starts from the top
+    of the clock."""
+    import dataclasses
+
+    from runner.execution.timed import WorkerTiming
+    from runner.timing.heat import capped_min_s
+    from runner.timing.settle import CAPPED_MIN_S
+
+    def left_after(clock_mhz: float, power: float, max_mhz: float | None = 1980.0) -> float:
+        light = dataclasses.replace(measurement(5.5, capped=False, power=power),
+                                    clock_mhz=(clock_mhz,) * 3)
+        heat = WorkerTiming().record_heat("cuda:0", light, None, max_clock_mhz=max_mhz)
+        return capped_min_s(heat, heat.ended_s)
+
+    assert left_after(1717.0, 0.97) < CAPPED_MIN_S  # held at the limit: hot
+    assert left_after(1978.0, 0.97) == CAPPED_MIN_S  # full clock: cold, however much power
+    assert left_after(1717.0, 0.60) == CAPPED_MIN_S  # headroom left: cold
+    assert left_after(1717.0, 0.97, max_mhz=None) == CAPPED_MIN_S  # no maximum read
+    assert left_after(1717.0, None) == CAPPED_MIN_S  # no power read
+    held = dataclasses.replace(measurement(5.5, capped=False), clock_mhz=(1717.0,))
+    assert WorkerTiming().record_heat("cuda:0", held, max_clock_mhz=1980.0).sustained_mhz \
+        is None  # not capped work's clock
+
+
 def test_a_row_flags_an_uncapped_op_the_work_before_still_held_down() -> None:
     """On four H200s an fp32 linear (22 ms a call, 85-90% of the power limit on its own)
     read 3-4% slow right after capped work: its samples ran with the board's averaged power

@@ -38,10 +38,12 @@ may be a burst number after all, with the reason:
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from typing import Any
 
 from runner.timing.measurement import Measurement
+from runner.timing.settle import HELD_DOWN_SHARE
 
 #: A power-capped op's samples drawing less than this share of the power limit (NVML's
 #: one-second average) ran while the controller still had headroom. Settled capped ops draw
@@ -63,6 +65,21 @@ LOOP_SLOWER_SHARE = 0.015
 LOOP_CHECK_MIN_S = 20e-6
 #: NVML's clock-event reasons for a clock lowered for the GPU's temperature, not its power.
 THERMAL_REASONS = ("SwThermalSlowdown", "HwThermalSlowdown")
+
+
+def held_at_the_limit(device: Measurement, max_clock_mhz: float | None) -> bool:
+    """Whether samples the settle rule did not call power-capped still ran held by the power
+    cap: the board's averaged power at the limit (:data:`HEADROOM_SHARE`) and the clock below
+    ``runner.timing.settle.HELD_DOWN_SHARE`` of ``max_clock_mhz``. The device is then as hot
+    as after capped work: the controller has no headroom left to give the next trial.
+    On four H200s a bf16 1024³ matmul ran at 1717 MHz and 97% of the limit, judged light;
+    the fp16 1024³ after it, judged capped, warmed up as from cold for 2.7 s. Power alone
+    is not heat: an fp32 matmul at full clock draws as much (``runner.timing.heat.heat_left``)."""
+    share = device.power_avg_share
+    if device.power_capped or share is None or share < HEADROOM_SHARE:
+        return False
+    return bool(device.clock_mhz and max_clock_mhz) and (
+        statistics.median(device.clock_mhz) < HELD_DOWN_SHARE * max_clock_mhz)
 
 
 def drew_headroom(device: Measurement) -> bool:

@@ -15,7 +15,7 @@ import torch
 
 from runner.config.trial_settings import TimerSettings
 from runner.execution import modes
-from runner.execution.sustained import drew_headroom
+from runner.execution.sustained import drew_headroom, held_at_the_limit
 from runner.timing.clock_probe import clock_probe
 from runner.timing.clocks import Clock, CudaEventClock, HostClock, L2Flusher
 from runner.timing.cuda_device import CudaDevice
@@ -74,7 +74,8 @@ class WorkerTiming:
             self.flushers[key] = L2Flusher(device)
         return self.flushers[key]
 
-    def record_heat(self, device_key: str, *measurements: Measurement | None) -> Heat:
+    def record_heat(self, device_key: str, *measurements: Measurement | None,
+                    max_clock_mhz: float | None = None) -> Heat:
         """Record what the trial whose ``measurements`` just ended left ``device_key`` in
         (``runner.timing.heat.heat_left``). Every trial records it, capped or not: one at
         full clock between two capped ones lets the clock back up, so the next starts cold.
@@ -85,9 +86,12 @@ class WorkerTiming:
         ``runner.execution.sustained.HEADROOM_SHARE`` of the power limit (the host left the
         GPU idle between chunks, so the controller gave headroom back) leave it cold, and
         the next capped trial warms up in full. On an H100, a trial after one whose samples
-        drew 45% of the limit started "hot", warmed up for 1.8 s, and read 11% fast."""
+        drew 45% of the limit started "hot", warmed up for 1.8 s, and read 11% fast. Samples
+        judged light that ran held below the GPU's maximum clock (``max_clock_mhz``) at the
+        power limit leave it hot (``runner.execution.sustained.held_at_the_limit``)."""
         taken = [m for m in measurements if m is not None]
-        capped = any(m.power_capped for m in taken) and not any(map(drew_headroom, taken))
+        capped = (any(m.power_capped for m in taken) and not any(map(drew_headroom, taken))
+                  or any(held_at_the_limit(m, max_clock_mhz) for m in taken))
         sustained = next((statistics.median(m.clock_mhz) for m in taken
                           if m.power_capped and m.settled and m.clock_mhz and not
                           drew_headroom(m)),
@@ -154,7 +158,9 @@ def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.dev
     loop = measure(prepared.fn, loop_plan, clock, loop_options)
     if not steady:
         memory = _memory(device)
-    state.record_heat(str(device), device_time.measurement, loop)
+    reading = read_clock() if read_clock is not None else None  # the GPU's maximum clock
+    state.record_heat(str(device), device_time.measurement, loop,
+                      max_clock_mhz=getattr(reading, "max_clock_mhz", None))
     return TrialTimes(loop, device_time, memory, time.perf_counter() - start - device_s,
                       device_s, heat_before)
 

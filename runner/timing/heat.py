@@ -110,7 +110,8 @@ def seen(heat: Heat | None, now_s: float) -> HeatSeen:
 def heat_left(capped: bool | None, ended_s: float, before: Heat | None = None,
               sustained_mhz: float | None = None) -> Heat:
     """What a trial that ended at ``ended_s`` leaves the device in, after ``before`` (what the
-    trial before it left): hot only where its op was power-capped (None: could not be told,
+    trial before it left): hot only where its op was power-capped, or held by the cap
+    (``runner.execution.timed.WorkerTiming.record_heat`` tells; None: could not be told,
     not hot). Every trial records it, so a trial at full clock between two capped ones lets
     the next one start cold. Power drawn is not heat here: a large fp32 matmul runs at full
     clock at 600-680 W of 700, and an H200's tf32 4096³ right after fp32 4096³, warmed up as
