@@ -27,7 +27,13 @@ from runner.timing.heat import (
 from runner.timing.measurement import Measurement, TimerPlan
 from runner.timing.sampler import sample
 from runner.timing.series import OwnPower, Reading
-from runner.timing.settle import BAND_WATCH_S, CAPPED_MIN_S, CAPPED_SAMPLE_S, settle
+from runner.timing.settle import (
+    BAND_CAPPED_MIN_S,
+    BAND_WATCH_S,
+    CAPPED_MIN_S,
+    CAPPED_SAMPLE_S,
+    settle,
+)
 from runner.timing.stats import median_ci_ranks
 from runner.timing.timer import LoopTimeOptions, choose_calls_per_sample, measure
 
@@ -503,15 +509,22 @@ def test_a_clock_between_deep_and_held_is_capped_while_it_falls_or_draws_the_lim
     flat = ProbedSeries(lambda t: MS, lambda t: 1800.0, lambda t: LAGGING_NVML)
     _, verdict = settle(flat.step, min_s=0.02, cap_s=5.0, wall=flat.wall, read_clock=flat.read)
     assert not verdict.capped and verdict.elapsed_s <= BAND_WATCH_S + 0.01
+    # Capped in the band, it is held only lightly: the band's minimum, from cold too.
     falling = ProbedSeries(lambda t: MS, lambda t: 1900.0 if t < 0.01 else 1800.0,
                            lambda t: LAGGING_NVML)
     _, verdict = settle(falling.step, min_s=0.02, cap_s=5.0, wall=falling.wall,
                         read_clock=falling.read)
-    assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
-    # Flat in the band but drawing the limit (a tf32 2048³ matmul's first 60 ms): capped.
+    assert verdict.capped and BAND_CAPPED_MIN_S <= verdict.elapsed_s < CAPPED_MIN_S
+    # Flat in the band but drawing the limit: capped.
     drawing = ProbedSeries(lambda t: MS, lambda t: 1750.0, refreshed(lambda t: LAGGING_CLOCK))
     _, verdict = settle(drawing.step, min_s=0.02, cap_s=5.0, wall=drawing.wall,
                         read_clock=drawing.read)
+    assert verdict.capped and BAND_CAPPED_MIN_S <= verdict.elapsed_s < CAPPED_MIN_S
+    # A tf32 2048³ matmul's first 60 ms in the band, then held deep below it: the full minimum.
+    deeper = ProbedSeries(lambda t: MS, lambda t: 1750.0 if t < 0.06 else 1550.0,
+                          refreshed(lambda t: LAGGING_CLOCK))
+    _, verdict = settle(deeper.step, min_s=0.02, cap_s=5.0, wall=deeper.wall,
+                        read_clock=deeper.read)
     assert verdict.capped and verdict.elapsed_s >= CAPPED_MIN_S
     # Deep below the maximum it is capped whatever power NVML reports (an averaged reading).
     deep = ProbedSeries(lambda t: MS, lambda t: 1450.0, lambda t: LAGGING_NVML)
