@@ -44,7 +44,7 @@ from typing import Any
 from runner.core.axes import DTYPE_BYTES
 from runner.timing.heat import HOT_CAPPED_MIN_S, LOOP_HANDOVER_MAX_S
 from runner.timing.measurement import TimerPlan
-from runner.timing.settle import CAPPED_MIN_S, CAPPED_SAMPLE_S
+from runner.timing.settle import BAND_CAPPED_MIN_S, CAPPED_MIN_S, CAPPED_SAMPLE_S
 
 #: Seconds every trial costs besides its warm-up and samples: the row's records, building
 #: the inputs, the FLOP count, freeing memory (a few tens of ms on a GPU host).
@@ -55,15 +55,16 @@ SAMPLES_FACTOR = 3
 #: A call this many FLOPs or more, compute-bound, in a tensor-core dtype, holds the GPU at
 #: its power cap (on H100/H200: fp16 2048³ already did; fp32 4096³, on the CUDA cores, did not).
 CAPPED_FLOPS = 2 * 2048**3
-#: From this many FLOPs up to :data:`CAPPED_FLOPS`, compute-bound, in a dtype of the tensor
-#: cores' full rate (:data:`FULL_RATE`), a call *may* be capped, depending on the GPU: on an
-#: H100 the power cap held bf16 and fp16 1024³ matmuls down (their warm-up after fp32 work at
-#: full clock took 2.8-3.0 s; tf32 1024³, at half the rate, ran at full clock), while an
-#: H200 ran them at 1750-1830 MHz, light. Costed as capped (a scheduler that called them
-#: light ran them last and cold on one GPU of four, which idled the others for 19% of the
-#: sweep), and run right after the capped trials (``runner.execution.order.capped_first``).
+#: From this many FLOPs up to :data:`CAPPED_FLOPS`, compute-bound, in a tensor-core dtype, a
+#: call *may* be capped, depending on the GPU: an H100 held bf16 and fp16 1024³ matmuls at
+#: its power cap, an H200 ran them at 1750-1830 MHz, light, and one H200 host called tf32
+#: 1024³ capped in one seed of three. Costed as capped (called light, they ran last and
+#: cold: on one GPU of four bf16 1024³ idled the others for 19% of the sweep, and on H200
+#: hosts tf32 1024³ kept one GPU busy 1.4-2.6 s after the others), and run right after the
+#: capped trials (``runner.execution.order.capped_first``), where one that is held starts
+#: hot. Held only lightly, such a call warms up no longer from cold
+#: (``runner.timing.settle.BAND_CAPPED_MIN_S``): no cold start is charged for it.
 MAYBE_CAPPED_FLOPS = 2 * 1024**3
-FULL_RATE = frozenset({"bf16", "fp16"})
 TENSOR_CORE = frozenset({"bf16", "fp16", "tf32"})
 #: The device used for GPUs the table does not know (only the ratios between trials matter).
 DEFAULT_GPU = "H100 SXM"
@@ -161,7 +162,7 @@ def estimate(task: Any, rates: Rates) -> TrialCost:
     call_s = factor * spec.streams * max(compute_s, memory_s, rates.launch_us * 1e-6)
     heavy = spec.device.startswith("cuda") and dtype in TENSOR_CORE and compute_s >= memory_s
     capped = heavy and flops >= CAPPED_FLOPS
-    maybe_capped = heavy and dtype in FULL_RATE and MAYBE_CAPPED_FLOPS <= flops < CAPPED_FLOPS
+    maybe_capped = heavy and MAYBE_CAPPED_FLOPS <= flops < CAPPED_FLOPS
     held = capped or maybe_capped  # costed as the power cap would make it cost
     sample_s = max(call_s, plan.batch_target_us * 1e-6 if call_s * 1e6 < plan.batch_below_us
                    else call_s)
@@ -176,8 +177,8 @@ def estimate(task: Any, rates: Rates) -> TrialCost:
     checked = getattr(task, "check_accuracy", True)
     accuracy_s = flops / (rates.tflops.get("fp64", 1.0) * 1e12) if checked else 0.0
     seconds = HARNESS_S + settle_s + timed_s + accuracy_s
-    return TrialCost(seconds, CAPPED_MIN_S - HOT_CAPPED_MIN_S if held else 0.0, capped,
-                     maybe_capped)
+    cold_s = CAPPED_MIN_S if capped else BAND_CAPPED_MIN_S if maybe_capped else 0.0
+    return TrialCost(seconds, max(cold_s - HOT_CAPPED_MIN_S, 0.0), capped, maybe_capped)
 
 
 def earlier_walls(results_dir: str | Path, newest: int = 5) -> dict[tuple[str, str], float]:

@@ -23,8 +23,8 @@ ones longest first (:func:`capped_first`; on a CPU every trial is a light one):
   process and 1321 in another (a 5% gap), against ~1320 sustained. Between groups the step
   is up (the last capped trial of one, to the largest of the next), and starts hot;
 * the trials that *may* be capped come next, longest first: a bf16 or fp16 matmul of
-  1024³ is held down by the power cap on an H100 and not on an H200
-  (``runner.execution.costs.MAYBE_CAPPED_FLOPS``). Among the light trials, after fp32 work
+  1024³ is held down by the power cap on an H100 and not on an H200, and a tf32 one now and
+  then (``runner.execution.costs.MAYBE_CAPPED_FLOPS``). Among the light trials, after fp32 work
   at full clock, each of bf16 and fp16 1024³ warmed up from cold on an H100 for 2.8-3.0 s;
   right after capped work it starts hot where it is capped, and costs a light trial's
   warm-up where it is not;
@@ -35,8 +35,7 @@ ones longest first (:func:`capped_first`; on a CPU every trial is a light one):
   sweeps were within 3% of 15 s back to back there (the gates tables of docs/timing.md).
 
 Which trials are capped is estimated before any runs (``runner.execution.costs.estimate``:
-a tensor-core dtype, compute-bound, 2·2048³ FLOPs or more; bf16 and fp16 from 2·1024³
-may be), in the
+a tensor-core dtype, compute-bound, 2·2048³ FLOPs or more; from 2·1024³ it may be), in the
 driver.
 
 ``trial_order=plan`` keeps the plan's order, for a study of order effects.
