@@ -237,6 +237,24 @@ def test_capped_samples_that_drew_headroom_leave_the_device_cold() -> None:
     assert after.sustained_mhz == 1400.0  # the starved clock is not what capped work sustains
 
 
+def test_a_row_flags_samples_the_power_cap_took_after_a_warm_up_that_called_them_light() -> None:
+    """On four H200s bf16 2048³ right after tf32 2048³ settled at 1694 MHz in 90 ms, called
+    light, then sampled at 1610 MHz and read 3.2% faster than on one GPU."""
+    import dataclasses
+
+    def flag(clock_mhz: float, capped: bool = False) -> str | None:
+        row = dataclasses.replace(measurement(25.0, capped=capped), settled_clock_mhz=1694.0,
+                                  clock_mhz=(clock_mhz,) * 3)
+        return sustained_flag(row, None)
+
+    assert "the power cap took the clock during the samples" in flag(1610.0)
+    assert flag(1660.0) is None  # within 3%: the usual swing
+    assert flag(1780.0) is None  # rose: not a cap taking it
+    assert flag(1610.0, capped=True) is None  # capped: the settle rule judged it so
+    no_clock = dataclasses.replace(measurement(25.0, capped=False), settled_clock_mhz=1694.0)
+    assert sustained_flag(no_clock, None) is None
+
+
 def test_light_samples_held_below_the_maximum_clock_at_the_power_limit_leave_it_hot() -> None:
     """On four H200s a bf16 1024³ matmul ran at 1717 MHz (of 1980) and 97% of the power
     limit, judged light, and the fp16 1024³ after it, judged capped, warmed up as from cold

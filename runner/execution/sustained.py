@@ -27,6 +27,11 @@ may be a burst number after all, with the reason:
   the clock down for that work: on four H200s an fp32 linear (32768×4096→4096, 85-90% of the
   limit on its own) read 22.2 ms at 1902 MHz right after capped work and 21.4 ms at 1979 MHz
   elsewhere, its loop time 21.6 ms either way;
+* its warm-up called it light, and its samples then ran more than
+  ``runner.execution.measured.CLOCK_MOVED_SHARE`` below the clock the warm-up settled at: the
+  power cap took the clock during the samples (:func:`fell_under_samples`). On four H200s
+  bf16 2048³ right after tf32 2048³ settled at 1694 MHz in 90 ms, sampled at 1610, and read
+  3.2% faster than the same trial run on one GPU;
 * the GPU was lowering its clock for its temperature as the trial's timing ended (NVML's
   :data:`THERMAL_REASONS`, read right after the loop time that follows the samples): its
   clock then follows how hot the board is, which a longer job makes hotter still. On a poorly
@@ -42,6 +47,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from runner.execution.measured import CLOCK_MOVED_SHARE
 from runner.timing.measurement import Measurement
 from runner.timing.settle import HELD_DOWN_SHARE
 
@@ -82,6 +88,14 @@ def held_at_the_limit(device: Measurement, max_clock_mhz: float | None) -> bool:
         statistics.median(device.clock_mhz) < HELD_DOWN_SHARE * max_clock_mhz)
 
 
+def fell_under_samples(device: Measurement) -> bool:
+    """Whether samples of an op the warm-up called light (not power-capped) ran more than
+    ``CLOCK_MOVED_SHARE`` below the clock that warm-up settled at."""
+    settled = device.settled_clock_mhz
+    return (device.power_capped is False and bool(settled and device.clock_mhz)
+            and statistics.median(device.clock_mhz) < (1 - CLOCK_MOVED_SHARE) * settled)
+
+
 def drew_headroom(device: Measurement) -> bool:
     """Whether power-capped samples drew under :data:`HEADROOM_SHARE` of the power limit:
     the controller still had headroom (False where power was not read)."""
@@ -119,6 +133,11 @@ def sustained_flag(device: Measurement | None, burst: Measurement | None,
         reasons.append(f"its power-capped samples drew {device.power_avg_share:.0%} of the "
                        "power limit (one-second average): the controller still had headroom, "
                        "so it may read faster than a job running it back to back")
+    if fell_under_samples(device):
+        reasons.append(f"its warm-up called it light at {device.settled_clock_mhz:.0f} MHz, "
+                       f"then its samples ran at {statistics.median(device.clock_mhz):.0f} "
+                       "MHz: the power cap took the clock during the samples, so it may read "
+                       "faster than a job running it back to back")
     median_s = device.stats.median
     paced_by_gpu = device.power_capped and median_s >= LOOP_CHECK_MIN_S
     if (paced_by_gpu and loop is not None and loop.samples_s
