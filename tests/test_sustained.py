@@ -316,3 +316,36 @@ def test_a_row_flags_a_device_time_the_gpu_slowed_for_its_temperature() -> None:
     times = SimpleNamespace(heat_before=None, loop=None,
                             device=SimpleNamespace(measurement=measurement(200.0)))
     assert "SwThermalSlowdown" in sustained_columns(times, None, hot)["sustained_flag"]
+
+
+def test_a_trial_hands_the_gpu_s_maximum_clock_to_the_heat_it_records(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``time_trial`` reads the GPU's maximum clock and passes it on: without it, light
+    samples held at the power limit could never leave the device hot."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import torch
+
+    from runner.execution import timed
+    from runner.timing.measurement import TimerPlan
+    from runner.timing.series import Reading
+
+    held = dataclasses.replace(measurement(5.5, capped=False, power=0.97),
+                               clock_mhz=(1717.0,) * 3)
+    monkeypatch.setattr(timed, "device_time_of",
+                        lambda call, state, **kw: SimpleNamespace(measurement=held))
+    monkeypatch.setattr(timed, "measure",
+                        lambda *args, **kw: measurement(5.6, capped=False, power=None))
+    monkeypatch.setattr(timed, "_memory", lambda device: {})
+    timer = SimpleNamespace(plan=TimerPlan(), device_time=True, flush_l2=False)
+    prepared = SimpleNamespace(fn=lambda: None, before_sample=None)
+
+    def heat_after(read_clock: Any) -> Any:
+        state = timed.WorkerTiming()
+        timed.time_trial(timer, prepared, torch.device("cpu"), None, 0, state,
+                         read_clock=read_clock)
+        return state.heat.before("cpu")
+
+    assert heat_after(lambda: Reading(max_clock_mhz=1980.0)).hot
+    assert not heat_after(None).hot  # no maximum read: not known to be held

@@ -80,7 +80,11 @@ def held_at_the_limit(device: Measurement, max_clock_mhz: float | None) -> bool:
     as after capped work: the controller has no headroom left to give the next trial.
     On four H200s a bf16 1024³ matmul ran at 1717 MHz and 97% of the limit, judged light;
     the fp16 1024³ after it, judged capped, warmed up as from cold for 2.7 s. Power alone
-    is not heat: an fp32 matmul at full clock draws as much (``runner.timing.heat.heat_left``)."""
+    is not heat: an fp32 matmul at full clock draws as much (``runner.timing.heat.heat_left``).
+    The average is NVML's one-second one, so after a light trial shorter than that it is
+    partly the work before's. That is the quantity the controller holds to the limit: while
+    it stands there, the next capped op gets no headroom, whoever drew it. A light trial long
+    enough to let it fall below :data:`HEADROOM_SHARE` leaves the device cold."""
     share = device.power_avg_share
     if device.power_capped or share is None or share < HEADROOM_SHARE:
         return False

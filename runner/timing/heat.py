@@ -79,7 +79,8 @@ class Heat:
 
     @property
     def hot(self) -> bool:
-        """Whether the last work left the device hot: it was power-capped."""
+        """Whether the last work left the device hot: it was power-capped, or held at the
+        power limit (``runner.execution.timed.WorkerTiming.record_heat``)."""
         return self.capped_ended_s == self.ended_s
 
 

@@ -13,7 +13,8 @@ elapsed time against the quarter before it. The power controller is slow: an op 
 the board's limit still runs flat at the boost clock for its first few hundred milliseconds
 (an H200 bmm read 34 µs there, 39.6 µs sustained), so a power-capped series (:func:`capped`)
 is not settled before ``min_capped_s``: :data:`CAPPED_MIN_S` from cold, less when earlier
-work left the device hot (``runner.timing.heat``): settling is paid once per heat.
+work left the device hot (``runner.timing.heat``: settling is paid once per heat) or the
+clock is held only lightly (:data:`BAND_CAPPED_MIN_S`).
 Comparing quarters of the *elapsed* time (not a fixed span) makes the test more sensitive
 the longer the fall lasts, so a slow tail is not mistaken for a plateau, while an op that is
 flat from the start, far below the power limit, settles as soon as the minimum warm-up is
@@ -39,12 +40,10 @@ TIME_TOL = 0.01
 #: The SM clock may move by this share between the two windows and still be "stopped
 #: moving" (NVML reports it in ~15 MHz bins: 1% of 1980 MHz is 20 MHz).
 CLOCK_TOL = 0.01
-#: Seconds between two reads of the SM clock (an NVML read costs tens of µs), and between two
-#: judgements of the series.
+#: Seconds between two reads of the SM clock (tens of µs each) and two judgements.
 CLOCK_READ_S = JUDGE_EVERY_S = 0.005
-#: Board power, as a share of its limit, from which the power controller will pull the clock
-#: down (an H200 ran bmm, linear and matmuls at 671-705 W of 700 once capped; a 2048² sum at
-#: 274 W, a 1-element add at 124 W).
+#: Board power, as a share of its limit, from which the controller pulls the clock down (an
+#: H200 ran capped bmm, linear, matmuls at 671-705 W of 700; a 2048² sum at 274 W).
 POWER_NEAR_CAP = 0.9
 #: An effective SM clock (``runner.timing.clock_probe``) below this share of the GPU's maximum
 #: means the power controller is holding the SMs down: the op is power-capped. A memory-bound
@@ -61,34 +60,27 @@ CAPPED_MIN_S = 2.5
 #: called capped (2.6-2.8 s of warm-up from cold) or light (0.08 s); an H100's bf16 1024³
 #: read within 2% of 15 s back to back after 0.09 s and 1.6 s. Below the band: the full minimum.
 BAND_CAPPED_MIN_S = 1.0
-#: A series whose clock runs between :data:`DEEP_HELD_SHARE` and :data:`HELD_DOWN_SHARE` of the
-#: maximum is watched this long (s) before it may settle: long enough for the power cap to
-#: show (a tf32 2048³ matmul ran flat at 1750 MHz for its first 60 ms, then at 1550; bf16
-#: 2048³ drew too little power to tell in its first 50 ms), short enough that a light load in
-#: that band (an H100 runs small bf16/fp16/tf32 matmuls at 1850-1890 of 1980 MHz) settles
-#: within 0.1 s.
+#: A series whose clock runs between :data:`DEEP_HELD_SHARE` and :data:`HELD_DOWN_SHARE` is
+#: watched this long (s) before it may settle: long enough for the cap to show (tf32 2048³
+#: ran at 1750 MHz for 60 ms, then at 1550), short enough that a light load in the band (an
+#: H100's small matmuls at 1850-1890 of 1980 MHz) settles within 0.1 s.
 BAND_WATCH_S = 0.075
 #: Below this share of the maximum the clock is held down by the power cap, whatever else
-#: is seen: capped ops run at 1270-1550 MHz of 1980 once the controller has them. Between it
-#: and :data:`HELD_DOWN_SHARE` light loads run too, flat: an H200 ran 2.6-13 µs bf16, fp16 and
-#: tf32 matmuls at 1750-1830 MHz and ~150 W, a tf32 2048³ one at 1750 MHz for its first 60 ms
-#: before the cap took it to 1550. There the series is capped only while its clock falls from
-#: its first clocks (:data:`CLOCK_FALL_SHARE`) or the board draws :data:`HELD_POWER_SHARE` of
-#: its limit, and it is watched for :data:`BAND_WATCH_S` before it may settle.
+#: is seen (capped ops run at 1270-1550 MHz of 1980). Between it and :data:`HELD_DOWN_SHARE`
+#: light loads run too, flat (an H200's 2.6-13 µs matmuls at 1750-1830 MHz and ~150 W): there
+#: the series is capped only while its clock falls from its first clocks
+#: (:data:`CLOCK_FALL_SHARE`) or the board draws :data:`HELD_POWER_SHARE` of its limit.
 DEEP_HELD_SHARE = 0.85
 #: A clock this share below the series' first clocks is being pulled down.
 CLOCK_FALL_SHARE = 0.03
-#: In that band, drawing this share of the power limit (NVML's instantaneous reading, the most
-#: of the last few) is the power cap's doing.
+#: In that band, this share of the limit (NVML's instantaneous power) is the cap's doing.
 HELD_POWER_SHARE = 0.8
 #: Effective clocks (and power readings), the most recent, that :func:`capped` judges.
 RECENT_CLOCKS = 8
 #: Shortest span (s) of the samples of a power-capped series, the settled half of its
 #: warm-up included (``runner.timing.sampler.settled_tail``). Once settled, the clock still
-#: cycles: run back to back on an H200, tf32 2048³ went between 56 and 61 µs a call and
-#: fp16 4096³ between 213 and 224 µs, with a period near one second, and within 50 ms a
-#: tf32 4096³ matmul's samples moved 3.4%. A median over a shorter span lands on one phase
-#: of the cycle: with 0.3 s of samples, two processes read fp16 4096³ 4.5% apart.
+#: cycles with a period near one second (an H200's fp16 4096³ between 213 and 224 µs): with
+#: 0.3 s of samples, two processes read fp16 4096³ 4.5% apart.
 CAPPED_SAMPLE_S = 1.0
 #: A power-capped series is not settled while the board's *averaged* power (NVML's
 #: one-second average, what the power controller holds to the limit) still rises by more than
@@ -106,14 +98,11 @@ POWER_RISE_TOL = 0.02
 #: 40 s (60 → 70 °C); an already warm board rose 0.2 °C/s with its time flat.
 THERMAL_RISE_C_PER_S = 0.5
 #: ... and only once the windows' mean temperatures are this far apart (°C): NVML reads whole
-#: degrees, so one step of a steady board (69 → 70) between two windows 0.25 s apart would
-#: read as 4 °C/s. A cool board under a capped op heats 5 °C/s and more (an H100 went from 33
-#: to 52 °C inside one bf16 8192³ trial).
+#: degrees, so one step of a steady board (69 → 70) between windows 0.25 s apart reads as
+#: 4 °C/s, while a cool board under a capped op heats 5 °C/s and more.
 THERMAL_RISE_MIN_C = 1.5
-#: Most points of a window that :func:`judge` compares. The warm-up of a 50 µs op holds tens
-#: of thousands, and sorting them took 18 ms, longer than the work queued ahead of the host,
-#: so the device idled (clock, to a capped GPU) inside the warm-up that judged it. Every
-#: k-th point keeps a window's median well within :data:`TIME_TOL`.
+#: Most points of a window that :func:`judge` compares: sorting the tens of thousands of a
+#: 50 µs op's warm-up took 18 ms, and the device idled inside the warm-up that judged it.
 JUDGE_POINTS = 2048
 
 
@@ -163,9 +152,8 @@ def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None =
         recent_mhz = [p.effective_mhz for p in points if p.effective_mhz is not None]
         recent_mhz = recent_mhz[-RECENT_CLOCKS:]
     is_capped = capped(recent_mhz, power_share, max_clock_mhz, first_mhz)
-    if recent_mhz and max_clock_mhz and (
-            statistics.median(recent_mhz) >= DEEP_HELD_SHARE * max_clock_mhz):
-        min_capped_s = min(min_capped_s, BAND_CAPPED_MIN_S)  # held only lightly
+    if _held_lightly(recent_mhz, first_mhz, max_clock_mhz):
+        min_capped_s = min(min_capped_s, BAND_CAPPED_MIN_S)
     if is_capped and elapsed_s < min_capped_s:
         return (f"power-capped: the controller may still move the clock (at least "
                 f"{min_capped_s:g} s)")
@@ -200,6 +188,18 @@ def judge(points: Sequence[Point], elapsed_s: float, power_share: float | None =
             moving = "falling" if mhz_now < mhz_before else "rising"
             return f"SM clock still {moving} ({mhz_before:.0f} → {mhz_now:.0f} MHz)"
     return None
+
+
+def _held_lightly(recent_mhz: Sequence[float], first_mhz: Sequence[float],
+                  max_clock_mhz: float | None) -> bool:
+    """Whether the clock is held only lightly (:data:`BAND_CAPPED_MIN_S`): in the band above
+    :data:`DEEP_HELD_SHARE` and not :data:`CLOCK_FALL_SHARE` below its first clocks. One
+    still sliding down through the band is being pulled down: a 1 s minimum read it fast."""
+    if not recent_mhz or not max_clock_mhz:
+        return False
+    now = statistics.median(recent_mhz)
+    fell = bool(first_mhz) and now < (1 - CLOCK_FALL_SHARE) * statistics.median(first_mhz)
+    return now >= DEEP_HELD_SHARE * max_clock_mhz and not fell
 
 
 def _average_power_rising(earlier: Sequence[Point], recent: Sequence[Point]) -> str | None:
