@@ -99,3 +99,26 @@ def test_the_workers_gate_fails_on_an_unflagged_gap_and_passes_a_flagged_one() -
     assert verdict([100.0, 102.0], [None, None]) == "PASS"
     assert workers_check.wall_target(4, seeds=1) == 3.0
     assert workers_check.wall_target(4, seeds=3) == 0.85 * 4
+
+
+def test_the_workers_check_names_the_trial_that_ended_the_sweep_last() -> None:
+    """A pool's tail is one trial's doing more often than not: the summary names it."""
+    import pandas as pd
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import workers_check
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    df = pd.DataFrame({"worker": [0, 0, 1, 1], "end_s": [5.0, 9.0, 6.0, 11.6],
+                       "op": "matmul", "dtype": ["bf16", "fp32", "bf16", "tf32"],
+                       "shape_str": ["8192", "256", "4096", "1024x1024x1024"],
+                       "worker_trial_wall_s": [3.0, 0.1, 2.0, 3.16],
+                       "power_capped": [True, False, True, True],
+                       "heat_before": ["cold", "cold", "hot", "cold"],
+                       "gpu_time_settle_s": [2.7, 0.02, 1.1, 2.7]})
+    line = workers_check.tail_line(df)
+    assert "worker 1 ended 2.60 s after the others" in line
+    assert "tf32 1024x1024x1024 (3.16 s, capped, heat before cold, warm-up 2.70 s)" in line
+    assert workers_check.tail_line(df[df["worker"] == 0]) is None

@@ -57,10 +57,10 @@ SAMPLES_FACTOR = 3
 CAPPED_FLOPS = 2 * 2048**3
 #: From this many FLOPs up to :data:`CAPPED_FLOPS`, compute-bound, in a tensor-core dtype, a
 #: call *may* be capped, depending on the GPU: an H100 held bf16 and fp16 1024³ matmuls at
-#: its power cap, an H200 ran them at 1750-1830 MHz, light, and one H200 host called tf32
-#: 1024³ capped in one seed of three. Costed as capped (called light, they ran last and
+#: its power cap, an H200 ran them at 1750-1830 MHz, light, and H200 hosts called tf32
+#: 1024³ capped now and then. Costed as capped (called light, they ran last and
 #: cold: on one GPU of four bf16 1024³ idled the others for 19% of the sweep, and on H200
-#: hosts tf32 1024³ kept one GPU busy 1.4-2.6 s after the others), and run right after the
+#: hosts tf32 1024³ kept one GPU busy 1.3-2.0 s after the others), and run right after the
 #: capped trials (``runner.execution.order.capped_first``), where one that is held starts
 #: hot. Held only lightly, such a call warms up no longer from cold
 #: (``runner.timing.settle.BAND_CAPPED_MIN_S``): no cold start is charged for it.
