@@ -341,11 +341,19 @@ def test_a_trial_hands_the_gpu_s_maximum_clock_to_the_heat_it_records(
     timer = SimpleNamespace(plan=TimerPlan(), device_time=True, flush_l2=False)
     prepared = SimpleNamespace(fn=lambda: None, before_sample=None)
 
-    def heat_after(read_clock: Any) -> Any:
-        state = timed.WorkerTiming()
+    reads: list[int] = []
+
+    def read() -> Reading:
+        reads.append(1)
+        return Reading(max_clock_mhz=1980.0)
+
+    def heat_after(read_clock: Any, state: Any = None) -> Any:
+        state = state or timed.WorkerTiming()
         timed.time_trial(timer, prepared, torch.device("cpu"), None, 0, state,
                          read_clock=read_clock)
         return state.heat.before("cpu")
 
-    assert heat_after(lambda: Reading(max_clock_mhz=1980.0)).hot
+    state = timed.WorkerTiming()
+    assert heat_after(read, state).hot and heat_after(read, state).hot
+    assert len(reads) == 1  # the maximum clock is fixed: read once per device and worker
     assert not heat_after(None).hot  # no maximum read: not known to be held

@@ -57,6 +57,7 @@ class WorkerTiming:
     heat: DeviceHeat = dataclasses.field(default_factory=DeviceHeat)
     flushers: dict[str, L2Flusher] = dataclasses.field(default_factory=dict)
     graphs_settled: set[str] = dataclasses.field(default_factory=set)
+    max_clocks: dict[str, float] = dataclasses.field(default_factory=dict)  # MHz, per device
 
     def settle_graphs(self, device: torch.device) -> None:
         """Before this process's first trial on ``device``: the graph state that every later
@@ -158,9 +159,10 @@ def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.dev
     loop = measure(prepared.fn, loop_plan, clock, loop_options)
     if not steady:
         memory = _memory(device)
-    reading = read_clock() if read_clock is not None else None  # the GPU's maximum clock
+    if str(device) not in state.max_clocks and read_clock is not None:  # read once: it is fixed
+        state.max_clocks[str(device)] = getattr(read_clock(), "max_clock_mhz", None)
     state.record_heat(str(device), device_time.measurement, loop,
-                      max_clock_mhz=getattr(reading, "max_clock_mhz", None))
+                      max_clock_mhz=state.max_clocks.get(str(device)))
     return TrialTimes(loop, device_time, memory, time.perf_counter() - start - device_s,
                       device_s, heat_before)
 
