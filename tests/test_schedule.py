@@ -210,13 +210,34 @@ def test_the_worker_with_the_most_left_is_the_one_relieved() -> None:
     assert queues.take(2) is trials[4], "not taken from the worker with the most left"
 
 
-def test_a_trial_that_may_be_capped_stays_on_its_own_worker() -> None:
-    trials = trials_of([Spec("matmul", "bf16", (1024,) * 3), Spec("add", "fp32", (8,))])
-    cost = {0: TrialCost(2.0, 1.5, maybe_capped=True), 1: TrialCost(0.2)}
-    queues = queues_of([trials, []], cost)
-    assert queues.take(1) is trials[1], "the light one is shared"
-    assert queues.take(1) is None, "the one that may be capped went to the shared list"
-    assert queues.take(0) is trials[0]
+def test_trials_that_may_be_capped_are_shared_and_go_first_to_a_worker_done_with_capped_work(
+        ) -> None:
+    # both that may be capped are on worker 1's list, after its capped trial; worker 0,
+    # hot from its own, takes the first (bf16: the narrower dtype), before any light trial
+    trials = trials_of([Spec("matmul", "bf16", (4096,) * 3), Spec("matmul", "tf32", (1024,) * 3),
+                        Spec("matmul", "bf16", (1024,) * 3), Spec("add", "fp32", (8,)),
+                        Spec("matmul", "bf16", (8192,) * 3)])
+    cost = {0: TrialCost(2.0, 1.5, capped=True), 1: TrialCost(2.0, maybe_capped=True),
+            2: TrialCost(2.0, maybe_capped=True), 3: TrialCost(0.2),
+            4: TrialCost(3.0, 1.5, capped=True)}
+    queues = queues_of([[trials[0], trials[3]], [trials[4], trials[1], trials[2]]], cost)
+    assert queues.take(0) is trials[0], "a worker's own capped trial comes first"
+    assert queues.take(1) is trials[4]
+    assert queues.take(0) is trials[2], "left on worker 1's list, it would end its sweep late"
+    assert queues.take(1) is trials[1]
+    assert queues.take(0) is trials[3]
+    assert queues.take(1) is None and not queues.items
+
+
+def test_a_worker_that_ran_no_capped_trial_takes_light_ones_before_those_that_may_be_capped(
+        ) -> None:
+    trials = trials_of([Spec("matmul", "bf16", (1024,) * 3), Spec("add", "fp32", (8,)),
+                        Spec("add", "fp32", (4,))])
+    cost = {0: TrialCost(2.0, maybe_capped=True), 1: TrialCost(0.2), 2: TrialCost(0.1)}
+    queues = queues_of([[trials[0], trials[1]], [trials[2]]], cost)
+    assert queues.take(1) is trials[1], "cold, it took the one that may be capped"
+    assert queues.take(1) is trials[2]
+    assert queues.take(1) is trials[0], "with no light trial left, it waits for nobody"
 
 
 def mixed_sweep(seeds: int = 1) -> list[Any]:

@@ -25,8 +25,8 @@ The rule:
 4. A worker runs its trials in heat order: its capped trials first, each group together and
    largest first, the groups longest first; then those that may be capped, then its light
    trials, each longest first across groups (``runner.execution.order.capped_first``).
-5. At run time the light trials are one shared list, longest first: a worker done with
-   its capped trials takes the longest light one left, so a GPU slower than its estimate
+5. At run time those that may be capped, then the light trials, are shared lists: a worker
+   done with its capped trials takes the next one left, so a GPU slower than its estimate
    takes fewer. A worker with nothing left takes the *last* trial of the worker with the
    most estimated seconds left, where running it here (from cold) ends sooner than leaving
    it: an estimate that was wrong costs one trial's time at the end, not a GPU idle for

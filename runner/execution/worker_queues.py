@@ -11,23 +11,30 @@ from typing import Any
 
 from runner.execution.costs import TrialCost
 from runner.execution.order import cost as order_cost
+from runner.execution.order import most_work_first
 from runner.execution.schedule import Assignment
 
 
 class WorkerQueues:
-    """The job's trials as each worker takes them: its own capped trials, those that may be
-    capped and those pinned to it, in the order of its list
-    (``runner.execution.schedule.assign``); then the light
-    trials, one shared list, longest first, whoever is free; then, where taking one over
-    finishes sooner than leaving it, the last trial of the worker with the most estimated
-    seconds left.
+    """The job's trials as each worker takes them: its own capped trials and those pinned to
+    it, in the order of its list (``runner.execution.schedule.assign``); then those that may
+    be capped, one shared list, the most work first; then the light trials, one shared list,
+    longest first, whoever is free; then, where taking one over finishes sooner than leaving
+    it, the last trial of the worker with the most estimated seconds left.
 
     Why the light trials are shared: the estimate is a guess, and a GPU can be slower than
     it says. On a 4×H100 host one GPU sustained 1398 MHz on capped work where the others
     held 1618-1661 and its first trial warmed up 5 s instead of 2.5; the lists were even
     by estimate, and that GPU ran 2-3 s longer than the others. Light trials settle in
     milliseconds wherever they run, so the faster GPUs take more of them; the capped ones
-    keep their place, after their own group, hot."""
+    keep their place, after their own group, hot.
+
+    Why those that may be capped are shared too: each settles in 0.1 s or in 1-2 s,
+    depending on the GPU and on what ran before, so no estimate places them well. Kept on
+    their worker's list, on a 4×H200 host the last of them ended one GPU's sweep 2.2 s
+    after the others. Shared, the first worker done with its capped trials takes the next
+    one, hot. A worker that ran no capped trial takes them only when no light trial is
+    left: from cold, one held at the power limit warms up longest."""
 
     def __init__(self, assignment: Assignment, costs: Mapping[int, TrialCost],
                  pinned: Mapping[int, int],
@@ -39,20 +46,27 @@ class WorkerQueues:
         self.lock = threading.Lock()
 
         def own(trial: Any) -> bool:
-            cost = costs[trial.index]
-            return trial.index in pinned or cost.capped or cost.maybe_capped
+            return trial.index in pinned or costs[trial.index].capped
 
         self.lists = [[t for t in mine if own(t)] for mine in assignment.lists]
+        #: the workers that run capped trials of their own: hot when they are done with them
+        self.heated = {worker for worker, mine in enumerate(self.lists)
+                       if any(costs[t.index].capped for t in mine)}
+        self.maybe_capped = most_work_first(
+            t for mine in assignment.lists for t in mine
+            if not own(t) and costs[t.index].maybe_capped)
         # longest first; among equal estimates the heavier shape first, as one worker's heat
         # order has it (``runner.execution.order.longest_first``)
-        self.shared = sorted((t for mine in assignment.lists for t in mine if not own(t)),
+        self.shared = sorted((t for mine in assignment.lists for t in mine
+                              if not own(t) and not costs[t.index].maybe_capped),
                              key=lambda t: (-costs[t.index].seconds, -order_cost(t.spec)))
         #: per worker: when its trial in hand started and its estimated seconds
         self.running: dict[int, tuple[float, float]] = {}
 
     def take(self, worker: int) -> Any:
-        """The next trial for ``worker``: its own next one, else the longest light one left,
-        else one taken over; None when nothing is left that it may run, or worth taking."""
+        """The next trial for ``worker``: its own next one, else the next shared one (those
+        that may be capped and the light ones, in the order above), else one taken over;
+        None when nothing is left that it may run, or worth taking."""
         with self.lock:
             trial, seconds = self._next(worker)
             if trial is None:
@@ -66,9 +80,11 @@ class WorkerQueues:
         if self.lists[worker]:
             trial = self.lists[worker].pop(0)
             return trial, self.costs[trial.index].seconds
-        if self.shared:
-            trial = self.shared.pop(0)
-            return trial, self.costs[trial.index].seconds
+        for shared in ((self.maybe_capped, self.shared) if worker in self.heated
+                       else (self.shared, self.maybe_capped)):
+            if shared:
+                trial = shared.pop(0)
+                return trial, self.costs[trial.index].seconds
         left = {i: self._seconds_left(i) for i in range(len(self.lists)) if i != worker}
         for other in sorted(left, key=lambda i: -left[i]):
             for position in range(len(self.lists[other]) - 1, -1, -1):
@@ -98,4 +114,5 @@ class WorkerQueues:
     def items(self) -> list[Any]:
         """The trials not handed out yet."""
         with self.lock:
-            return [t for mine in self.lists for t in mine] + list(self.shared)
+            return ([t for mine in self.lists for t in mine] + list(self.maybe_capped)
+                    + list(self.shared))
