@@ -12,7 +12,9 @@
 # worker, each with the bytecode cache off and on: each command's start-up line, command to
 # first trial in its parts). Every call starts with one small command on GPU 0, so no step
 # pays the host's first import of torch (its disk cache) or fills opsweep's bytecode cache
-# (runner/core/bytecode.py): its start-up line is in prime.log. PACK=FILE packs the logs and
+# (runner/core/bytecode.py): its start-up line is in prime.log. One more step, gates: the
+# timing gates of one GPU (timing_gates.sh: heat, plan and reverse, each twice, against a
+# 15 s reference) on every GPU at once, each against its own reference (~8 minutes). PACK=FILE packs the logs and
 # results into one .tgz as well (a machine that returns few files returns that one).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/host_check}}
@@ -56,7 +58,13 @@ for step in $steps; do
                     (cd "$here" && CUDA_VISIBLE_DEVICES=$i timeout 200 python3 regime_check.py \
                         --out "$out/regime$i" > "$out/regime$i.log" 2>&1) &
                 done; wait ;;
-        *) echo "unknown step $step: expected seeds3, seeds1, every_gpu, imports, startup or regime" >&2
+        gates) for i in $(seq 0 $((gpus - 1))); do
+                   (CUDA_VISIBLE_DEVICES=$i CACHE="$out/reference$i.json" \
+                       STEPS="heat plan reverse" timeout 570 bash "$here/timing_gates.sh" \
+                       "$out/gates$i" > "$out/gates$i.log" 2>&1) &
+               done; wait ;;
+        *) echo "unknown step $step: expected seeds3, seeds1, every_gpu, imports, startup," \
+                "regime or gates" >&2
            exit 2 ;;
     esac
 done
@@ -67,6 +75,9 @@ for step in $steps; do
         every_gpu|imports|startup) echo "=== $step"; tail -n 40 "$out/$step.log" ;;
         regime) for i in $(seq 0 $((gpus - 1))); do
                     echo "=== regime, GPU $i"; tail -n 4 "$out/regime$i.log"; done ;;
+        gates) for i in $(seq 0 $((gpus - 1))); do
+                   echo "=== gates, GPU $i"
+                   grep -E '^\| (order|two processes)' "$out/gates$i.log" | cut -c1-240; done ;;
         *) echo "=== workers_$step"; tail -n 40 "$out/workers_$step.log" ;;
     esac
 done

@@ -15,13 +15,16 @@ set -uo pipefail
 out=${1:-${OUT:-/tmp/timing_gates}}
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${CACHE:-/tmp/opsweep-reference.json}
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+# the GPU this runs on: the first that CUDA_VISIBLE_DEVICES names (an index or a UUID)
+visible=${CUDA_VISIBLE_DEVICES:-0}
+gpu=$(nvidia-smi -i "${visible%%,*}" --query-gpu=name --format=csv,noheader | head -n 1)
 if [ -n "${EXPECT:-}" ] && [[ "$gpu" != *"$EXPECT"* ]]; then
     echo "this GPU is $gpu, not the $EXPECT that EXPECT asks for: nothing run" >&2
     exit 3
 fi
 mkdir -p "$out" && out=$(cd "$out" && pwd)  # the steps run in other folders
-nvidia-smi --query-gpu=name,uuid,power.limit,temperature.gpu --format=csv > "$out/gpu.csv"
+nvidia-smi -i "${visible%%,*}" --query-gpu=name,uuid,power.limit,temperature.gpu --format=csv \
+    > "$out/gpu.csv"
 # One small command first, as host_check.sh does: on a fresh machine the first import of
 # torch reads it from a cold disk (a first trial 4.9 s after the command on an H200, 2.2-2.8 s
 # for every command after it), which is the machine's cost once, not opsweep's per command.
