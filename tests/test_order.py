@@ -106,10 +106,17 @@ def test_trials_that_may_be_capped_step_down_in_power_whatever_the_plan_s_order(
     bf16 1024³, 71% on tf32 1024³)."""
     from types import SimpleNamespace
 
-    def trial(dtype: str, size: int) -> SimpleNamespace:
+    def trial(dtype: str, size: int, streams: int = 1, backward: bool = False
+              ) -> SimpleNamespace:
         return SimpleNamespace(spec=SimpleNamespace(op="matmul", dtype=dtype,
-                                                    shape=(size, size, size)))
+                                                    shape=(size, size, size),
+                                                    streams=streams, backward=backward))
 
     planned = [trial("tf32", 1024), trial("bf16", 1024), trial("fp16", 1536)]
     shown = [(t.spec.dtype, t.spec.shape[0]) for t in order.most_work_first(planned)]
     assert shown == [("fp16", 1536), ("bf16", 1024), ("tf32", 1024)]
+    # four streams run four copies at once (4 x 1024³ > 1536³); a backward pass, three calls
+    planned = [trial("fp16", 1536), trial("bf16", 1024, streams=4),
+               trial("tf32", 1280, backward=True)]
+    shown = [(t.spec.dtype, t.spec.shape[0]) for t in order.most_work_first(planned)]
+    assert shown == [("tf32", 1280), ("bf16", 1024), ("fp16", 1536)]

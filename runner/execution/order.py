@@ -101,14 +101,19 @@ def capped_first(ordered: Sequence[Any], capped: Callable[[Any], bool],
 
 
 def most_work_first(trials: Iterable[Any]) -> list[Any]:
-    """Trials by FLOPs per call, descending, then the narrower dtype first (equal: the order
-    they had). Those that may be capped are compute-bound, so their FLOPs say which draws the
-    most power, not their bytes; at equal FLOPs a narrower dtype runs the tensor cores at a
-    higher rate (bf16 1024³ drew 97% of an H100's limit, tf32 1024³ 71%). So each steps down
-    in power from the one before, as within a heat group."""
+    """Trials by FLOPs per step (every stream's call, a backward pass counted), descending,
+    then the narrower dtype first (equal: the order they had). Those that may be capped are
+    compute-bound, so their FLOPs say which draws the most power, not their bytes; at equal
+    FLOPs a narrower dtype runs the tensor cores at a higher rate (bf16 1024³ drew 97% of an
+    H100's limit, tf32 1024³ 71%). So each steps down in power from the one before, as
+    within a heat group."""
     def key(trial: Any) -> tuple[float, int]:
-        element_bytes = DTYPE_BYTES[trial.spec.dtype]
-        return -work(trial.spec.op, tuple(trial.spec.shape), element_bytes)[0], element_bytes
+        spec = trial.spec
+        element_bytes = DTYPE_BYTES[spec.dtype]
+        # per step of the workload: each stream runs a copy, a backward pass twice more
+        copies = getattr(spec, "streams", 1) * (
+            BACKWARD_FACTOR if getattr(spec, "backward", False) else 1)
+        return -copies * work(spec.op, tuple(spec.shape), element_bytes)[0], element_bytes
 
     return sorted(trials, key=key)
 
