@@ -7,7 +7,7 @@ import threading
 import pytest
 from fakes import ManualClock
 
-from runner.execution import environment, warmup
+from runner.execution import environment, warmup, worker_loop
 
 
 def test_warm_reads_the_records_on_a_thread_of_their_own_and_waits_for_them(
@@ -75,11 +75,11 @@ def test_a_cuda_warm_up_started_after_the_import_is_waited_for_not_done_twice(
     monkeypatch.setattr(warmup, "_cuda", cuda)
     monkeypatch.setattr(environment, "git_provenance", dict)
     monkeypatch.setattr(warmup, "_records", lambda devices, info: None)
-    warmup.start_cuda((0,))
+    early = warmup.start_cuda((0,))
     assert entered.wait(5)
     assert calls[0][1] != threading.main_thread().name  # beside the imports
     threading.Timer(0.05, release.set).start()
-    info = warmup.warm(("cuda:0", "cpu"))
+    info = warmup.warm(("cuda:0", "cpu"), early)
     # warm waited for the thread and took its record; it did not warm cuda:0 again
     assert calls == [("cuda:0", calls[0][1])]
     assert info["cuda_context_s"] == pytest.approx(0.25) and "warm_error" not in info
@@ -87,9 +87,22 @@ def test_a_cuda_warm_up_started_after_the_import_is_waited_for_not_done_twice(
     warmup.warm(("cuda:1",))
     assert calls[-1] == ("cuda:1", threading.main_thread().name)
     # one started early that no request names is still waited for, not left running
-    warmup.start_cuda((3,))
-    warmup.warm(("cpu",))
-    assert ("cuda:3", calls[-1][1]) == calls[-1] and not warmup._STARTED
+    early = warmup.start_cuda((3,))
+    warmup.warm(("cpu",), early)
+    assert ("cuda:3", calls[-1][1]) == calls[-1] and not early
+
+
+def test_the_worker_s_warm_request_joins_the_warm_ups_it_started(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker keeps what ``start_cuda`` started and hands it to ``warm``: no module
+    global carries it from the import to the request."""
+    calls: list[str] = []
+    monkeypatch.setattr(warmup, "_cuda", lambda device, info: calls.append(device))
+    monkeypatch.setattr(warmup, "_records", lambda devices, info: None)
+    early = warmup.start_cuda((0,))
+    kind, info, retire = worker_loop.handle("warm", ("cuda:0",), None, early)
+    assert (kind, retire, calls, early) == ("warmed", False, ["cuda:0"], {})
+    assert "warm_error" not in info
 
 
 def test_an_early_cuda_warm_up_that_fails_is_the_first_trial_s_to_report(
@@ -99,8 +112,8 @@ def test_an_early_cuda_warm_up_that_fails_is_the_first_trial_s_to_report(
 
     monkeypatch.setattr(warmup, "_cuda", broken)
     monkeypatch.setattr(warmup, "_records", lambda devices, info: None)
-    warmup.start_cuda((0,))
-    info = warmup.warm(("cuda",))  # "cuda" is ordinal 0: the early thread's
+    early = warmup.start_cuda((0,))
+    info = warmup.warm(("cuda",), early)  # "cuda" is ordinal 0: the early thread's
     assert info["warm_error"] == "RuntimeError: CUDA driver version is insufficient"
 
 
@@ -163,7 +176,6 @@ class FakeConn:
 
 def test_keep_warm_is_answered_at_once_then_heats_until_the_next_request(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from runner.execution import worker_loop
 
     heats: list[tuple] = []
 
@@ -171,7 +183,8 @@ def test_keep_warm_is_answered_at_once_then_heats_until_the_next_request(
         heats.append((device, max_s, list(conn.sent), asked()))
         return 0.0
 
-    monkeypatch.setattr(worker_loop, "handle", lambda kind, payload, state: ("done", kind, False))
+    monkeypatch.setattr(worker_loop, "handle",
+                        lambda kind, payload, state, early: ("done", kind, False))
     conn = FakeConn([("keep_warm", ("cuda:0", 30.0)), ("heat", ("cuda:0", 1.0)),
                      ("keep_warm", ("cuda:0", 30.0))])
     worker_loop.answer_requests(conn, heat_while_idle)
@@ -196,11 +209,10 @@ def test_gpu_warmup_counts_the_heat_given_while_the_driver_planned() -> None:
 
 def test_a_heat_request_right_after_keep_warm_heats_only_the_rest(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from runner.execution import worker_loop
 
     handled: list[tuple] = []
     monkeypatch.setattr(worker_loop, "handle",
-                        lambda kind, payload, state: handled.append((kind, payload)) or
+                        lambda kind, payload, state, early: handled.append((kind, payload)) or
                         ("done", None, False))
     conn = FakeConn([("keep_warm", ("cuda:0", 30.0)), ("heat", ("cuda:0", 5.0)),
                      ("heat", ("cuda:0", 5.0))])

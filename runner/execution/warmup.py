@@ -15,35 +15,39 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-#: CUDA warm-ups started as soon as torch was imported (:func:`start_cuda`), by ordinal:
-#: the thread and what it records, joined by :func:`warm`.
-_STARTED: dict[int, tuple[threading.Thread, dict[str, Any]]] = {}
+#: CUDA warm-ups started as soon as torch was imported (:func:`start_cuda`), by ordinal: the
+#: thread and what it records. The worker holds them and hands them to :func:`warm`.
+EarlyWarmups = dict[int, tuple[threading.Thread, dict[str, Any]]]
 
 
-def start_cuda(ordinals: tuple[int, ...]) -> None:
+def start_cuda(ordinals: tuple[int, ...]) -> EarlyWarmups:
     """Start each GPU's context and cuBLAS handles (what :func:`warm` does for it) on a
     thread, right after the worker's ``import torch``, while it imports its trial code.
     Torch's ops release the GIL, so the two overlap (on an H200 host the imports took
-    0.12-0.15 s). :func:`warm` waits for the thread instead of doing the work again.
+    0.12-0.15 s). :func:`warm`, given what this returns, waits for the thread instead of
+    doing the work again.
 
     Not before the import: the CUDA driver opened on a thread beside ``import torch`` made
     the import slower by more than the context it saved. On an H200 host, eight processes
     each way, alternating: ready (torch imported, context and cuBLAS up) at a median 4.82 s
     with the driver opened before the import (3.56-4.74 s of it the import), 4.48 s after
     it (3.29-4.87 s the import)."""
+    started: EarlyWarmups = {}
     for ordinal in ordinals:
         info: dict[str, Any] = {}
         thread = threading.Thread(target=_cuda_or_error, args=(f"cuda:{ordinal}", info),
                                   name=f"opsweep-cuda-warm-{ordinal}", daemon=True)
         thread.start()
-        _STARTED[ordinal] = (thread, info)
+        started[ordinal] = (thread, info)
+    return started
 
 
-def warm(devices: tuple[str, ...]) -> dict[str, Any]:
+def warm(devices: tuple[str, ...], early: EarlyWarmups | None = None) -> dict[str, Any]:
     """Pay before the first trial what it would otherwise pay inside its row: each CUDA
     device's context and cuBLAS handles, NVML, the environment record and git provenance.
     Runs in every worker at once, while the driver still plans. Nothing here is timed by the
-    timer; every trial still warms up its own workload.
+    timer; every trial still warms up its own workload. ``early``: the warm-ups
+    :func:`start_cuda` started, each joined and taken out of it here.
 
     The records (NVML, device properties, ``git``) are read on a thread beside the CUDA
     context and the cuBLAS handles: both wait mostly in the driver or a subprocess, with the
@@ -54,13 +58,13 @@ def warm(devices: tuple[str, ...]) -> dict[str, Any]:
     records.start()
     # Every warm-up started after the import is waited for, even one no device here names:
     # none runs on beside the trials, and its error is reported.
-    early = {ordinal: _STARTED.pop(ordinal) for ordinal in list(_STARTED)}
-    for thread, early_info in early.values():
+    joined = {ordinal: early.pop(ordinal) for ordinal in list(early or {})}
+    for thread, early_info in joined.values():
         thread.join()
         _merge(info, early_info)
     for device in devices:
         if (device.startswith("cuda") and "warm_error" not in info
-                and not set(cuda_ordinals((device,))) & early.keys()):
+                and not set(cuda_ordinals((device,))) & joined.keys()):
             _cuda_or_error(device, info)
     records.join()
     info["warm_s"] = time.perf_counter() - started

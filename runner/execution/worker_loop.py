@@ -21,6 +21,7 @@ from runner.core.status import Status
 if TYPE_CHECKING:
     from runner.execution.task import TrialTask
     from runner.execution.timed import WorkerTiming
+    from runner.execution.warmup import EarlyWarmups
 
 #: Error text that means the CUDA context of the process is unusable from now on.
 POISONED_CUDA = (
@@ -56,15 +57,16 @@ def serve(conn: Any, env: dict[str, str] | None = None, threads: int | None = No
           cuda_ordinals: tuple[int, ...] = ()) -> None:
     """The worker's main loop: start (:func:`_start`), then answer requests one at a time
     until the driver hangs up, or until a trial's row retires the worker."""
-    _start(conn, env, threads, cuda_ordinals)
-    answer_requests(conn)
+    early = _start(conn, env, threads, cuda_ordinals)
+    answer_requests(conn, early=early)
 
 
-def answer_requests(conn: Any, heat_while_idle: Any = None) -> None:
+def answer_requests(conn: Any, heat_while_idle: Any = None,
+                    early: EarlyWarmups | None = None) -> None:
     """Answer the driver's requests one at a time, until it hangs up or a row retires the
     worker. ``keep_warm`` (device, max seconds) is answered at once; then the device is
     kept under load (``runner.execution.warmup.heat_while_idle``) until the next request
-    comes."""
+    comes. ``early``: the CUDA warm-ups this worker started after its import, for ``warm``."""
     if heat_while_idle is None:
         from runner.execution.warmup import heat_while_idle
     heated: tuple[str, float, float] | None = None  # device, seconds, when (keep_warm's)
@@ -84,7 +86,7 @@ def answer_requests(conn: Any, heat_while_idle: Any = None) -> None:
         if kind == "heat" and heated is not None:
             payload = still_to_heat(payload, heated)
         heated = None
-        answer = handle(kind, payload, state)
+        answer = handle(kind, payload, state, early)
         conn.send(answer)
         if answer[2]:
             return
@@ -106,11 +108,12 @@ def still_to_heat(request: tuple[str, float], heated: tuple[str, float, float],
 HEAT_GAP_S = 0.5
 
 
-def handle(kind: str, payload: Any, state: WorkerTiming | None = None
-           ) -> tuple[str, Any, bool]:
+def handle(kind: str, payload: Any, state: WorkerTiming | None = None,
+           early: EarlyWarmups | None = None) -> tuple[str, Any, bool]:
     """One request's answer: ``(kind, value, retire)``. A trial whose row is ``crashed`` (a
     poisoned CUDA context) retires the worker once its row is sent. ``state``: the worker's
-    own, passed into every trial (``runner.execution.timed.WorkerTiming``)."""
+    own, passed into every trial (``runner.execution.timed.WorkerTiming``); ``early``: its
+    CUDA warm-ups started after the import, which ``warm`` waits for."""
     if kind == "trial":
         received = time.perf_counter()  # busy from here until the row is sent
         row = run_trial_safely(payload, state)
@@ -119,7 +122,7 @@ def handle(kind: str, payload: Any, state: WorkerTiming | None = None
     if kind == "warm":
         from runner.execution.warmup import warm
 
-        return "warmed", warm(payload), False
+        return "warmed", warm(payload, early), False
     if kind == "heat":
         from runner.timing.heat import heat_device
 
@@ -129,9 +132,9 @@ def handle(kind: str, payload: Any, state: WorkerTiming | None = None
 
 
 def _start(conn: Any, env: dict[str, str] | None, threads: int | None,
-           cuda_ordinals: tuple[int, ...] = ()) -> None:
+           cuda_ordinals: tuple[int, ...] = ()) -> EarlyWarmups:
     """Set the worker up and answer "ready" with its start-up steps
-    (``runner.execution.timeline``).
+    (``runner.execution.timeline``); the CUDA warm-ups it started, for the "warm" request.
 
     ``env`` is applied first thing: the CUDA driver reads ``CUDA_VISIBLE_DEVICES`` when it
     initialises (the first CUDA call), so a pinned worker sees only its GPU.
@@ -153,7 +156,7 @@ def _start(conn: Any, env: dict[str, str] | None, threads: int | None,
     import torch  # noqa: F401  (paid once, before "ready"; timed on its own)
 
     torch_import_s = time.perf_counter() - started
-    start_cuda(cuda_ordinals)  # beside the imports below; the "warm" request waits for it
+    early = start_cuda(cuda_ordinals)  # beside the imports below; "warm" waits for it
     import runner.execution.trial  # noqa: F401  (the trial code, ops base, pandas-free)
 
     imports_s = time.perf_counter() - started - torch_import_s
@@ -166,6 +169,7 @@ def _start(conn: Any, env: dict[str, str] | None, threads: int | None,
                          torch_import_s, "imports_s": imports_s, "ready_at": time.time(),
                          "bytecode_cache": bytecode_cache},
                False))
+    return early
 
 
 def _die_with_parent() -> None:
