@@ -14,7 +14,8 @@
 # pays the host's first import of torch (its disk cache) or fills opsweep's bytecode cache
 # (runner/core/bytecode.py): its start-up line is in prime.log. One more step, gates: the
 # timing gates of one GPU (timing_gates.sh: heat, plan and reverse, each twice, against a
-# 15 s reference) on every GPU at once, each against its own reference (~8 minutes). PACK=FILE packs the logs and
+# 15 s reference) on every GPU at once, each against its own reference (~8 minutes on four
+# H200s; stopped at 9: run it alone in a call). PACK=FILE packs the logs and
 # results into one .tgz as well (a machine that returns few files returns that one).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/host_check}}
@@ -60,7 +61,7 @@ for step in $steps; do
                 done; wait ;;
         gates) for i in $(seq 0 $((gpus - 1))); do
                    (CUDA_VISIBLE_DEVICES=$i CACHE="$out/reference$i.json" \
-                       STEPS="heat plan reverse" timeout 570 bash "$here/timing_gates.sh" \
+                       STEPS="heat plan reverse" timeout 540 bash "$here/timing_gates.sh" \
                        "$out/gates$i" > "$out/gates$i.log" 2>&1) &
                done; wait ;;
         *) echo "unknown step $step: expected seeds3, seeds1, every_gpu, imports, startup," \
@@ -77,7 +78,7 @@ for step in $steps; do
                     echo "=== regime, GPU $i"; tail -n 4 "$out/regime$i.log"; done ;;
         gates) for i in $(seq 0 $((gpus - 1))); do
                    echo "=== gates, GPU $i"
-                   grep -E '^\| (order|two processes)' "$out/gates$i.log" | cut -c1-240; done ;;
+                   grep -E '^\| (order [a-z]+:|two processes)' "$out/gates$i.log" | cut -c1-240; done ;;
         *) echo "=== workers_$step"; tail -n 40 "$out/workers_$step.log" ;;
     esac
 done

@@ -229,15 +229,42 @@ def test_trials_that_may_be_capped_are_shared_and_go_first_to_a_worker_done_with
     assert queues.take(1) is None and not queues.items
 
 
-def test_a_worker_that_ran_no_capped_trial_takes_light_ones_before_those_that_may_be_capped(
-        ) -> None:
-    trials = trials_of([Spec("matmul", "bf16", (1024,) * 3), Spec("add", "fp32", (8,)),
-                        Spec("add", "fp32", (4,))])
-    cost = {0: TrialCost(2.0, maybe_capped=True), 1: TrialCost(0.2), 2: TrialCost(0.1)}
-    queues = queues_of([[trials[0], trials[1]], [trials[2]]], cost)
-    assert queues.take(1) is trials[1], "cold, it took the one that may be capped"
-    assert queues.take(1) is trials[2]
-    assert queues.take(1) is trials[0], "with no light trial left, it waits for nobody"
+def test_a_cold_worker_takes_light_trials_before_those_that_may_be_capped() -> None:
+    # worker 0 runs the capped trial; worker 1, cold, leaves the one that may be capped to it
+    trials = trials_of([Spec("matmul", "bf16", (4096,) * 3), Spec("matmul", "bf16", (1024,) * 3),
+                        Spec("add", "fp32", (8,)), Spec("add", "fp32", (4,))])
+    cost = {0: TrialCost(2.0, 1.5, capped=True), 1: TrialCost(2.0, maybe_capped=True),
+            2: TrialCost(0.2), 3: TrialCost(0.1)}
+    queues = queues_of([[trials[0], trials[2]], [trials[1], trials[3]]], cost)
+    assert queues.take(1) is trials[2], "cold, it took the one that may be capped"
+    assert queues.take(0) is trials[0]
+    assert queues.take(1) is trials[3]
+    assert queues.take(0) is trials[1], "hot from its capped trial, it takes it next"
+    assert queues.take(1) is None and not queues.items
+
+
+def test_with_no_capped_trial_those_that_may_be_capped_go_first_and_each_follows_one() -> None:
+    # no worker will be hotter: as in one worker's order, they come before the light ones,
+    # and a worker that just ran a light trial leaves the next to one that ran a heavy one
+    trials = trials_of([Spec("matmul", "bf16", (1024,) * 3), Spec("matmul", "fp16", (1024,) * 3),
+                        Spec("add", "fp32", (8,)), Spec("add", "fp32", (4,))])
+    cost = {0: TrialCost(2.0, maybe_capped=True), 1: TrialCost(2.0, maybe_capped=True),
+            2: TrialCost(0.2), 3: TrialCost(0.1)}
+    queues = queues_of([[trials[0], trials[2]], [trials[1], trials[3]]], cost)
+    assert queues.take(0) is trials[0], "a light trial went before the one that may be capped"
+    assert queues.take(1) is trials[1]
+    assert [queues.take(0), queues.take(1)] == [trials[2], trials[3]]
+
+
+def test_a_hot_worker_takes_one_that_may_be_capped_before_its_own_pinned_light_trial() -> None:
+    trials = trials_of([Spec("matmul", "bf16", (4096,) * 3), Spec("matmul", "bf16", (1024,) * 3),
+                        Spec("add", "fp32", (8,))])
+    cost = {0: TrialCost(2.0, 1.5, capped=True), 1: TrialCost(2.0, maybe_capped=True),
+            2: TrialCost(0.2)}
+    placed = schedule.Assignment(((trials[0], trials[2], trials[1]), ()), (4.2, 0.0))
+    queues = WorkerQueues(placed, cost, {2: 0}, ManualClock())
+    assert [queues.take(0) for _ in range(3)] == [trials[0], trials[1], trials[2]], (
+        "a pinned light trial let the clock back up between the capped trial and the next")
 
 
 def mixed_sweep(seeds: int = 1) -> list[Any]:

@@ -105,6 +105,17 @@ def test_the_worker_s_warm_request_joins_the_warm_ups_it_started(
     assert "warm_error" not in info
 
 
+def test_serve_hands_the_warm_ups_its_start_began_to_its_requests(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    started = {0: "the early thread"}
+    handed: list = []
+    monkeypatch.setattr(worker_loop, "_start", lambda conn, env, threads, ordinals: started)
+    monkeypatch.setattr(worker_loop, "answer_requests",
+                        lambda conn, heat_while_idle=None, early=None: handed.append(early))
+    worker_loop.serve(object(), cuda_ordinals=(0,))
+    assert handed == [started] and handed[0] is started
+
+
 def test_an_early_cuda_warm_up_that_fails_is_the_first_trial_s_to_report(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(device: str, info: dict) -> None:

@@ -22,7 +22,8 @@ ones longest first (:func:`capped_first`; on a CPU every trial is a light one):
   overshoots: on an H200, fp16 4096³ right after fp16 2048³ was held at 1250 MHz in one
   process and 1321 in another (a 5% gap), against ~1320 sustained. Between groups the step
   is up (the last capped trial of one, to the largest of the next), and starts hot;
-* the trials that *may* be capped come next, longest first: a bf16 or fp16 matmul of
+* the trials that *may* be capped come next, the most work first (:func:`most_work_first`):
+  a bf16 or fp16 matmul of
   1024³ is held down by the power cap on an H100 and not on an H200, and a tf32 one now and
   then (``runner.execution.costs.MAYBE_CAPPED_FLOPS``). Among the light trials, after fp32 work
   at full clock, each of bf16 and fp16 1024³ warmed up from cold on an H100 for 2.8-3.0 s;
@@ -101,19 +102,18 @@ def capped_first(ordered: Sequence[Any], capped: Callable[[Any], bool],
 
 
 def most_work_first(trials: Iterable[Any]) -> list[Any]:
-    """Trials by FLOPs per step (every stream's call, a backward pass counted), descending,
-    then the narrower dtype first (equal: the order they had). Those that may be capped are
-    compute-bound, so their FLOPs say which draws the most power, not their bytes; at equal
-    FLOPs a narrower dtype runs the tensor cores at a higher rate (bf16 1024³ drew 97% of an
-    H100's limit, tf32 1024³ 71%). So each steps down in power from the one before, as
-    within a heat group."""
+    """Trials by FLOPs at once (one call's, times the streams that run a copy each side by
+    side), descending, then the narrower dtype first (equal: the order they had). Those
+    that may be capped are compute-bound, so their FLOPs say which draws the most power, not
+    their bytes; at equal FLOPs a narrower dtype runs the tensor cores at a higher rate
+    (bf16 1024³ drew 97% of an H100's limit, tf32 1024³ 71%). So each steps down in power
+    from the one before, as within a heat group. A backward pass is not counted: it runs
+    more calls of the same kind, one after another, at the same rate."""
     def key(trial: Any) -> tuple[float, int]:
         spec = trial.spec
         element_bytes = DTYPE_BYTES[spec.dtype]
-        # per step of the workload: each stream runs a copy, a backward pass twice more
-        copies = getattr(spec, "streams", 1) * (
-            BACKWARD_FACTOR if getattr(spec, "backward", False) else 1)
-        return -copies * work(spec.op, tuple(spec.shape), element_bytes)[0], element_bytes
+        streams = getattr(spec, "streams", 1)
+        return -streams * work(spec.op, tuple(spec.shape), element_bytes)[0], element_bytes
 
     return sorted(trials, key=key)
 

@@ -10,9 +10,9 @@ of them. Design, on top of the crash-isolation worker (``runner.execution.worker
   trial's row keeps ``device=cuda:N`` and its ``trial_id``; ``gpu_index`` / ``gpu_uuid`` say
   which physical GPU ran it.
 * **Order.** Each worker gets its own list of capped trials, balanced by estimated cost with
-  heat order kept on each GPU (``runner.execution.schedule``); the light trials go to
-  whichever worker is free, and a worker with nothing left may take over the last trial of
-  the busiest one (``runner.execution.worker_queues``).
+  heat order kept on each GPU (``runner.execution.schedule``); those that may be capped,
+  then the light trials, go to whichever worker is free, and a worker with nothing left
+  may take over the last trial of the busiest one (``runner.execution.worker_queues``).
 * **Reuse.** One pool per driver process (:func:`pool`), reused by every Hydra job of a
   multirun with the same placement: worker start (importing torch) is paid once per worker.
 * **Start.** ``python -m runner ... workers=N|per_gpu`` starts the pool before Hydra composes

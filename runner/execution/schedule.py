@@ -26,9 +26,10 @@ The rule:
    largest first, the groups longest first; then those that may be capped, then its light
    trials, each longest first across groups (``runner.execution.order.capped_first``).
 5. At run time those that may be capped, then the light trials, are shared lists: a worker
-   done with its capped trials takes the next one left, so a GPU slower than its estimate
-   takes fewer. A worker with nothing left takes the *last* trial of the worker with the
-   most estimated seconds left, where running it here (from cold) ends sooner than leaving
+   done with its capped trials takes the next one left (hot, the next that may be capped,
+   before its own pinned light trials), so a GPU slower than its estimate takes fewer. A
+   worker with nothing left takes the *last* trial of the worker with the most estimated
+   seconds left, where running it here (from cold) ends sooner than leaving
    it: an estimate that was wrong costs one trial's time at the end, not a GPU idle for
    minutes. Pinned trials stay (``runner.execution.worker_queues``).
 

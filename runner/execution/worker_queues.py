@@ -33,8 +33,11 @@ class WorkerQueues:
     depending on the GPU and on what ran before, so no estimate places them well. Kept on
     their worker's list, on a 4×H200 host the last of them ended one GPU's sweep 2.2 s
     after the others. Shared, the first worker done with its capped trials takes the next
-    one, hot. A worker that ran no capped trial takes them only when no light trial is
-    left: from cold, one held at the power limit warms up longest."""
+    one, hot. A worker whose last trial was light, or that has taken none in a job with
+    capped trials, takes the light ones first, and those that may be capped only when no
+    light one is left: from cold, one held at the power limit warms up longest, and a
+    worker done with its capped trials will take it hot. In a job with no capped trial they
+    go first, as in one worker's order (``runner.execution.order.capped_first``)."""
 
     def __init__(self, assignment: Assignment, costs: Mapping[int, TrialCost],
                  pinned: Mapping[int, int],
@@ -49,9 +52,11 @@ class WorkerQueues:
             return trial.index in pinned or costs[trial.index].capped
 
         self.lists = [[t for t in mine if own(t)] for mine in assignment.lists]
-        #: the workers that run capped trials of their own: hot when they are done with them
-        self.heated = {worker for worker, mine in enumerate(self.lists)
-                       if any(costs[t.index].capped for t in mine)}
+        #: per worker: whether the last trial it took holds the device hot (capped, or may
+        #: be); a worker that has taken none counts as hot only in a job with no capped
+        #: trial, where nobody will be hotter (one worker's order: ``capped_first``)
+        self.hot: dict[int, bool] = {}
+        self.any_capped = any(costs[t.index].capped for mine in self.lists for t in mine)
         self.maybe_capped = most_work_first(
             t for mine in assignment.lists for t in mine
             if not own(t) and costs[t.index].maybe_capped)
@@ -77,14 +82,29 @@ class WorkerQueues:
 
     def _next(self, worker: int) -> tuple[Any, float]:
         """The next trial for ``worker`` and the seconds it is expected to take there."""
-        if self.lists[worker]:
-            trial = self.lists[worker].pop(0)
+        trial, seconds = self._pick(worker)
+        if trial is not None:
+            cost = self.costs[trial.index]
+            self.hot[worker] = cost.capped or cost.maybe_capped
+        return trial, seconds
+
+    def _pick(self, worker: int) -> tuple[Any, float]:
+        mine = self.lists[worker]
+        hot = self.hot.get(worker, not self.any_capped)
+        # its own capped trials first (and its pinned ones that may be capped); then, hot,
+        # the next shared one that may be capped, before its pinned light trials let the
+        # clock come back up
+        heavy = mine and (self.costs[mine[0].index].capped
+                          or self.costs[mine[0].index].maybe_capped)
+        if mine and (heavy or not (hot and self.maybe_capped)):
+            trial = mine.pop(0)
             return trial, self.costs[trial.index].seconds
-        for shared in ((self.maybe_capped, self.shared) if worker in self.heated
+        for shared in ((self.maybe_capped, self.shared) if hot
                        else (self.shared, self.maybe_capped)):
             if shared:
                 trial = shared.pop(0)
-                return trial, self.costs[trial.index].seconds
+                cost = self.costs[trial.index]
+                return trial, cost.seconds + (0.0 if hot else cost.cold_s)
         left = {i: self._seconds_left(i) for i in range(len(self.lists)) if i != worker}
         for other in sorted(left, key=lambda i: -left[i]):
             for position in range(len(self.lists[other]) - 1, -1, -1):
