@@ -84,9 +84,13 @@ class WorkerQueues:
         """The next trial for ``worker`` and the seconds it is expected to take there."""
         trial, seconds = self._pick(worker)
         if trial is not None:
-            cost = self.costs[trial.index]
-            self.hot[worker] = cost.capped or cost.maybe_capped
+            self.hot[worker] = self._heavy(trial)
         return trial, seconds
+
+    def _heavy(self, trial: Any) -> bool:
+        """Whether ``trial`` holds the device hot: capped, or it may be."""
+        cost = self.costs[trial.index]
+        return cost.capped or cost.maybe_capped
 
     def _pick(self, worker: int) -> tuple[Any, float]:
         mine = self.lists[worker]
@@ -94,9 +98,7 @@ class WorkerQueues:
         # its own capped trials first (and its pinned ones that may be capped); then, hot,
         # the next shared one that may be capped, before its pinned light trials let the
         # clock come back up
-        heavy = mine and (self.costs[mine[0].index].capped
-                          or self.costs[mine[0].index].maybe_capped)
-        if mine and (heavy or not (hot and self.maybe_capped)):
+        if mine and (self._heavy(mine[0]) or not (hot and self.maybe_capped)):
             trial = mine.pop(0)
             return trial, self.costs[trial.index].seconds
         for shared in ((self.maybe_capped, self.shared) if hot
