@@ -23,12 +23,11 @@ ones longest first (:func:`capped_first`; on a CPU every trial is a light one):
   process and 1321 in another (a 5% gap), against ~1320 sustained. Between groups the step
   is up (the last capped trial of one, to the largest of the next), and starts hot;
 * the trials that *may* be capped come next, the most work first (:func:`most_work_first`):
-  a bf16 or fp16 matmul of
-  1024³ is held down by the power cap on an H100 and not on an H200, and a tf32 one now and
-  then (``runner.execution.costs.MAYBE_CAPPED_FLOPS``). Among the light trials, after fp32 work
-  at full clock, each of bf16 and fp16 1024³ warmed up from cold on an H100 for 2.8-3.0 s;
-  right after capped work it starts hot where it is capped, and costs a light trial's
-  warm-up where it is not;
+  a bf16 or fp16 matmul of 1024³ is held down by the power cap on an H100 and not on an
+  H200, and a tf32 one now and then (``runner.execution.costs.MAYBE_CAPPED_FLOPS``).
+  Among the light trials, after fp32 work at full clock, each of bf16 and fp16 1024³
+  warmed up from cold on an H100 for 2.8-3.0 s; right after capped work it starts hot
+  where it is capped, and costs a light trial's warm-up where it is not;
 * the light trials come last, longest first across groups, so each steps down in load
   from the one before. Kept in their groups, a 1024³ matmul followed the group before's
   256³ one, and read 3-4% slower than back to back on an H100 (a light op after a tiny one
