@@ -174,13 +174,14 @@ def test_the_row_carries_the_heat_the_trial_began_in() -> None:
     from runner.execution.sustained import sustained_columns
     from runner.timing.heat import HeatSeen
 
-    times = SimpleNamespace(heat_before=HeatSeen("hot", 1405.0), loop=None,
+    times = SimpleNamespace(heat_before=HeatSeen("hot", 1405.0), loop=None, max_clock_mhz=None,
                             device=SimpleNamespace(measurement=measurement(200.0)))
     assert sustained_columns(times, None) == {"heat_before": "hot",
                                               "sm_clock_mhz_capped_sustained": 1405.0,
                                               "power_share_samples": 0.99,
                                               "sustained_flag": None}
-    cpu = SimpleNamespace(heat_before=None, loop=None, device=SimpleNamespace(measurement=None))
+    cpu = SimpleNamespace(heat_before=None, loop=None, max_clock_mhz=None,
+                          device=SimpleNamespace(measurement=None))
     assert set(sustained_columns(cpu, None).values()) == {None}
 
 
@@ -283,6 +284,38 @@ def test_light_samples_held_below_the_maximum_clock_at_the_power_limit_leave_it_
         is None  # not capped work's clock
 
 
+def test_a_row_flags_light_samples_that_ran_held_by_the_power_cap() -> None:
+    """On a 4×H200 host sdpa fp16 8×16×1024×64 right after capped work, called light in
+    0.09 s, ran at 1706 MHz (of 1980) at 97% of the power limit and read 4.2% faster than the
+    same trial called capped on one GPU. A light op at full clock, one with headroom left, or
+    one the settle rule called capped (it settled as such) carries no such flag, nor does a
+    5 µs matmul so held (1024³ ones read within 3% of 15 s back to back)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from runner.execution.sustained import sustained_columns
+
+    def light(clock_mhz: float, power: float | None = 0.97, capped: bool | None = False,
+              median_us: float = 86.96) -> Measurement:
+        return dataclasses.replace(measurement(median_us, capped=capped, power=power),
+                                   clock_mhz=(clock_mhz,) * 3)
+
+    def flag(row: Measurement, max_mhz: float | None = 1980.0) -> str | None:
+        return sustained_flag(row, None, None, {"temperature_c_timed": 66}, max_mhz)
+
+    reason = flag(light(1706.0))
+    assert "called it light, yet its samples ran held by the power cap" in reason
+    assert "1706 MHz, 86% of the maximum, at 97% of the power limit, 66 °C" in reason
+    assert flag(light(1975.0)) is None  # full clock: not held, however much power
+    assert flag(light(1706.0, power=0.85)) is None  # headroom left
+    assert flag(light(1706.0, capped=True)) is None  # judged capped: settled as such
+    assert flag(light(1706.0), max_mhz=None) is None  # no maximum read: not known
+    assert flag(light(1762.0, median_us=5.44)) is None
+    times = SimpleNamespace(heat_before=None, loop=None, max_clock_mhz=1980.0,
+                            device=SimpleNamespace(measurement=light(1706.0)))
+    assert "held by the power cap" in sustained_columns(times, None)["sustained_flag"]
+
+
 def test_a_row_flags_an_uncapped_op_the_work_before_still_held_down() -> None:
     """On four H200s an fp32 linear (22 ms a call, 85-90% of the power limit on its own)
     read 3-4% slow right after capped work: its samples ran with the board's averaged power
@@ -313,7 +346,7 @@ def test_a_row_flags_a_device_time_the_gpu_slowed_for_its_temperature() -> None:
     capped = {"throttle_reasons_timed": "SwPowerCap", "temperature_c_timed": 70}
     assert sustained_flag(measurement(200.0), None, None, capped) is None
     assert sustained_flag(measurement(200.0), None, None, {}) is None  # not read (CPU, no NVML)
-    times = SimpleNamespace(heat_before=None, loop=None,
+    times = SimpleNamespace(heat_before=None, loop=None, max_clock_mhz=None,
                             device=SimpleNamespace(measurement=measurement(200.0)))
     assert "SwThermalSlowdown" in sustained_columns(times, None, hot)["sustained_flag"]
 
@@ -347,13 +380,17 @@ def test_a_trial_hands_the_gpu_s_maximum_clock_to_the_heat_it_records(
         reads.append(1)
         return Reading(max_clock_mhz=1980.0)
 
+    handed: list[float | None] = []
+
     def heat_after(read_clock: Any, state: Any = None) -> Any:
         state = state or timed.WorkerTiming()
-        timed.time_trial(timer, prepared, torch.device("cpu"), None, 0, state,
-                         read_clock=read_clock)
+        times = timed.time_trial(timer, prepared, torch.device("cpu"), None, 0, state,
+                                 read_clock=read_clock)
+        handed.append(times.max_clock_mhz)  # and to the row's flag (sustained_columns)
         return state.heat.before("cpu")
 
     state = timed.WorkerTiming()
     assert heat_after(read, state).hot and heat_after(read, state).hot
     assert len(reads) == 1  # the maximum clock is fixed: read once per device and worker
     assert not heat_after(None).hot  # no maximum read: not known to be held
+    assert handed == [1980.0, 1980.0, None]

@@ -32,6 +32,13 @@ may be a burst number after all, with the reason:
   power cap took the clock during the samples (:func:`fell_under_samples`). On four H200s
   bf16 2048³ right after tf32 2048³ settled at 1694 MHz in 90 ms, sampled at 1610, and read
   3.2% faster than the same trial run on one GPU;
+* its warm-up called it light, yet its samples ran held by the power cap: below
+  ``runner.timing.settle.HELD_DOWN_SHARE`` of the maximum clock with the board's averaged
+  power at its limit (:func:`held_at_the_limit`), on an op of :data:`HELD_FLAG_MIN_S` or
+  more. The controller sets such an op's clock, and a warm-up of a tenth of a second after
+  capped work may end before it settles: on a 4×H200 host sdpa fp16 8×16×1024×64 right
+  after capped work, called light in 0.09 s, ran at 1706 MHz at 97% of the limit and read
+  4.2% faster than the same trial called capped on one GPU (1624 MHz, 1.2 s of warm-up);
 * the GPU was lowering its clock for its temperature as the trial's timing ended (NVML's
   :data:`THERMAL_REASONS`, read right after the loop time that follows the samples): its
   clock then follows how hot the board is, which a longer job makes hotter still. On a poorly
@@ -69,6 +76,12 @@ LOOP_SLOWER_SHARE = 0.015
 #: Only a call at least this long (s) is compared with its loop time: a shorter one's loop is
 #: paced by the host's launches (a bf16 1024³ matmul: 5.7 µs of GPU, 15.9 µs a loop call).
 LOOP_CHECK_MIN_S = 20e-6
+#: Light samples held by the power cap (:func:`held_at_the_limit`) are flagged from this time
+#: per call (s): on five H200s bf16, fp16 and tf32 1024³ (5-13 µs) so held right after
+#: capped work read within 3% of 15 s of each op back to back (18 rows of the timing
+#: gates); sdpa 8×16×1024×64 (87 µs) so held read up to 4.2% faster than the same trial
+#: called capped (7 rows of two 4×H200 hosts' sweeps).
+HELD_FLAG_MIN_S = 20e-6
 #: NVML's clock-event reasons for a clock lowered for the GPU's temperature, not its power.
 THERMAL_REASONS = ("SwThermalSlowdown", "HwThermalSlowdown")
 
@@ -117,19 +130,24 @@ def sustained_columns(times: Any, burst: Measurement | None,
     return {"heat_before": None if heat is None else heat.label,
             "sm_clock_mhz_capped_sustained": None if heat is None else heat.sustained_mhz,
             "power_share_samples": None if device is None else device.power_avg_share,
-            "sustained_flag": sustained_flag(device, burst, times.loop, gpu_after)}
+            "sustained_flag": sustained_flag(device, burst, times.loop, gpu_after,
+                                             times.max_clock_mhz)}
 
 
 def sustained_flag(device: Measurement | None, burst: Measurement | None,
                    loop: Measurement | None = None,
-                   gpu_after: Mapping[str, Any] | None = None) -> str | None:
+                   gpu_after: Mapping[str, Any] | None = None,
+                   max_clock_mhz: float | None = None) -> str | None:
     """Why the device time ``device`` may not be what the GPU sustains (mostly: may read
     faster), or None.
     ``burst``: the same op's burst time (None: not taken); ``loop``: its loop time, taken
-    right after the device time (None: not taken); ``gpu_after``: the ``*_timed`` columns."""
+    right after the device time (None: not taken); ``gpu_after``: the ``*_timed`` columns;
+    ``max_clock_mhz``: the GPU's maximum SM clock (None: not read)."""
     if device is None:
         return None
     reasons = [] if gpu_after is None else thermal_reasons(gpu_after)
+    if held_at_the_limit(device, max_clock_mhz) and device.stats.median >= HELD_FLAG_MIN_S:
+        reasons.append(held_light_reason(device, max_clock_mhz, gpu_after or {}))
     if device.power_capped and device.settled is False:
         reasons.append("its power-capped warm-up hit timer.settle_max_s before it settled "
                        f"({device.settle_reason}): it may not be the sustained number")
@@ -166,6 +184,21 @@ def sustained_flag(device: Measurement | None, burst: Measurement | None,
                        f"burst time ({burst.stats.median * 1e6:.4g} µs, CI low "
                        f"{burst.stats.ci_low * 1e6:.4g}): not a sustained number")
     return "; ".join(reasons) or None
+
+
+def held_light_reason(device: Measurement, max_clock_mhz: float,
+                      gpu_after: Mapping[str, Any]) -> str:
+    """The flag's reason for light samples that ran held by the power cap
+    (:func:`held_at_the_limit`): their clock against the maximum, the power they drew and
+    the temperature as the timing ended (where read)."""
+    clock_mhz = statistics.median(device.clock_mhz)
+    temperature_c = gpu_after.get("temperature_c_timed")
+    at = "" if temperature_c is None else f", {temperature_c:.0f} °C"
+    return (f"its warm-up called it light, yet its samples ran held by the power cap "
+            f"({clock_mhz:.0f} MHz, {clock_mhz / max_clock_mhz:.0%} of the maximum, at "
+            f"{device.power_avg_share:.0%} of the power limit{at}): the controller sets its "
+            "clock, and a warm-up that short may end before it settles, so a job running it "
+            "back to back may read it a few percent apart")
 
 
 def thermal_reasons(gpu_after: Mapping[str, Any]) -> list[str]:

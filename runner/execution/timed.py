@@ -103,15 +103,15 @@ class WorkerTiming:
 @dataclasses.dataclass(frozen=True)
 class TrialTimes:
     """A trial's two times, the columns read between them, and the wall seconds each took
-    (warm-up included: ``cost_*`` columns split it off)."""
+    (warm-up included: ``cost_*`` columns split it off), and what the GPU began in."""
 
     loop: Measurement
     device: DeviceTime
     memory: dict[str, Any]
     loop_s: float
     device_s: float
-    #: what the trial found the device in as it began (None: not a CUDA trial)
-    heat_before: HeatSeen | None = None
+    heat_before: HeatSeen | None = None  # None: not a CUDA trial
+    max_clock_mhz: float | None = None  # the GPU's maximum SM clock (None: not read)
 
 
 def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.device,
@@ -162,9 +162,9 @@ def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.dev
     if str(device) not in state.max_clocks and read_clock is not None:  # read once: it is fixed
         state.max_clocks[str(device)] = getattr(read_clock(), "max_clock_mhz", None)
     state.record_heat(str(device), device_time.measurement, loop,
-                      max_clock_mhz=state.max_clocks.get(str(device)))
+                      max_clock_mhz=(max_clock_mhz := state.max_clocks.get(str(device))))
     return TrialTimes(loop, device_time, memory, time.perf_counter() - start - device_s,
-                      device_s, heat_before)
+                      device_s, heat_before, max_clock_mhz)
 
 
 @dataclasses.dataclass(frozen=True)

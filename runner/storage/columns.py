@@ -153,13 +153,13 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "power_share_samples": (_F, "board power over its limit while the device-time samples "
                                 "ran: NVML's one-second average, read once per sampled "
                                 "chunk, the median (a settled capped op draws 0.96-1.0)"),
-    "sustained_flag": (_S, "set when the device time may not be the sustained number: its "
-                           "capped samples drew under 93% of the power limit (averaged), "
-                           "never settled, or read over 8% faster than the loop time right "
-                           "after them, or it reads faster than its own burst time; or, "
-                           "uncapped at the averaged power limit, reads slower than that loop; "
-                           "or the GPU was lowering its clock for its temperature (NVML's "
-                           "thermal clock-event reasons, read after that loop time)"),
+    "sustained_flag": (_S, "set when the device time may not be the sustained number: capped "
+                           "samples that drew under 93% of the power limit (averaged), never "
+                           "settled, or read over 8% faster than the loop time right after "
+                           "them; faster than its own burst time; uncapped at the averaged "
+                           "limit, slower than that loop, or held by the cap after a light "
+                           "warm-up; or the GPU lowering its clock for its temperature "
+                           "(NVML's thermal clock-event reasons, read after that loop time)"),
     # timer.burst=true: gapped samples at the boost clock (docs/timing.md)
     "gpu_burst_time_median_us": (_F, "burst device time per call, µs: gapped samples at the "
                                      "boost clock; not what a sustained job sees"),
