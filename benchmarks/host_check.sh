@@ -15,7 +15,9 @@
 # (runner/core/bytecode.py): its start-up line is in prime.log. One more step, gates: the
 # timing gates of one GPU (timing_gates.sh: heat, plan and reverse, each twice, against a
 # 15 s reference) on every GPU at once, each against its own reference (~8 minutes on four
-# H200s; stopped at 9: run it alone in a call). PACK=FILE packs the logs and
+# H200s; stopped at 9: run it alone in a call). And spread: one light trial small enough to
+# live in L2 and one that is not, warm and with the L2 flushed, each in five fresh processes
+# on GPU 0 (process_spread.py: do two identical runs agree?). PACK=FILE packs the logs and
 # results into one .tgz as well (a machine that returns few files returns that one).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/host_check}}
@@ -64,8 +66,13 @@ for step in $steps; do
                        STEPS="heat plan reverse" timeout 540 bash "$here/timing_gates.sh" \
                        "$out/gates$i" > "$out/gates$i.log" 2>&1) &
                done; wait ;;
+        spread) light="op=layer_norm dtype=fp32 'shape=[[1024,4096],[16384,4096]]'"
+                (cd "$here" && timeout 200 python3 process_spread.py --out "$out/spread" \
+                    --runs 5 --case "$light device=cuda:0" \
+                    --case "$light device=cuda:0 timer.flush_l2=true" \
+                    > "$out/spread.log" 2>&1) ;;
         *) echo "unknown step $step: expected seeds3, seeds1, every_gpu, imports, startup," \
-                "regime or gates" >&2
+                "regime, gates or spread" >&2
            exit 2 ;;
     esac
 done
@@ -73,7 +80,7 @@ if [ -n "${PACK:-}" ]; then tar -czf "$PACK" -C "$(dirname "$out")" "$(basename 
 echo "=== prime"; tr '\n' ' ' < "$out/prime.log" | grep -o 'start-up: .*ready at [0-9.]* s)'
 for step in $steps; do
     case $step in
-        every_gpu|imports|startup) echo "=== $step"; tail -n 40 "$out/$step.log" ;;
+        every_gpu|imports|startup|spread) echo "=== $step"; tail -n 40 "$out/$step.log" ;;
         regime) for i in $(seq 0 $((gpus - 1))); do
                     echo "=== regime, GPU $i"; tail -n 4 "$out/regime$i.log"; done ;;
         gates) for i in $(seq 0 $((gpus - 1))); do
