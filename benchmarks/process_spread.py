@@ -6,7 +6,8 @@
 
 Each ``--case`` is one command line of ``python -m runner`` overrides. The cases run
 interleaved (case 1, case 2, case 1, ...), so a drift of the machine over the minute spreads
-over all of them alike. For each trial: its device time in every process, the spread between
+over all of them alike. For each trial (matched by op, dtype, shape and L2 flush, not by its
+place in a process's order): its device time in every process, the spread between
 processes (max over min, minus one) against the spread its own samples allow (the widest
 median CI of one process, twice over: two CIs that just touch). A spread well over that is
 a property of the process, not of the samples: what ran before the trial, or where its bytes
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import math
 import shlex
 import statistics
 import subprocess
@@ -28,32 +30,48 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: What names a trial across processes (a trial's index is its place in one process's order).
+TRIAL = ("op", "dtype", "shape_str", "l2_flush")
+
+
 def run_case(out: Path, overrides: list[str]) -> pd.DataFrame:
-    """One fresh process of ``python -m runner`` with ``overrides``; its rows."""
+    """One fresh process of ``python -m runner`` with ``overrides`` (results under ``out``,
+    which must not exist yet: results of an earlier run would be read as this one's); its
+    rows."""
+    if out.exists():
+        sys.exit(f"{out} exists: give --out a folder of its own")
     cmd = [sys.executable, "-m", "runner", *overrides, f"results_dir={out}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     (out.parent / f"{out.name}.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        sys.exit(f"{shlex.join(cmd)} failed ({proc.returncode}):\n"
-                 + (proc.stdout + proc.stderr)[-3000:])
-    return pd.read_parquet(glob.glob(str(out / "**" / "results.parquet"), recursive=True)[0])
+    found = glob.glob(str(out / "**" / "results.parquet"), recursive=True)
+    if proc.returncode != 0 or len(found) != 1:
+        sys.exit(f"{shlex.join(cmd)} failed ({proc.returncode}; {len(found)} results files, "
+                 "expected 1):\n" + (proc.stdout + proc.stderr)[-3000:])
+    return pd.read_parquet(found[0])
 
 
 def spread_rows(frames: list[pd.DataFrame], case: int) -> list[dict[str, object]]:
-    """Per trial of one case's processes: the device times (the loop times on a CPU, which
-    has none), their spread, the CI bound."""
+    """Per trial of one case's processes: the device times (the loop times where a process
+    has none, as on a CPU; ``time`` says which), their spread, the CI bound. A trial without
+    a finite time in every process is shown with what it has, its spread left blank."""
     rows = []
-    for _, group in pd.concat(frames).groupby("trial_index"):
-        prefix = "gpu_time_" if group["gpu_time_median_us"].notna().all() else ""
-        times_us = list(group[f"{prefix or 'time_'}median_us"])
-        ci = max(group[f"{prefix}ci_rel_halfwidth"].fillna(0.0))
-        first = group.iloc[0]
-        rows.append({"case": case, "trial": f"{first['op']} {first['dtype']} "
-                                             f"{first['shape_str']}",
-                     "flush_l2": bool(first["l2_flush"]), "runs_us": times_us,
-                     "spread": max(times_us) / min(times_us) - 1, "samples_allow": 2 * ci,
-                     "median_us": statistics.median(times_us)})
+    for trial, group in pd.concat(frames).groupby(list(TRIAL), dropna=False):
+        device = group["gpu_time_median_us"].notna().all()
+        prefix = "gpu_time_" if device else ""
+        times_us = [t for t in group[f"{prefix or 'time_'}median_us"] if math.isfinite(t)]
+        cis = [c for c in group[f"{prefix}ci_rel_halfwidth"] if math.isfinite(c)]
+        whole = len(times_us) == len(frames)
+        rows.append({"case": case, "trial": " ".join(str(v) for v in trial[:3]),
+                     "flush_l2": trial[3], "time": "device" if device else "loop",
+                     "runs_us": times_us,
+                     "spread": max(times_us) / min(times_us) - 1 if whole else None,
+                     "samples_allow": 2 * max(cis) if len(cis) == len(frames) else None,
+                     "median_us": statistics.median(times_us) if times_us else None})
     return rows
+
+
+def share(value: object) -> str:
+    return "n/a" if value is None else f"{value:.2%}"
 
 
 def main() -> None:
@@ -63,6 +81,7 @@ def main() -> None:
     parser.add_argument("--case", action="append", required=True,
                         help="one command line of runner overrides (repeatable)")
     args = parser.parse_args()
+    args.out = args.out.resolve()  # the processes run from the repository's root
     args.out.mkdir(parents=True, exist_ok=True)
     cases = [shlex.split(case) for case in args.case]
     frames: dict[int, list[pd.DataFrame]] = {i: [] for i in range(len(cases))}
@@ -70,13 +89,14 @@ def main() -> None:
         for i, overrides in enumerate(cases):
             frames[i].append(run_case(args.out / f"case{i}_run{run}", overrides))
     rows = [row for i in frames for row in spread_rows(frames[i], i)]
-    print("| case | trial | L2 flushed | median µs | each process, µs | spread | its samples "
-          "allow |")
-    print("| --- | --- | --- | ---: | --- | ---: | ---: |")
+    print("| case | trial | L2 flushed | time | median µs | each process, µs | spread | its "
+          "samples allow |")
+    print("| --- | --- | --- | --- | ---: | --- | ---: | ---: |")
     for row in rows:
         each = ", ".join(f"{t:.4g}" for t in row["runs_us"])
-        print(f"| {row['case']} | {row['trial']} | {row['flush_l2']} | {row['median_us']:.4g} "
-              f"| {each} | {row['spread']:.2%} | {row['samples_allow']:.2%} |")
+        median = "n/a" if row["median_us"] is None else f"{row['median_us']:.4g}"
+        print(f"| {row['case']} | {row['trial']} | {row['flush_l2']} | {row['time']} | {median} "
+              f"| {each} | {share(row['spread'])} | {share(row['samples_allow'])} |")
 
 
 if __name__ == "__main__":

@@ -306,6 +306,10 @@ def test_a_row_flags_light_samples_that_ran_held_by_the_power_cap() -> None:
     reason = flag(light(1706.0))
     assert "called it light, yet its samples ran held by the power cap" in reason
     assert "1706 MHz, 86% of the maximum, at 97% of the power limit, 66 °C" in reason
+    assert "a warm-up of 1 s" in reason
+    no_temperature = sustained_flag(light(1706.0), None, None, None, 1980.0)
+    assert "of the power limit): the controller" in no_temperature
+    assert flag(light(1706.0, capped=None)) is None  # not judged: not called light
     assert flag(light(1975.0)) is None  # full clock: not held, however much power
     assert flag(light(1706.0, power=0.85)) is None  # headroom left
     assert flag(light(1706.0, capped=True)) is None  # judged capped: settled as such

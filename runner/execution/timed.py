@@ -103,15 +103,15 @@ class WorkerTiming:
 @dataclasses.dataclass(frozen=True)
 class TrialTimes:
     """A trial's two times, the columns read between them, and the wall seconds each took
-    (warm-up included: ``cost_*`` columns split it off), and what the GPU began in."""
+    (warm-up included: ``cost_*`` columns split it off)."""
 
     loop: Measurement
     device: DeviceTime
     memory: dict[str, Any]
     loop_s: float
     device_s: float
-    heat_before: HeatSeen | None = None  # None: not a CUDA trial
-    max_clock_mhz: float | None = None  # the GPU's maximum SM clock (None: not read)
+    heat_before: HeatSeen | None = None  #: what the GPU began in (None: not a CUDA trial)
+    max_clock_mhz: float | None = None  #: the GPU's maximum SM clock (None: not read)
 
 
 def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.device,
