@@ -28,10 +28,13 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
-
+sys.path.insert(0, str(ROOT))
+from runner.storage.columns import REPEAT_FLAGS  # noqa: E402
 
 #: What names a trial across processes (a trial's index is its place in one process's order).
 TRIAL = ("op", "dtype", "shape_str", "l2_flush")
+#: The median over the allocations of an L2-resident op's inputs (runner.execution.allocations).
+ALLOCATIONS = "gpu_time_allocations_median_us"
 
 
 def run_case(out: Path, overrides: list[str]) -> pd.DataFrame:
@@ -52,21 +55,31 @@ def run_case(out: Path, overrides: list[str]) -> pd.DataFrame:
 
 def spread_rows(frames: list[pd.DataFrame], case: int) -> list[dict[str, object]]:
     """Per trial of one case's processes: the device times (the loop times where a process
-    has none, as on a CPU; ``time`` says which), their spread, the CI bound. A trial without
-    a finite time in every process is shown with what it has, its spread left blank."""
+    has none, as on a CPU; ``time`` says which), their spread, the CI bound, and how many
+    processes' rows carry a flag that says the number may not repeat (``REPEAT_FLAGS``). A
+    trial timed on several allocations of its inputs gets a second line: the median over
+    them (``gpu_time_allocations_median_us``). A trial without a finite time in every
+    process is shown with what it has, its spread left blank."""
     rows = []
     for trial, group in pd.concat(frames).groupby(list(TRIAL), dropna=False):
         device = group["gpu_time_median_us"].notna().all()
         prefix = "gpu_time_" if device else ""
-        times_us = [t for t in group[f"{prefix or 'time_'}median_us"] if math.isfinite(t)]
         cis = [c for c in group[f"{prefix}ci_rel_halfwidth"] if math.isfinite(c)]
-        whole = len(times_us) == len(frames)
-        rows.append({"case": case, "trial": " ".join(str(v) for v in trial[:3]),
-                     "flush_l2": trial[3], "time": "device" if device else "loop",
-                     "runs_us": times_us,
-                     "spread": max(times_us) / min(times_us) - 1 if whole else None,
-                     "samples_allow": 2 * max(cis) if len(cis) == len(frames) else None,
-                     "median_us": statistics.median(times_us) if times_us else None})
+        flags = group.reindex(columns=list(REPEAT_FLAGS))
+        flagged = int(flags.apply(lambda col: col.map(lambda f: isinstance(f, str)))
+                      .any(axis=1).sum())
+        lines = [("device" if device else "loop", f"{prefix or 'time_'}median_us",
+                  2 * max(cis) if len(cis) == len(frames) else None)]
+        if group.reindex(columns=[ALLOCATIONS]).iloc[:, 0].notna().any():
+            lines.append(("over allocations", ALLOCATIONS, None))
+        for time, column, allow in lines:
+            times_us = [t for t in group[column] if math.isfinite(t)]
+            whole = len(times_us) == len(frames)
+            rows.append({"case": case, "trial": " ".join(str(v) for v in trial[:3]),
+                         "flush_l2": trial[3], "time": time, "runs_us": times_us,
+                         "spread": max(times_us) / min(times_us) - 1 if whole else None,
+                         "samples_allow": allow, "flagged": flagged,
+                         "median_us": statistics.median(times_us) if times_us else None})
     return rows
 
 
@@ -90,13 +103,14 @@ def main() -> None:
             frames[i].append(run_case(args.out / f"case{i}_run{run}", overrides))
     rows = [row for i in frames for row in spread_rows(frames[i], i)]
     print("| case | trial | L2 flushed | time | median µs | each process, µs | spread | its "
-          "samples allow |")
-    print("| --- | --- | --- | --- | ---: | --- | ---: | ---: |")
+          "samples allow | rows flagged |")
+    print("| --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: |")
     for row in rows:
         each = ", ".join(f"{t:.4g}" for t in row["runs_us"])
         median = "n/a" if row["median_us"] is None else f"{row['median_us']:.4g}"
         print(f"| {row['case']} | {row['trial']} | {row['flush_l2']} | {row['time']} | {median} "
-              f"| {each} | {share(row['spread'])} | {share(row['samples_allow'])} |")
+              f"| {each} | {share(row['spread'])} | {share(row['samples_allow'])} "
+              f"| {row['flagged']} |")
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ from typing import Any
 #: The steps of ``run_trial`` (names in runner.execution.trial) timed one by one.
 TRIAL_STEPS = (
     "spec_columns", "environment", "git_provenance", "user_code_provenance", "gpu_state",
-    "build_workloads", "count_flops", "accuracy", "sm_clock_reader", "clock_for",
+    "build_checked", "count_flops", "accuracy", "sm_clock_reader", "clock_for",
     "burst_time", "clock_columns", "timing_columns", "device_time_columns", "settle_columns",
-    "samples_clock_columns", "burst_columns", "throughput_columns", "consistency_flag",
-    "_release",
+    "samples_clock_columns", "burst_columns", "throughput_columns", "allocation_columns",
+    "consistency_flag", "_release",
 )
 #: Steps outside runner.execution.trial's namespace: (module, attribute path). The clock
 #: probe's are taken during the loop time's warm-up, on CUDA (its read-back, ``tolist``, stays

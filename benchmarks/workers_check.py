@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from runner.execution import gpu_compare, timeline  # noqa: E402  (the runner's own lines)
+from runner.storage.columns import REPEAT_FLAGS  # noqa: E402
 from runner.storage.files import METADATA_KEY  # noqa: E402
 
 STARTUP_TARGET_S = 4.5
@@ -122,20 +123,21 @@ def run(out: Path, name: str, args: list[str]) -> dict[str, Any]:
 
 def device_ratios(many: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     """Each trial's device time (else loop time) on N GPUs over the one-GPU run's, and
-    whether it is flagged: either row carries a ``sustained_flag`` (the row says it may not
-    be the sustained number), or the N-GPU row's ``gpu_time_vs_host`` is beyond 3% (the row
-    says its GPU ran the same trial, at another seed, that much apart from the host's other
-    GPUs)."""
+    whether it is flagged: either row carries one of ``REPEAT_FLAGS`` (the row says it may
+    not be the sustained number, or depends on where its process put the op's bytes), or
+    the N-GPU row's ``gpu_time_vs_host`` is beyond 3% (the row says its GPU ran the same
+    trial, at another seed, that much apart from the host's other GPUs)."""
     column = "gpu_time_median_us" if many.get("gpu_time_median_us") is not None and \
         many["gpu_time_median_us"].notna().any() else "time_median_us"
     keep = ["trial_id", "op", "dtype", "shape_str", "gpu_index", column, "power_capped",
             "sm_clock_mhz_samples_median", "temperature_c_end", gpu_compare.COLUMN,
-            gpu_compare.TIME_COLUMN, "sustained_flag"]
-    base_keep = base[[c for c in ("trial_id", column, "sustained_flag") if c in base]].rename(
-        columns={column: "base", "sustained_flag": "base_flag"})
+            gpu_compare.TIME_COLUMN, *REPEAT_FLAGS]
+    base_keep = base[[c for c in ("trial_id", column, *REPEAT_FLAGS) if c in base]].rename(
+        columns={column: "base", **{flag: f"base_{flag}" for flag in REPEAT_FLAGS}})
     joined = many[[c for c in keep if c in many]].merge(base_keep, on="trial_id")
     joined["ratio"] = joined[column] / joined["base"]
-    marks = joined.reindex(columns=["sustained_flag", "base_flag"])  # absent: no flags
+    marks = joined.reindex(  # absent: no flags
+        columns=[*REPEAT_FLAGS, *(f"base_{flag}" for flag in REPEAT_FLAGS)])
     joined["flagged"] = marks.apply(lambda col: col.map(lambda f: isinstance(f, str))).any(axis=1)
     apart = joined.reindex(columns=[gpu_compare.TIME_COLUMN]).iloc[:, 0]
     joined["flagged"] |= ((apart - 1).abs() > SPREAD_TARGET).fillna(False)
@@ -177,7 +179,7 @@ def describe(r: dict[str, Any], base: dict[str, Any]) -> list[str]:
         lines.append("  estimated seconds per worker (placement): "
                      + ", ".join(f"{s:.1f}" for s in r["estimated"]))
     lines += [f"  {line}" for line in r["summary"]]
-    lines += [line for line in [tail_line(df)] if line]
+    lines += [line for line in [tail_line(df), allocations_line(df)] if line]
     if r is not base and not base["rows"].empty:
         ratios = device_ratios(df, base["rows"])
         off = ratios[(ratios["ratio"] - 1).abs() > SPREAD_TARGET]
@@ -198,6 +200,19 @@ def describe(r: dict[str, Any], base: dict[str, Any]) -> list[str]:
                          f"{row.get(gpu_compare.TIME_COLUMN, float('nan')):.3f} of the host's"
                          f"{', flagged' if row['flagged'] else ''})")
     return lines
+
+
+def allocations_line(df: pd.DataFrame) -> str | None:
+    """The rows timed on several allocations of their inputs (an op whose bytes stay in L2,
+    runner.execution.allocations), how far apart those read, and how many are flagged."""
+    taken = df[df.reindex(columns=["allocations"]).iloc[:, 0].notna()]
+    if taken.empty:
+        return None
+    flagged = taken["allocation_flag"].map(lambda f: isinstance(f, str))
+    spreads = ", ".join(f"{row['op']} {row['dtype']} {row['shape_str']} "
+                        f"{row['allocation_spread']:.1%}" for _, row in taken.iterrows())
+    return (f"  timed on several allocations: {len(taken)} rows, {int(flagged.sum())} flagged; "
+            f"spread {spreads}")
 
 
 def pinned_lines(p: pd.DataFrame) -> list[str]:

@@ -4,7 +4,8 @@ how long, how fast, how sure, how accurate, and a note.
 A device time is shown with what it is: ``capped °C`` says the power cap set the clock and
 how hot the board was as its timing ended (``temperature_c_timed``), since a capped
 number is the sustained one at that temperature (docs/timing.md#burst-and-sustained-the-power-cap);
-a ``sustained_flag`` leads the note, since that number may not be what the GPU sustains."""
+a ``sustained_flag`` leads the note, since that number may not be what the GPU sustains, and
+an ``allocation_flag`` follows it: that number depends on where the process put the op's bytes."""
 
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None 
            "bound": any(r.get("bound") for r in shown),
            "capped": any(_capped(r) for r in shown),
            "note": any(_text(r, "reason") or r.get("noisy") or _text(r, "sustained_flag")
-                       for r in shown)}
+                       or _text(r, "allocation_flag") for r in shown)}
     table.add_column("op", no_wrap=True)
     for header in headers:
         table.add_column(header, overflow="fold")
@@ -121,11 +122,12 @@ def _measured_cells(row: dict[str, Any], has: dict[str, bool]) -> list[str]:
     device = _number(row, "gpu_time_median_us")
     ci = _number(row, "gpu_time_ci_rel_halfwidth" if device is not None else "ci_rel_halfwidth")
     note = escape(_cut(_text(row, "reason") or ""))
-    flag = _text(row, "sustained_flag")
-    if ok and (row.get("noisy") or flag):  # noisy first: it is short, the flag may be cut
+    flag, placed = _text(row, "sustained_flag"), _text(row, "allocation_flag")
+    if ok and (row.get("noisy") or flag or placed):  # noisy first: short; a flag may be cut
         words = [*([f"noisy ({_text(row, 'noisy_reason') or 'CI > target_rel'})"]
                    if row.get("noisy") else []),
-                 *([f"may not be sustained: {flag}"] if flag else [])]
+                 *([f"may not be sustained: {flag}"] if flag else []),
+                 *([placed] if placed else [])]
         note = f"[yellow]{escape(_cut('; '.join(words)))}[/]"
     acc = row.get("accuracy_ok")
     accurate = "–" if acc is None else ("[green]✓[/]" if acc else "[red]✗[/]")

@@ -68,8 +68,8 @@ def test_the_regime_check_imports_and_splits_a_trial_into_thirds() -> None:
 
 def test_the_workers_gate_fails_on_an_unflagged_gap_and_passes_a_flagged_one() -> None:
     """workers_check.py: a device time more than 3% off the one-GPU run fails its gate unless
-    one of the two rows carries a ``sustained_flag``; the 46-trial mix has wall targets of
-    its own (1.8× on 2 GPUs, 3.0× on 4)."""
+    one of the two rows carries a ``sustained_flag`` or an ``allocation_flag``; the 46-trial
+    mix has wall targets of its own (1.8× on 2 GPUs, 3.0× on 4)."""
     import pandas as pd
 
     sys.path.insert(0, str(BENCHMARKS))
@@ -78,10 +78,11 @@ def test_the_workers_gate_fails_on_an_unflagged_gap_and_passes_a_flagged_one() -
     finally:
         sys.path.remove(str(BENCHMARKS))
 
-    def rows(times: list[float], flags: list[str | None]) -> pd.DataFrame:
+    def rows(times: list[float], flags: list[str | None],
+             flag: str = "sustained_flag") -> pd.DataFrame:
         return pd.DataFrame({"trial_id": ["a", "b"], "op": "matmul", "dtype": "bf16",
                              "shape_str": "8", "gpu_index": [0, 1], "status": "ok",
-                             "gpu_time_median_us": times, "sustained_flag": flags})
+                             "gpu_time_median_us": times, flag: flags})
 
     def run(df: pd.DataFrame) -> dict:
         return {"rows": df, "span_s": 10.0, "wall_s": 12.0, "first_by_worker": {0: 4.0},
@@ -90,12 +91,19 @@ def test_the_workers_gate_fails_on_an_unflagged_gap_and_passes_a_flagged_one() -
     base = run(rows([100.0, 100.0], [None, None]))
     gate = "N=2: device time within 3% of workers=1, or flagged"
 
-    def verdict(times: list[float], flags: list[str | None]) -> str:
-        checks = workers_check.checks_for({"1": base, "2": run(rows(times, flags))}, False)
+    def verdict(times: list[float], flags: list[str | None], flag: str = "sustained_flag",
+                one: dict | None = None) -> str:
+        checks = workers_check.checks_for({"1": one or base, "2": run(rows(times, flags, flag))},
+                                          False)
         return next(status for name, status, _ in checks if name == gate)
 
     assert verdict([100.0, 105.0], [None, None]) == "FAIL"
     assert verdict([100.0, 105.0], [None, "held down"]) == "PASS"
+    # a row whose time depends on where its process put the op's bytes, in either run
+    assert verdict([100.0, 105.0], [None, "where its bytes live"], "allocation_flag") == "PASS"
+    flagged_base = run(rows([100.0, 100.0], [None, "where its bytes live"], "allocation_flag"))
+    assert verdict([100.0, 105.0], [None, None], one=flagged_base) == "PASS"
+    assert verdict([105.0, 100.0], [None, None], one=flagged_base) == "FAIL"
     assert verdict([100.0, 102.0], [None, None]) == "PASS"
     assert workers_check.wall_target(4, seeds=1) == 3.0
     assert workers_check.wall_target(4, seeds=3) == 0.85 * 4

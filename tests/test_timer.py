@@ -924,7 +924,7 @@ def test_a_trial_settles_the_graph_state_before_it_builds_or_captures_anything(
         steps.append(f"build {device}")
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(trial, "build_workloads", build)
+    monkeypatch.setattr(trial, "build_checked", build)
     with pytest.raises(RuntimeError, match="stop here"):
         trial._measure_trial(TrialTask(0, spec, TrialTimer.from_settings(cfg.timer)), State())
     assert steps == ["settle cpu", "build cpu"]

@@ -69,6 +69,12 @@ class TimerSettings:
     # cuda only: also take the burst time (gpu_burst_time_* columns): gapped samples at the
     # boost clock, before the loop time heats the GPU; not what a sustained job sees.
     burst: bool = setting(False, "cuda: also take the burst (boost-clock) device time")
+    # cuda, warm L2: an op that moves bytes more than it computes and fits in L2 reads the
+    # same lines call after call, and where the allocator put them moves its time between
+    # processes; it is timed on this many allocations of its inputs
+    # (runner/execution/allocations.py). 1: its own only.
+    allocations: int = setting(4, "cuda, warm L2: time an L2-resident memory-bound op on "
+                                  "this many allocations of its inputs", minimum=1)
 
     CONSTRAINTS: ClassVar[tuple[Constraint, ...]] = (
         Constraint(("min_samples", "max_samples"), lambda low, high: low <= high,

@@ -38,6 +38,8 @@ class TrialTimer:
     device_time: bool
     #: cuda: also take the burst (boost-clock) device time
     burst: bool
+    #: cuda, warm L2: allocations of an L2-resident memory-bound op's inputs it is timed on
+    allocations: int
 
     @classmethod
     def from_settings(cls, settings: Any) -> TrialTimer:

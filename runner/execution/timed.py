@@ -133,8 +133,7 @@ def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.dev
 
     On the CPU, with ``timer.device_time=false`` or where the device time is unavailable, the
     loop time is taken on its own, with a full warm-up. ``state`` is the worker's: the heat
-    the trial before left (read here, and recorded again as this trial ends) and the L2 flush
-    buffers."""
+    the trial before left (read here, recorded again as this one ends), the flush buffers."""
     start, plan = time.perf_counter(), timer.plan
     heat_before = (seen(state.heat.before(str(device)), start)
                    if device.type == "cuda" else None)
@@ -169,9 +168,8 @@ def time_trial(timer: TimerSettings, prepared: modes.Prepared, device: torch.dev
 
 @dataclasses.dataclass(frozen=True)
 class _DeviceTimeCall:
-    """One device-time measurement's inputs: the trial's timer and prepared callable, the
-    loop probe that sizes K (None: no device time to take), the device, the memory bounds of
-    K and the clock reader."""
+    """One device-time measurement's inputs: the trial's timer and prepared callable, the loop
+    probe that sizes K (None: no device time), the device, K's memory bounds, the clock."""
 
     timer: TimerSettings
     prepared: modes.Prepared
@@ -210,15 +208,9 @@ def handover_plan(plan: TimerPlan, sustained: Measurement | None,
                   options: LoopTimeOptions = LoopTimeOptions()
                   ) -> tuple[TimerPlan, LoopTimeOptions]:
     """The loop time's plan and options after the device time's samples (``sustained``; None:
-    there were none, and the loop time is taken on its own with ``plan`` and ``options`` as
-    they are; else ``options`` keeps its hooks and its warm-up is the handover's).
-
-    The device time has just run the op back to back: the loop's warm-up only checks that its
-    own regime holds the op there (none at all for an op the device time did not find
-    power-capped: a call is enough to size K, and none where the device time says a call
-    is past ``batch_below_us``, so one per sample), and its samples aim at a looser CI in a
-    shorter span (``runner.timing.heat.LOOP_HANDOVER_TARGET_SHARE``): the device time is
-    the headline."""
+    there were none: ``plan`` and ``options`` as they are), step 4 of :func:`time_trial`.
+    An op the device time did not find power-capped needs no warm-up (a call sizes K), and
+    one sample per call where the device time says a call is past ``batch_below_us``."""
     if sustained is None:
         return plan, options
     capped = bool(sustained.power_capped)
@@ -245,10 +237,9 @@ def handover_plan(plan: TimerPlan, sustained: Measurement | None,
 
 
 def _memory(device: torch.device) -> dict[str, Any]:
-    if device.type != "cuda":
-        return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
-    return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
+    cuda = device.type == "cuda"
+    return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(device) if cuda else None}
 
 
 def device_time_of(call: _DeviceTimeCall, state: WorkerTiming, *, steady: bool = True,
@@ -272,24 +263,33 @@ def device_time_of(call: _DeviceTimeCall, state: WorkerTiming, *, steady: bool =
             watch=watch, min_capped_s=min_capped_s, min_s=min_s))
 
 
-#: The short loop measurement that sizes the device time's and the burst time's K and spin
-#: (it is not recorded).
-_PROBE = MappingProxyType({"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3,
-                           "max_samples": 5})
+#: The short loop measurement (not recorded) that sizes a device time's K and spin.
+_PROBE = MappingProxyType({"warmup_calls": 3, "warmup_s": 0.0, "min_samples": 3, "max_samples": 5})
 
 
 def burst_time(timer: TimerSettings, prepared: modes.Prepared, device: torch.device,
                clock: Clock, held_bytes: int, state: WorkerTiming) -> Measurement | None:
     """``timer.burst``: the gapped device time (spin and sync around every sample) after a
     short warm-up, from the device as the previous work left it: the boost-clock number."""
-    if not (timer.burst and timer.device_time and device.type == "cuda"):
-        return None
+    if timer.burst and timer.device_time and device.type == "cuda":
+        return probed_device_time(timer, prepared, device, clock, held_bytes, state,
+                                  steady=False).measurement
+    return None
+
+
+def probed_device_time(timer: TimerSettings, prepared: modes.Prepared, device: torch.device,
+                       clock: Clock, held_bytes: int, state: WorkerTiming, *,
+                       steady: bool) -> DeviceTime:
+    """A short loop probe sizes K and the spin, then the samples: gapped (``steady=False``,
+    the burst time) or back to back from the state the trial left (another allocation of
+    its inputs, ``runner.execution.allocations``)."""
     probe = measure(prepared.fn, dataclasses.replace(timer.plan, **_PROBE), clock,
                     LoopTimeOptions(before_sample=prepared.before_sample))
+    if steady:  # as in time_trial: a few calls cannot tell a settled op
+        probe = dataclasses.replace(probe, power_capped=None)
     peak = torch.cuda.max_memory_allocated(device)
-    burst = device_time_of(_DeviceTimeCall(timer, prepared, probe, device, peak, held_bytes),
-                           state, steady=False)
-    return burst.measurement
+    return device_time_of(_DeviceTimeCall(timer, prepared, probe, device, peak, held_bytes),
+                          state, steady=steady)
 
 
 def clock_for(timer: TimerSettings, device: torch.device) -> Clock:

@@ -29,6 +29,7 @@ from ops.base import TrialSkipped, Workload
 from runner.config.trials import TrialSpec
 from runner.core.axes import AXES, DType
 from runner.execution import modes
+from runner.execution.allocations import Allocating, allocation_columns
 from runner.execution.context import MATMUL_PRECISION, TORCH_DTYPES, trial_settings
 from runner.execution.energy_samples import sample_window
 from runner.execution.environment import (
@@ -54,7 +55,7 @@ from runner.execution.sustained import sustained_columns
 from runner.execution.task import TrialTask
 from runner.execution.timed import TrialTimes, WorkerTiming, burst_time, clock_for, time_trial
 from runner.execution.timed_call import TimedCall
-from runner.execution.workload import accuracy, build_workloads, count_flops
+from runner.execution.workload import accuracy, build_checked, count_flops
 from runner.storage.columns import COST_COLUMNS, Status
 from runner.timing.measurement import Measurement
 
@@ -147,15 +148,13 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
        boost clock), then the device time and the loop time right after it, so the power
        cap's settling is paid once (``runner.execution.timed.time_trial``);
     8. read the clocks before anything else runs on the GPU: the state the samples ended in;
-    9. the insight passes last, at that settled state: never inside the samples.
+    9. an op whose bytes stay in L2 is timed on other allocations of its inputs
+       (``runner.execution.allocations``); 10. insight passes last, never in the samples.
     """
     spec, timer, device, set_up_at = (task.spec, task.timer, torch.device(task.spec.device),
                                       time.perf_counter())
     state.settle_graphs(device)  # 1
-    workloads = build_workloads(spec, device)
-    modes.check_supported(spec, workloads[0])
-    for workload in workloads if spec.backward else ():
-        modes.enable_grads(workload)
+    workloads = build_checked(spec, device)
     flops_per_op = count_flops(workloads[0], spec.backward)  # 2
     prepared = modes.prepare(spec, workloads)  # 3
     checked_at = time.perf_counter()
@@ -175,7 +174,8 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     # Rates at the device time, the GPU's own speed (docs/timing.md), else the loop time.
     rate = times.device.measurement or times.loop
     out.update(_rate_columns(spec, workloads, flops_per_op, rate.stats.median))
-    out.update(_after_timing(task, prepared, watch, times, rate, out))  # 9
+    out.update(allocation_columns(Allocating(task, times.device.measurement, out, clock, state)))
+    out.update(_after_timing(task, prepared, watch, times, rate, out))  # 10
     return out
 
 

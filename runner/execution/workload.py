@@ -45,6 +45,17 @@ def build_workloads(spec: TrialSpec, device: torch.device) -> list[Workload]:
     return [first] + [build(i) for i in range(1, spec.streams)]
 
 
+def build_checked(spec: TrialSpec, device: torch.device) -> list[Workload]:
+    """:func:`build_workloads`, then the checks before the op is called: an unsupported mode
+    is a skip (``modes.check_supported``), and backward makes the leaves require grad before
+    anything is counted or composed."""
+    workloads = build_workloads(spec, device)
+    modes.check_supported(spec, workloads[0])
+    for workload in workloads if spec.backward else ():
+        modes.enable_grads(workload)
+    return workloads
+
+
 def count_flops(workload: Workload, backward: bool) -> float | None:
     """The op's FLOPs per call; counted with ``FlopCounterMode`` (one eager call) when the op
     gives none, and always in backward mode, where the op's forward formula does not apply.

@@ -32,7 +32,7 @@ NAMED_UNITS: dict[str, str] = {
     "tflops_per_joule": "TFLOP/J", "gb_per_joule": "GB/J", "pct_of_peak": "%",
     "numel": "elements", "shape": "elements per dimension",
     "host_overhead_ratio": "ratio", "ci_rel_halfwidth": "ratio", "gpu_clock_vs_host": "ratio",
-    "gpu_time_vs_host": "ratio",
+    "gpu_time_vs_host": "ratio", "allocation_spread": "ratio",
     "gpu_time_ci_rel_halfwidth": "ratio", "rel_error": "ratio", "rel_error_tol": "ratio",
     "gpu_idle_fraction": "fraction", "top_kernel_share": "fraction",
     "energy_busy_fraction": "fraction", "power_share_samples": "fraction of the power limit",

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from runner.core.axes import AXES, MODE_AXES, Axis
 from runner.core.status import Status
+from runner.storage import arrow_names as arrow
+from runner.storage.insight_columns import ENERGY_COLUMNS, PROFILE_COLUMNS
 
-__all__ = ["AXES", "AXIS_COLUMNS", "COLUMNS", "COST_COLUMNS", "MODE_COLUMNS", "Status",
-           "axis_doc"]
+__all__ = ["AXES", "AXIS_COLUMNS", "COLUMNS", "COST_COLUMNS", "MODE_COLUMNS", "REPEAT_FLAGS",
+           "Status", "axis_doc"]
 
-_S, _I, _F, _B = "string", "int64", "double", "bool"  # str(pa.float64()) == "double"
-_TS, _LIST_F = "timestamp[us, tz=UTC]", "list<item: double>"
+_S, _I, _F, _B = arrow.ARROW_STRING, arrow.ARROW_INT, arrow.ARROW_FLOAT, arrow.ARROW_BOOL
+_TS, _LIST_F = arrow.ARROW_TIMESTAMP, arrow.ARROW_LIST_FLOAT
 _ARROW_TYPES = {"string": _S, "int64": _I, "bool": _B, "list<int64>": "list<item: int64>"}
 
 #: The trial axes' columns, in registry order, and those that name an execution mode: the read
@@ -126,6 +128,19 @@ COLUMNS: dict[str, tuple[str, str]] = {
                             "cut of K (memory, launch queue)"),
     "host_overhead_ratio": (_F, "time_per_op_us / gpu_time_per_op_us: > 1 when the host, not "
                                 "the GPU, sets the loop's pace"),
+    # an op whose bytes stay in L2, timed on other allocations (runner.execution.allocations)
+    "allocations": (_I, "allocations of the inputs the device time was taken on: the "
+                        "trial's own and timer.allocations - 1 more, for a warm memory-bound "
+                        "op whose bytes fit in L2 (null: not such a trial)"),
+    "gpu_time_allocations_median_us": (_F, "median over the allocations' device-time "
+                                           "medians, µs per call (gpu_time_median_us is the "
+                                           "trial's own allocation)"),
+    "allocation_spread": (_F, "the allocations' slowest median over their fastest, minus one"),
+    "allocation_flag": (_S, "set when allocation_spread is more than the samples allow: the "
+                            "device time depends on where the process put the op's bytes; "
+                            "with the GPU's clock and temperature"),
+    "allocation_reason": (_S, "why a trial that should have been timed on more allocations "
+                              "was not: what failed, or that they gave no device time"),
     # settling (runner/timing/settle.py): warm-ups run until the samples show no trend
     "warmup_settled": (_B, "true when the loop time's warm-up settled, false when it hit "
                            "timer.settle_max_s"),
@@ -215,23 +230,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
                             "(op.target or the op's _target_), null when that is opsweep's "
                             "own tree or not in git"),
     "user_git_dirty": (_B, "true when that repository had uncommitted changes"),
-    # profile=true (runner.execution.profiling): a torch.profiler pass after timing
-    "trace_path": (_S, "Chrome/Perfetto trace of the profiled pass, relative to the sweep "
-                       "folder (open in ui.perfetto.dev)"),
-    "profile_calls": (_I, "calls in the profiled pass (the kernel columns are per call)"),
-    "kernel_count": (_F, "kernels per call (profiled pass)"),
-    "kernel_time_sum_us": (_F, "summed kernel duration per call, µs"),
-    "memop_count": (_F, "memcpy/memset device activities per call"),
-    "memop_time_sum_us": (_F, "summed memcpy/memset duration per call, µs"),
-    "kernel_span_us": (_F, "first activity start to last end, per call, µs (device time "
-                           "of the profiled pass)"),
-    "gpu_idle_fraction": (_F, "share of the timed median per call with no kernel/memop "
-                              "running: 1 − busy / median (launch gaps)"),
-    "top_kernel": (_S, "name of the activity with the most time"),
-    "top_kernel_share": (_F, "top_kernel's share of the device's busy time"),
-    "top_kernels_json": (_S, "top 5 activities: name, count_per_call, time_us_per_call, "
-                             "share (on CPU: aten operators by self CPU time)"),
-    "profile_reason": (_S, "why the kernel columns are null (e.g. cpu)"),
+    **PROFILE_COLUMNS,
     "sm_clock_mhz_timed": (_I, "SM clock read right after the last timed sample, MHz"),
     "power_w_timed": (_F, "board power right after the last timed sample, W"),
     "temperature_c_timed": (_I, "GPU temperature right after the last timed sample, °C"),
@@ -240,33 +239,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "clock_note": (_S, "set only when the SM clock drifted by more than 3% between the first "
                        "and last third of the device-time samples, or they ran 3% or more off "
                        "the settled clock"),
-    # energy=true: NVML over the device time's own samples (runner.execution.energy_samples),
-    # else over a back-to-back window after timing (runner.execution.energy)
-    "energy_method": (_S, "samples (read over the device time's own samples) | graph (the "
-                          "replay method, as in gpu_time_method) | eager | unavailable"),
-    "energy_reason": (_S, "why the energy columns are null, or why the window ran eagerly"),
-    "energy_counter_s": (_F, "seconds between the first and last counter step used"),
-    "energy_counter_steps": (_I, "NVML energy-counter steps in the window (~10/s)"),
-    "energy_calls": (_I, "calls run in the window"),
-    "energy_busy_fraction": (_F, "device time of the window's chunks over its wall time "
-                                 "(< 0.99: idle gaps inside the window)"),
-    "energy_time_per_call_us": (_F, "time per call during the window, µs (sustained clocks)"),
-    "energy_per_call_mJ": (_F, "board energy per call, mJ (avg_power_W × gpu_time_median_us "
-                               "where there is one, else the window's time per call)"),
-    "energy_above_idle_per_call_mJ": (_F, "(avg_power_W − idle_power_W) × the same time per "
-                                          "call, mJ"),
-    "avg_power_W": (_F, "board power over the window, from the energy counter, W"),
-    "idle_power_W": (_F, "board power with no work, just before the window, W"),
-    "power_instant_median_W": (_F, "median of NVML_FI_DEV_POWER_INSTANT samples in the window"),
-    "power_instant_max_W": (_F, "largest instantaneous power sample in the window, W"),
-    "tflops_per_joule": (_F, "TFLOP per joule of board energy"),
-    "gb_per_joule": (_F, "GB (1e9 bytes) moved per joule of board energy"),
-    "energy_sm_clock_mhz_median": (_F, "median SM clock over the window, MHz"),
-    "energy_sm_clock_mhz_min": (_F, "lowest SM clock seen in the window, MHz"),
-    "energy_mem_clock_mhz_median": (_F, "median memory clock over the window, MHz"),
-    "energy_temperature_c_start": (_I, "GPU temperature at the window's start, °C"),
-    "energy_temperature_c_end": (_I, "GPU temperature at the window's end, °C"),
-    "energy_throttle_reasons": (_S, "every clock-event (throttle) reason seen in the window"),
+    **ENERGY_COLUMNS,
     # roofline
     "pct_of_peak": (_F, "percent of the binding roofline ceiling reached"),
     "bound": (_S, "compute | memory | overhead"),
@@ -274,6 +247,10 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "roofline_reason": (_S, "why pct_of_peak/bound are null, when they are"),
 }
 
+
+#: The flags that say a row's device time may not repeat in another run: it may not be what
+#: the GPU sustains, or it depends on where the process put the op's bytes.
+REPEAT_FLAGS: tuple[str, ...] = ("sustained_flag", "allocation_flag")
 
 #: Where a trial's wall time went (docs/timing.md#what-a-trial-costs): they add up to its wall.
 COST_COLUMNS: dict[str, tuple[str, str]] = {
@@ -285,8 +262,8 @@ COST_COLUMNS: dict[str, tuple[str, str]] = {
     "cost_device_s": (_F, "seconds of the device time besides its warm-up: the probe that "
                           "sizes it, the graph's capture, its samples"),
     "cost_accuracy_s": (_F, "seconds of the accuracy check (the float64 reference, one call)"),
-    "cost_other_s": (_F, "the rest of the trial's seconds: burst time, profile and energy "
-                         "passes, GPU state, freeing memory"),
+    "cost_other_s": (_F, "the rest of the trial's seconds: burst time, other allocations, "
+                         "profile and energy passes, GPU state, freeing memory"),
 }
 COLUMNS.update(COST_COLUMNS)
 
