@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from runner.core.axes import CompileMode, GraphMode
 from runner.execution.allocations import (
     MEMORY_BOUND_FLOP_PER_BYTE,
     NO_ALLOCATIONS,
+    Allocating,
     columns_over,
     spread_columns,
     takes_allocations,
@@ -25,13 +25,14 @@ from runner.timing.measurement import Measurement
 L2_BYTES = 60 << 20
 
 
-def _task(device: str = "cuda:0", allocations: int = 4, flush_l2: bool = False,
-          compile_mode: CompileMode = CompileMode.none, graph: GraphMode = GraphMode.none
-          ) -> Any:
-    """The fields of a TrialTask that decide whether it takes allocations."""
-    return SimpleNamespace(timer=SimpleNamespace(allocations=allocations, flush_l2=flush_l2),
-                           spec=SimpleNamespace(device=device, compile=compile_mode,
-                                                graph=graph))
+def _allocating(device: str = "cuda:0", allocations: int = 4, flush_l2: bool = False,
+                eager: bool = True, own: Measurement | None = None,
+                row: dict[str, Any] | None = None) -> Allocating:
+    """An Allocating whose task has the fields that decide whether it takes allocations."""
+    task = SimpleNamespace(timer=SimpleNamespace(allocations=allocations, flush_l2=flush_l2),
+                           spec=SimpleNamespace(device=device))
+    return Allocating(task, own, LAYER_NORM_ROW if row is None else row, None, None,
+                      eager=eager)
 
 
 def _measured(median_us: float, n: int = 41, jitter: float = 0.001) -> Measurement:
@@ -48,23 +49,23 @@ LAYER_NORM_ROW = {"bytes_moved": 32 << 20, "arithmetic_intensity": 0.875,
 
 def test_a_warm_l2_resident_memory_bound_trial_takes_allocations_and_no_other() -> None:
     own = _measured(12.2)
-    assert takes_allocations(_task(), own, LAYER_NORM_ROW, L2_BYTES)
-    assert takes_allocations(_task(), own, {**LAYER_NORM_ROW, "arithmetic_intensity": None},
-                             L2_BYTES)  # a copy: no FLOPs
+    assert takes_allocations(_allocating(own=own), L2_BYTES)
+    assert takes_allocations(_allocating(  # a copy: no FLOPs
+        own=own, row={**LAYER_NORM_ROW, "arithmetic_intensity": None}), L2_BYTES)
     not_taken = {
-        "on the CPU": (_task(device="cpu"), own, LAYER_NORM_ROW),
-        "L2 flushed": (_task(flush_l2=True), own, LAYER_NORM_ROW),
-        "one allocation asked": (_task(allocations=1), own, LAYER_NORM_ROW),
-        "compiled": (_task(compile_mode=CompileMode.default), own, LAYER_NORM_ROW),
-        "captured": (_task(graph=GraphMode.cuda_graph), own, LAYER_NORM_ROW),
-        "no device time": (_task(), None, LAYER_NORM_ROW),
-        "bigger than L2": (_task(), own, {**LAYER_NORM_ROW, "bytes_moved": L2_BYTES + 1}),
-        "bytes unknown": (_task(), own, {**LAYER_NORM_ROW, "bytes_moved": None}),
-        "compute-bound": (_task(), own, {**LAYER_NORM_ROW,
-                                         "arithmetic_intensity": MEMORY_BOUND_FLOP_PER_BYTE}),
+        "on the CPU": _allocating(device="cpu", own=own),
+        "L2 flushed": _allocating(flush_l2=True, own=own),
+        "one allocation asked": _allocating(allocations=1, own=own),
+        "compiled or captured": _allocating(eager=False, own=own),
+        "no device time": _allocating(own=None),
+        "bigger than L2": _allocating(own=own, row={**LAYER_NORM_ROW,
+                                                    "bytes_moved": L2_BYTES + 1}),
+        "bytes unknown": _allocating(own=own, row={**LAYER_NORM_ROW, "bytes_moved": None}),
+        "compute-bound": _allocating(own=own, row={
+            **LAYER_NORM_ROW, "arithmetic_intensity": MEMORY_BOUND_FLOP_PER_BYTE}),
     }
-    for why, (task, measured, row) in not_taken.items():
-        assert not takes_allocations(task, measured, row, L2_BYTES), why
+    for why, allocating in not_taken.items():
+        assert not takes_allocations(allocating, L2_BYTES), why
 
 
 def test_each_allocation_is_built_while_the_ones_before_it_are_alive() -> None:

@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 
-from runner.core.axes import CompileMode, GraphMode
 from runner.execution import modes
 from runner.execution.task import TrialTask
 from runner.execution.timed import WorkerTiming, probed_device_time
@@ -56,27 +55,29 @@ NO_ALLOCATIONS: dict[str, Any] = {"allocations": None, "gpu_time_allocations_med
 class Allocating:
     """What timing a trial's other allocations needs: the trial, its own device time's
     samples, the row so far (``bytes_moved``, ``arithmetic_intensity``, the GPU's clock and
-    temperature), the clock its samples were taken with and the worker's state."""
+    temperature), the clock its samples were taken with, the worker's state, and whether
+    the modes left the op's plain eager call (``modes.Prepared.capturable``: a compiled op
+    would compile again for each allocation, a captured one capture again and keep each
+    graph's pool; the modes decide, in one place)."""
 
     task: TrialTask
     own: Measurement | None
     row: dict[str, Any]
     clock: Clock
     state: WorkerTiming
+    eager: bool = True
 
 
-def takes_allocations(task: TrialTask, own: Measurement | None, row: dict[str, Any],
-                      l2_bytes: int) -> bool:
+def takes_allocations(allocating: Allocating, l2_bytes: int) -> bool:
     """Whether the trial's time may follow where its bytes live: a warm CUDA device time
-    (no L2 flush) of an eager op (a compiled one would compile again for each allocation, a
-    captured one capture again and keep each graph's pool) of under
-    :data:`MEMORY_BOUND_FLOP_PER_BYTE` (or no counted FLOPs) whose bytes per call fit in
-    ``l2_bytes``, and ``timer.allocations`` above 1."""
-    timer, spec = task.timer, task.spec
+    (no L2 flush) of the op's plain eager call, of under :data:`MEMORY_BOUND_FLOP_PER_BYTE`
+    (or no counted FLOPs), whose bytes per call fit in ``l2_bytes``, and
+    ``timer.allocations`` above 1."""
+    timer, row = allocating.task.timer, allocating.row
     intensity, moved = row.get("arithmetic_intensity"), row.get("bytes_moved")
-    return (own is not None and timer.allocations > 1 and not timer.flush_l2
-            and spec.device.startswith("cuda") and spec.compile is CompileMode.none
-            and spec.graph is GraphMode.none and moved is not None and 0 < moved <= l2_bytes
+    return (allocating.own is not None and allocating.eager and timer.allocations > 1
+            and not timer.flush_l2 and allocating.task.spec.device.startswith("cuda")
+            and moved is not None and 0 < moved <= l2_bytes
             and (intensity is None or intensity < MEMORY_BOUND_FLOP_PER_BYTE))
 
 
@@ -96,7 +97,7 @@ def allocation_columns(allocating: Allocating) -> dict[str, Any]:
     device = torch.device(task.spec.device)
     l2_bytes = (torch.cuda.get_device_properties(device).L2_cache_size
                 if device.type == "cuda" else 0)
-    if not takes_allocations(task, own, allocating.row, l2_bytes):
+    if not takes_allocations(allocating, l2_bytes):
         return dict(NO_ALLOCATIONS)
 
     def build() -> modes.Prepared:

@@ -174,14 +174,14 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     # Rates at the device time, the GPU's own speed (docs/timing.md), else the loop time.
     rate = times.device.measurement or times.loop
     out.update(_rate_columns(spec, workloads, flops_per_op, rate.stats.median))
-    out.update(allocation_columns(Allocating(task, times.device.measurement, out, clock, state)))
+    out.update(allocation_columns(Allocating(task, times.device.measurement, out, clock, state,
+                                             eager=prepared.capturable)))  # 9
     out.update(_after_timing(task, prepared, watch, times, rate, out))  # 10
     return out
 
 
 def _fresh_peaks(device: torch.device) -> int:
-    """Return the accuracy check's cached blocks and reset the peak counters, so
-    ``peak_reserved_bytes`` is the timed op's; the bytes still held (the workloads)."""
+    """Free the check's cache, reset the peaks (``peak_*``: the timed op's); the bytes held."""
     if device.type != "cuda":
         return 0
     torch.cuda.synchronize(device)
@@ -262,8 +262,8 @@ def _allocated(device: str) -> int:
 
 
 def _release(device: str, held_bytes: int) -> None:
-    """Free the trial's memory so the next trial starts clean (and its peaks are its own).
-    Runs after every trial, whatever its outcome (``run_trial``'s ``finally``).
+    """Free the trial's memory so the next trial starts clean (and its peaks are its own),
+    after every trial, whatever its outcome (``run_trial``'s ``finally``).
 
     A trial's objects are young: collecting the young generations frees its reference cycles.
     A full collection walks every object of the process (torch's included), ~100 ms per trial,
