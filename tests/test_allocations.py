@@ -97,9 +97,14 @@ def test_a_spread_beyond_what_the_samples_allow_is_flagged_with_clock_and_temper
     assert spread["gpu_time_allocations_median_us"] == pytest.approx(12.225)
     assert spread["allocation_spread"] == pytest.approx(12.32 / 12.15 - 1)
     flag = spread["allocation_flag"]
-    assert "4 allocations of its inputs read 12.15-12.32 µs, 1.4% apart" in flag
+    assert "4 allocations of its inputs read 12.15-12.32 µs, 1.4% apart (its samples and " \
+        "timer.target_rel allow 1.0%)" in flag
     assert "at 1980 MHz, 45 °C" in flag and "timer.flush_l2=true" in flag
 
+    # a spread within the precision asked for (timer.target_rel, 1% here): shown, not flagged
+    asked = spread_columns([_measured(12.20), _measured(12.29)], LAYER_NORM_ROW)
+    assert asked["allocation_spread"] == pytest.approx(12.29 / 12.20 - 1)
+    assert asked["allocation_flag"] is None
     # the same spread within what wide samples allow: shown, not flagged
     wide = spread_columns([_measured(12.20, jitter=0.2), _measured(12.32, jitter=0.2)],
                           LAYER_NORM_ROW)

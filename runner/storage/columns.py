@@ -136,9 +136,9 @@ COLUMNS: dict[str, tuple[str, str]] = {
                                            "medians, µs per call (gpu_time_median_us is the "
                                            "trial's own allocation)"),
     "allocation_spread": (_F, "the allocations' slowest median over their fastest, minus one"),
-    "allocation_flag": (_S, "set when allocation_spread is more than the samples allow: the "
-                            "device time depends on where the process put the op's bytes; "
-                            "with the GPU's clock and temperature"),
+    "allocation_flag": (_S, "set when allocation_spread is more than the samples and "
+                            "timer.target_rel allow: the device time depends on where the "
+                            "process put the op's bytes; with the GPU's clock and temperature"),
     "allocation_reason": (_S, "why a trial that should have been timed on more allocations "
                               "was not: what failed, or that they gave no device time"),
     # settling (runner/timing/settle.py): warm-ups run until the samples show no trend
