@@ -111,6 +111,19 @@ def test_capped_rows_show_their_temperature_and_a_flag_leads_the_note() -> None:
     assert "capped °C" not in _render(summary_table(plain_rows, "s", spec_cells(plain_rows)))
 
 
+def test_a_row_whose_time_depends_on_where_its_bytes_live_says_so_in_the_note() -> None:
+    """An ``allocation_flag`` reaches the summary's note (alone it still makes the note
+    column), after a ``sustained_flag`` where a row has both."""
+    flag = "where its bytes live moves it: 4 allocations of its inputs read 12.69-12.89 µs"
+    rows = [_row(gpu_time_median_us=12.9, allocation_flag=flag), _row(dtype="fp16")]
+    text = " ".join(_render(summary_table(rows, "sweep s", spec_cells(rows)),
+                            width=400).split())
+    assert "note" in text and "where its bytes live moves it: 4 allocations" in text
+    both = [_row(gpu_time_median_us=12.9, allocation_flag=flag, sustained_flag="held down")]
+    text = " ".join(_render(summary_table(both, "sweep s", spec_cells(both)), width=400).split())
+    assert text.index("may not be sustained: held down") < text.index("where its bytes live")
+
+
 def test_cpu_rows_have_one_time_and_say_why_tflops_is_blank() -> None:
     rows = [_row(device="cpu", tflops=None), _row(device="cpu", dtype="fp32", tflops=None)]
     text = _render(summary_table(rows, "sweep s", spec_cells(rows)))
