@@ -205,10 +205,12 @@ def describe(r: dict[str, Any], base: dict[str, Any]) -> list[str]:
 def allocations_line(df: pd.DataFrame) -> str | None:
     """The rows timed on several allocations of their inputs (an op whose bytes stay in L2,
     runner.execution.allocations), how far apart those read, and how many are flagged."""
-    taken = df[df.reindex(columns=["allocations"]).iloc[:, 0].notna()]
+    found = df.reindex(columns=["allocations", "allocation_spread", "allocation_flag"])
+    taken = df[(pd.to_numeric(found["allocations"], errors="coerce") > 1)
+               & pd.to_numeric(found["allocation_spread"], errors="coerce").notna()]
     if taken.empty:
         return None
-    flagged = taken["allocation_flag"].map(lambda f: isinstance(f, str))
+    flagged = found.loc[taken.index, "allocation_flag"].map(lambda f: isinstance(f, str))
     spreads = ", ".join(f"{row['op']} {row['dtype']} {row['shape_str']} "
                         f"{row['allocation_spread']:.1%}" for _, row in taken.iterrows())
     return (f"  timed on several allocations: {len(taken)} rows, {int(flagged.sum())} flagged; "

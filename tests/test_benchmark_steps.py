@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -130,3 +132,38 @@ def test_the_workers_check_names_the_trial_that_ended_the_sweep_last() -> None:
     assert "worker 1 ended 2.60 s after the others" in line
     assert "tf32 1024x1024x1024 (3.16 s, capped, heat before cold, warm-up 2.70 s)" in line
     assert workers_check.tail_line(df[df["worker"] == 0]) is None
+
+
+def test_the_benchmarks_count_rows_timed_on_several_allocations_and_their_flags() -> None:
+    """workers_check names the rows timed on several allocations and how many are flagged;
+    process_spread adds the median over them and counts the flagged rows of each trial."""
+    import pandas as pd
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import process_spread
+        import workers_check
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    rows = pd.DataFrame({"op": ["layer_norm", "layer_norm", "matmul"], "dtype": "fp32",
+                         "shape_str": ["1024x4096", "2048x4096", "8"],
+                         "allocations": [4, 1, None], "allocation_spread": [0.021, None, None],
+                         "allocation_flag": ["where its bytes live", None, None]})
+    line = workers_check.allocations_line(rows)
+    assert "1 rows, 1 flagged" in line and "layer_norm fp32 1024x4096 2.1%" in line
+    assert "0 flagged" in workers_check.allocations_line(rows.drop(columns="allocation_flag"))
+    assert workers_check.allocations_line(rows.iloc[1:]) is None  # none timed on several
+
+    def process(own_us: float, over_us: float, flag: str | None) -> pd.DataFrame:
+        return pd.DataFrame({"op": ["layer_norm"], "dtype": ["fp32"], "shape_str": ["1024x4096"],
+                             "l2_flush": [False], "gpu_time_median_us": [own_us],
+                             "gpu_time_ci_rel_halfwidth": [0.002],
+                             "gpu_time_allocations_median_us": [over_us],
+                             "allocation_flag": [flag]})
+
+    own, over = process_spread.spread_rows(
+        [process(13.0, 12.9, "where its bytes live"), process(13.26, 12.95, None)], 0)
+    assert own["time"] == "device" and own["spread"] == pytest.approx(0.02)
+    assert over["time"] == "over allocations" and over["runs_us"] == [12.9, 12.95]
+    assert own["flagged"] == over["flagged"] == 1

@@ -11,22 +11,25 @@ identical runs then disagree by more than their samples allow.
 
 So such a trial (:func:`takes_allocations`) builds its inputs ``timer.allocations - 1`` times
 more, each build kept alive while the next is made so that each lands on other memory
-(:func:`time_allocations`), and times each as it timed its own, back to back on the device
-the trial left warm (``runner.execution.timed.probed_device_time``). The row keeps its own
-samples as the headline and adds the median over all allocations, their spread, and an
-``allocation_flag`` when that spread is more than the samples can explain, with the GPU's
-clock and temperature: the headline then depends on where the process put the bytes, and
-another process may read it as far apart. On one H200 three such layer_norms read 2.1–5.6%
-apart over their four allocations, and on a 4×H200 host every warm layer_norm of fp32
-1024×4096 1.8–3.7%. The median over four did not reliably repeat better between five
-processes than one allocation (1.8% against 1.5% on one host, 0.9% against 1.6% on
-another): part of what moves is the process's own state, which no allocation inside it
-escapes. So the flag, not the median, is what makes two runs' rows agree or say why not.
+(:func:`time_allocations`), and times each with the trial's timer, back to back on the
+device the trial left warm (``runner.execution.timed.probed_device_time``: without the
+clock reader or a warm-up minimum after capped work, since an op this light is not capped).
+The row keeps its own samples as the headline and adds the median over all allocations,
+their spread, and an ``allocation_flag`` when that spread is more than the samples can
+explain, with the GPU's clock and temperature: the headline then depends on where the
+process put the bytes, and another process may read it as far apart. On one H200,
+layer_norms of 1024×4096 read 1.0–3.3% apart over their four allocations (bf16 and fp32,
+five processes each), and on a 4×H200 host every warm layer_norm of fp32 1024×4096
+1.8–3.7%. The median over four did not reliably repeat better between five processes than
+one allocation (1.8% against 1.5% on one host, 0.9% against 1.6% on another): part of what
+moves is the process's own state, which no allocation inside it escapes. So the flag, not
+the median, is what makes two runs' rows agree or say why not.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -156,11 +159,16 @@ def allocation_flag_text(medians_us: Sequence[float], allowed: float, row: dict[
     clock and temperature (they say which state of the GPU the spread was seen in)."""
     low, high = min(medians_us), max(medians_us)
     clock, temperature = row.get("sm_clock_mhz_samples_median"), row.get("temperature_c_timed")
-    state = ", ".join(filter(None, (clock and f"{clock:.0f} MHz",
-                                    temperature is not None and f"{temperature:.0f} °C")))
+    state = ", ".join(filter(None, (_known(clock) and f"{clock:.0f} MHz",
+                                    _known(temperature) and f"{temperature:.0f} °C")))
     at = f", at {state}" if state else ""
     return (f"where its bytes live moves it: {len(medians_us)} allocations of its inputs read "
             f"{low:.4g}-{high:.4g} µs, {high / low - 1:.1%} apart (its samples and "
             f"timer.target_rel allow {allowed:.1%}){at}. Its bytes stay in L2 between calls, "
             "and another process, which puts them elsewhere, may read it as far apart: "
             "compare such rows within one process, or time it cold with timer.flush_l2=true")
+
+
+def _known(value: Any) -> bool:
+    """A number that was read (a row's missing reading is None, or NaN once in pandas)."""
+    return value is not None and math.isfinite(value)
