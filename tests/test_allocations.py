@@ -27,10 +27,11 @@ L2_BYTES = 60 << 20
 
 def _allocating(device: str = "cuda:0", allocations: int = 4, flush_l2: bool = False,
                 eager: bool = True, own: Measurement | None = None,
-                row: dict[str, Any] | None = None) -> Allocating:
+                row: dict[str, Any] | None = None, params: dict[str, Any] | None = None
+                ) -> Allocating:
     """An Allocating whose task has the fields that decide whether it takes allocations."""
     task = SimpleNamespace(timer=SimpleNamespace(allocations=allocations, flush_l2=flush_l2),
-                           spec=SimpleNamespace(device=device))
+                           spec=SimpleNamespace(device=device, params_dict=params or {}))
     return Allocating(task, own, LAYER_NORM_ROW if row is None else row, None, None,
                       eager=eager)
 
@@ -50,8 +51,10 @@ LAYER_NORM_ROW = {"bytes_moved": 32 << 20, "arithmetic_intensity": 0.875,
 def test_a_warm_l2_resident_memory_bound_trial_takes_allocations_and_no_other() -> None:
     own = _measured(12.2)
     assert takes_allocations(_allocating(own=own), L2_BYTES)
-    assert takes_allocations(_allocating(  # a copy: no FLOPs
-        own=own, row={**LAYER_NORM_ROW, "arithmetic_intensity": None}), L2_BYTES)
+    copy_row = {**LAYER_NORM_ROW, "arithmetic_intensity": None}  # a copy: no FLOPs
+    assert takes_allocations(_allocating(own=own, row=copy_row), L2_BYTES)
+    assert takes_allocations(_allocating(own=own, row=copy_row, params={"direction": "d2d"}),
+                             L2_BYTES)
     not_taken = {
         "on the CPU": _allocating(device="cpu", own=own),
         "L2 flushed": _allocating(flush_l2=True, own=own),
@@ -61,6 +64,9 @@ def test_a_warm_l2_resident_memory_bound_trial_takes_allocations_and_no_other() 
         "bigger than L2": _allocating(own=own, row={**LAYER_NORM_ROW,
                                                     "bytes_moved": L2_BYTES + 1}),
         "bytes unknown": _allocating(own=own, row={**LAYER_NORM_ROW, "bytes_moved": None}),
+        **{f"a {way} copy over the host link": _allocating(own=own, row=copy_row,
+                                                            params={"direction": way})
+           for way in ("h2d", "d2h")},
         "compute-bound": _allocating(own=own, row={
             **LAYER_NORM_ROW, "arithmetic_intensity": MEMORY_BOUND_FLOP_PER_BYTE}),
     }

@@ -59,11 +59,11 @@ from runner.analysis.calibration import (
 from runner.analysis.ceilings import Ceilings, ceilings_for, resolve_ceilings
 from runner.analysis.roofline_columns import TrialColumns, trial_columns
 from runner.analysis.values import finite_positive, is_missing
+from runner.core.host_link import crosses_host_link
 
 log = logging.getLogger(__name__)
 
 ROOFLINE_COLUMNS = ("pct_of_peak", "bound", "roofline_source", "roofline_reason")
-LINK_DIRECTIONS = ("h2d", "d2h")
 
 
 def annotate(df: pd.DataFrame, results_root: str | os.PathLike | None = None) -> pd.DataFrame:
@@ -213,7 +213,7 @@ def _problems(held: _Held, ceil: Ceilings, dt: np.ndarray, direction: np.ndarray
     problems = np.full(len(held.rows), None, dtype=object)
     no_time = ~(np.isfinite(t) & (t > 0))
     for j in np.flatnonzero(np.isfinite(q) & (q > 0) & ~np.isfinite(held.bw)):
-        which = direction[j] if direction[j] in LINK_DIRECTIONS else "d2d copy"
+        which = direction[j] if crosses_host_link(direction[j]) else "d2d copy"
         problems[j] = f"no {which} bandwidth in {ceil.source}{suffix}"
     for j in np.flatnonzero(np.isfinite(f) & (f > 0) & ~np.isfinite(held.peak)):
         problems[j] = (f"no matmul peak for dtype {dt[j]} in {ceil.source}: calibrate "

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from runner.core.host_link import crosses_host_link
 from runner.execution import modes
 from runner.execution.task import TrialTask
 from runner.execution.timed import WorkerTiming, probed_device_time
@@ -74,12 +75,14 @@ class Allocating:
 def takes_allocations(allocating: Allocating, l2_bytes: int) -> bool:
     """Whether the trial's time may follow where its bytes live: a warm CUDA device time
     (no L2 flush) of the op's plain eager call, of under :data:`MEMORY_BOUND_FLOP_PER_BYTE`
-    (or no counted FLOPs), whose bytes per call fit in ``l2_bytes``, and
-    ``timer.allocations`` above 1."""
-    timer, row = allocating.task.timer, allocating.row
+    (or no counted FLOPs), whose bytes per call fit in ``l2_bytes`` and do not cross the
+    host-device link (``runner.core.host_link``), and ``timer.allocations`` above 1."""
+    task, row = allocating.task, allocating.row
+    timer, spec = task.timer, task.spec
     intensity, moved = row.get("arithmetic_intensity"), row.get("bytes_moved")
     return (allocating.own is not None and allocating.eager and timer.allocations > 1
-            and not timer.flush_l2 and allocating.task.spec.device.startswith("cuda")
+            and not timer.flush_l2 and spec.device.startswith("cuda")
+            and not crosses_host_link(spec.params_dict.get("direction"))
             and moved is not None and 0 < moved <= l2_bytes
             and (intensity is None or intensity < MEMORY_BOUND_FLOP_PER_BYTE))
 
