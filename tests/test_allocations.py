@@ -160,3 +160,7 @@ def test_a_gpu_trial_in_l2_is_timed_on_its_allocations(run_one: Any) -> None:
     captured = run_one(*cuda, "graph=cuda_graph")
     assert flushed["allocations"] is None and big["allocations"] is None
     assert matmul["allocations"] is None and captured["allocations"] is None
+    copies = {way: run_one("device=cuda", "timer=quick", "op=copy", "shape=[1048576]",
+                           f"op.direction={way}") for way in ("d2d", "h2d", "d2h")}
+    assert copies["d2d"]["allocations"] == 4  # 8 MiB in L2
+    assert copies["h2d"]["allocations"] is None and copies["d2h"]["allocations"] is None
