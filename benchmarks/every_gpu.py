@@ -55,9 +55,9 @@ def every_gpu(run_opsweep: Any, out: Path, gpus: int, seconds: float,
     for _, row in frame.sort_values(["device", "trial_index"]).iterrows():
         size = int(row["shape_str"].split("x")[0])
         ref = refs[(row["device"], size, row["dtype"])]
-        delta = pct(row["gpu_time_median_us"], ref["ref_us"])
+        delta = pct(row["gpu_time_us"], ref["ref_us"])
         worst = max(worst, abs(delta)) if ref["capped"] else worst
-        print(f"| {row['device']} | {row['dtype']} {size}³ | {row['gpu_time_median_us']:.1f} | "
+        print(f"| {row['device']} | {row['dtype']} {size}³ | {row['gpu_time_us']:.1f} | "
               f"{ref['ref_us']:.1f} | {delta:+.2f}% | "
               f"{row.get('sm_clock_mhz_samples_median') or float('nan'):.0f} | "
               f"{row.get('sm_clock_mhz_capped_sustained') or float('nan'):.0f} | "

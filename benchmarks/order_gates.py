@@ -44,7 +44,7 @@ def order_checks(by_order: dict[str, list], refs: dict) -> list[tuple[str, bool,
     checks = []
     for order, runs in by_order.items():
         deltas = [(f"{row['dtype']} {row['shape_str'].split('x')[0]}³",
-                   pct(row["gpu_time_median_us"], refs[case_of(row)]["ref_us"]))
+                   pct(row["gpu_time_us"], refs[case_of(row)]["ref_us"]))
                   for frame, _, _ in runs for _, row in frame.iterrows()]
         misses = [f"{name} {d:+.1f}%" for name, d in deltas if abs(d) > MISS_PCT]
         checks.append((f"order {order}: every trial within 3% of the reference", not misses,
@@ -65,7 +65,7 @@ def print_misses(by_order: dict[str, list], refs: dict) -> tuple[str, bool, str]
     for order, runs in by_order.items():
         for process, (frame, _, _) in enumerate(runs, 1):
             for _, row in frame.iterrows():
-                delta = pct(row["gpu_time_median_us"], refs[case_of(row)]["ref_us"])
+                delta = pct(row["gpu_time_us"], refs[case_of(row)]["ref_us"])
                 flag = row.get("sustained_flag")
                 flag = flag if isinstance(flag, str) else None  # pandas reads a null as NaN
                 if abs(delta) <= MISS_PCT:

@@ -62,13 +62,13 @@ def spread_rows(frames: list[pd.DataFrame], case: int) -> list[dict[str, object]
     process is shown with what it has, its spread left blank."""
     rows = []
     for trial, group in pd.concat(frames).groupby(list(TRIAL), dropna=False):
-        device = group["gpu_time_median_us"].notna().all()
+        device = group["gpu_time_us"].notna().all()
         prefix = "gpu_time_" if device else ""
         cis = [c for c in group[f"{prefix}ci_rel_halfwidth"] if math.isfinite(c)]
         flags = group.reindex(columns=list(REPEAT_FLAGS))
         flagged = int(flags.apply(lambda col: col.map(lambda f: isinstance(f, str)))
                       .any(axis=1).sum())
-        lines = [("device" if device else "loop", f"{prefix or 'time_'}median_us",
+        lines = [("device" if device else "loop", "gpu_time_us" if device else "time_median_us",
                   2 * max(cis) if len(cis) == len(frames) else None)]
         if group.reindex(columns=[ALLOCATIONS]).iloc[:, 0].notna().any():
             lines.append(("over allocations", ALLOCATIONS, None))

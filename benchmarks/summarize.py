@@ -10,7 +10,8 @@ import sys
 import pandas as pd
 
 COLUMNS = ["op", "params", "dtype", "shape_str", "device", "mode", "status", "time_median_us",
-           "time_per_op_us", "gpu_time_median_us", "gpu_time_per_op_us", "gpu_time_method",
+           "time_per_op_us", "gpu_time_us", "gpu_time_median_us", "gpu_time_per_op_us",
+           "gpu_time_method",
            "tflops", "gbps", "n_samples", "ci_rel_halfwidth",
            "compile_time_s", "sm_clock_mhz_end", "accuracy_ok"]
 

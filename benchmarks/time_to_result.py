@@ -272,7 +272,7 @@ def main() -> None:
     for _, row in frame.iterrows():
         size = int(row["shape_str"].split("x")[0])
         ref = refs[(size, row["dtype"])]
-        gpu = row["gpu_time_median_us"]
+        gpu = row["gpu_time_us"]
         delta = pct(gpu, ref["ref_us"])
         deltas.append(delta)
         settle = row.get("cost_settle_s")
@@ -286,13 +286,13 @@ def main() -> None:
                 f"{costs} | {row.get('worker_trial_wall_s', float('nan')):.2f} |")
         if len(runs) > 1:
             other = runs[1][0].set_index("trial_id").loc[row["trial_id"]]
-            line += f" {pct(other['gpu_time_median_us'], gpu):+.2f}% |"
+            line += f" {pct(other['gpu_time_us'], gpu):+.2f}% |"
         print(line + (f" {row.get('sustained_flag')}" if row.get("sustained_flag") else ""))
 
     for other_frame, _, _ in runs[1:]:  # the gates judge every process, not just the first
         for _, row in other_frame.iterrows():
             ref = refs[(int(row["shape_str"].split("x")[0]), row["dtype"])]
-            deltas.append(pct(row["gpu_time_median_us"], ref["ref_us"]))
+            deltas.append(pct(row["gpu_time_us"], ref["ref_us"]))
             if row.get("power_capped") is False and row.get("cost_settle_s") is not None:
                 uncapped_settle.append(row["cost_settle_s"])
     walls = [w for _, w, _ in runs]
@@ -300,7 +300,7 @@ def main() -> None:
           f"{', '.join(f'{f:.2f}' for _, _, f in runs)} s; settled reference {ref_wall:.1f} s "
           f"(ratio {walls[0] / ref_wall if ref_wall else float('nan'):.2f}×; 0: from the cache)")
 
-    firsts = [pct(row["gpu_time_median_us"],
+    firsts = [pct(row["gpu_time_us"],
                   before[(int(row["shape_str"].split("x")[0]), row["dtype"])]["ref_us"])
               for frame_i, _, _ in runs for _, row in frame_i.iterrows()]
     wall_limit_s = 40.0 if "H100" in device_name() else 35.0
@@ -324,8 +324,8 @@ def main() -> None:
               ("first trial ≤ 4.5 s after the command", max(f for _, _, f in runs) <= 4.5,
                ", ".join(f"{f:.2f} s" for _, _, f in runs))]
     if len(runs) > 1:
-        joined = runs[0][0].set_index("trial_id")["gpu_time_median_us"]
-        other = runs[1][0].set_index("trial_id")["gpu_time_median_us"]
+        joined = runs[0][0].set_index("trial_id")["gpu_time_us"]
+        other = runs[1][0].set_index("trial_id")["gpu_time_us"]
         moves = sorted(abs(pct(other[t], joined[t])) for t in joined.index)
         checks.append(("two processes: median ≤ 1%, max ≤ 3%",
                        statistics.median(moves) <= 1 and moves[-1] <= 3,
@@ -335,14 +335,14 @@ def main() -> None:
     if args.burst:
         burst, _, _ = run_opsweep(args.out, "burst", [*sweep, "timer.burst=true"])
         faster = [f"{row['dtype']} {row['shape_str']}" for _, row in burst.iterrows()
-                  if row["gpu_time_median_us"] < row["gpu_burst_time_ci_low_us"]
+                  if row["gpu_time_us"] < row["gpu_burst_time_ci_low_us"]
                   and not row.get("sustained_flag")]
         checks.append(("no row faster than its own burst time unless flagged", not faster,
                        f"{len(faster)} of {len(burst)}: {', '.join(faster) or 'none'}"))
     for preset in args.presets:
         rows, preset_wall, _ = run_opsweep(args.out, f"preset_{preset}",
                                            [*sweep, f"timer={preset}"])
-        gaps = sorted(abs(pct(row["gpu_time_median_us"],
+        gaps = sorted(abs(pct(row["gpu_time_us"],
                               refs[(int(row["shape_str"].split("x")[0]), row["dtype"])]["ref_us"]))
                       for _, row in rows.iterrows())
         print(f"timer={preset}: wall {preset_wall:.1f} s, {preset_wall / len(rows):.2f} s a trial, "
@@ -356,9 +356,9 @@ def main() -> None:
         worst = 0.0
         for _, row in copies.iterrows():
             eager = eager_copy_us(int(row["shape_str"]))
-            delta = pct(row["gpu_time_median_us"], eager)
+            delta = pct(row["gpu_time_us"], eager)
             worst = max(worst, abs(delta))
-            print(f"| {int(row['shape_str']) * 4 >> 20} MiB | {row['gpu_time_median_us']:.1f} | "
+            print(f"| {int(row['shape_str']) * 4 >> 20} MiB | {row['gpu_time_us']:.1f} | "
                   f"{row['gpu_time_method']} | {eager:.1f} | {delta:+.2f}% |")
             print(f"  reason: {row['gpu_time_reason']}")
         checks.append(("d2d copies within 3% of eager back to back", worst <= 3.0,

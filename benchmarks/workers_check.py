@@ -127,8 +127,8 @@ def device_ratios(many: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     not be the sustained number, or depends on where its process put the op's bytes), or
     the N-GPU row's ``gpu_time_vs_host`` is beyond 3% (the row says its GPU ran the same
     trial, at another seed, that much apart from the host's other GPUs)."""
-    column = "gpu_time_median_us" if many.get("gpu_time_median_us") is not None and \
-        many["gpu_time_median_us"].notna().any() else "time_median_us"
+    column = "gpu_time_us" if many.get("gpu_time_us") is not None and \
+        many["gpu_time_us"].notna().any() else "time_median_us"
     keep = ["trial_id", "op", "dtype", "shape_str", "gpu_index", column, "power_capped",
             "sm_clock_mhz_samples_median", "temperature_c_end", gpu_compare.COLUMN,
             gpu_compare.TIME_COLUMN, *REPEAT_FLAGS]
@@ -221,7 +221,7 @@ def pinned_lines(p: pd.DataFrame) -> list[str]:
     lines = ["same op pinned to each GPU at once (bf16 matmul 8192^3, 20 s of heat first):"]
     for _, r in p.sort_values("device").iterrows():
         lines.append(f"  {r['device']}: gpu_index {r['gpu_index']} device "
-                     f"{r.get('gpu_time_median_us', float('nan')):.1f} us, clock "
+                     f"{r.get('gpu_time_us', float('nan')):.1f} us, clock "
                      f"{r.get('sm_clock_mhz_samples_median')} MHz, "
                      f"{r.get('temperature_c_end')} °C, "
                      f"throttle {r.get('throttle_reasons_timed')!r}")

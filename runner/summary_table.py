@@ -86,7 +86,7 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str, spec: Spec | None 
     headers, spec_texts, fixed = spec if spec is not None else ([], [[] for _ in shown], "")
     table = Table(title=f"{title}\n" + escape(fixed) if fixed else title, title_justify="left",
                   header_style="bold", caption_justify="left")
-    has = {"device": any(_number(r, "gpu_time_median_us") is not None for r in shown),
+    has = {"device": any(_number(r, "gpu_time_us") is not None for r in shown),
            "bound": any(r.get("bound") for r in shown),
            "capped": any(_capped(r) for r in shown),
            "note": any(_text(r, "reason") or r.get("noisy") or _text(r, "sustained_flag")
@@ -119,7 +119,7 @@ def _measured_cells(row: dict[str, Any], has: dict[str, bool]) -> list[str]:
     """One row's cells under :func:`_measures`: a trial not ok shows its status and note."""
     status = row.get("status") or "?"
     ok = status == "ok"
-    device = _number(row, "gpu_time_median_us")
+    device = _number(row, "gpu_time_us")
     ci = _number(row, "gpu_time_ci_rel_halfwidth" if device is not None else "ci_rel_halfwidth")
     note = escape(_cut(_text(row, "reason") or ""))
     flag, placed = _text(row, "sustained_flag"), _text(row, "allocation_flag")
@@ -166,4 +166,9 @@ def _captions(rows: Sequence[dict[str, Any]], shown: list, has: dict[str, bool])
         captions.append("capped °C: the power cap set the clock; the device time is what the "
                         "GPU sustains at that temperature (temperature_c_timed), and a hotter "
                         "board reads slower")
+    if any(row.get("gpu_time_statistic") == "mean" for row in shown):
+        captions.append("a capped row's device µs is the mean of its samples "
+                        "(gpu_time_statistic): the clock cycles under the cap, and the power "
+                        "limit sets the average; its ±CI is the median's "
+                        "(docs/timing.md#the-median-of-a-cycling-clock)")
     return captions

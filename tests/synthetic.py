@@ -198,7 +198,8 @@ def _gpu_columns(samples: Any, row: dict[str, Any]) -> dict[str, Any]:
     loop_per_op_us, flops, nbytes = row["time_per_op_us"], row["flops"], row["bytes_moved"]
     return {"gpu_time_method": "graph", "gpu_time_reason": None,
             "gpu_time_samples_us": samples.tolist(), "gpu_time_n_samples": len(samples),
-            "gpu_time_median_us": med, "gpu_time_ci_low_us": med - half,
+            "gpu_time_median_us": med, "gpu_time_us": med, "gpu_time_statistic": "median",
+            "gpu_time_ci_low_us": med - half,
             "gpu_time_ci_high_us": med + half, "gpu_time_noisy": half / med > 0.05,
             "gpu_time_per_op_us": per_op, "host_overhead_ratio": loop_per_op_us / per_op,
             "tflops": flops / (per_op * 1e-6) / 1e12, "gbps": nbytes / (per_op * 1e-6) / 1e9}

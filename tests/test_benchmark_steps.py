@@ -44,9 +44,9 @@ def test_the_order_gate_fails_on_an_unflagged_miss_and_counts_false_alarms(capsy
 
     def runs(flag_fast: str | None, flag_right: str | None) -> dict[str, list]:
         frame = pd.DataFrame([
-            {"dtype": "bf16", "shape_str": "4096x4096x4096", "gpu_time_median_us": 180.0,
+            {"dtype": "bf16", "shape_str": "4096x4096x4096", "gpu_time_us": 180.0,
              "sustained_flag": flag_fast},
-            {"dtype": "bf16", "shape_str": "2048x2048x2048", "gpu_time_median_us": 25.2,
+            {"dtype": "bf16", "shape_str": "2048x2048x2048", "gpu_time_us": 25.2,
              "sustained_flag": flag_right}])
         return {"heat": [(frame, 30.0, 4.0)]}
 
@@ -84,7 +84,7 @@ def test_the_workers_gate_fails_on_an_unflagged_gap_and_passes_a_flagged_one() -
              flag: str = "sustained_flag") -> pd.DataFrame:
         return pd.DataFrame({"trial_id": ["a", "b"], "op": "matmul", "dtype": "bf16",
                              "shape_str": "8", "gpu_index": [0, 1], "status": "ok",
-                             "gpu_time_median_us": times, flag: flags})
+                             "gpu_time_us": times, flag: flags})
 
     def run(df: pd.DataFrame) -> dict:
         return {"rows": df, "span_s": 10.0, "wall_s": 12.0, "first_by_worker": {0: 4.0},
@@ -157,7 +157,7 @@ def test_the_benchmarks_count_rows_timed_on_several_allocations_and_their_flags(
 
     def process(own_us: float, over_us: float, flag: str | None) -> pd.DataFrame:
         return pd.DataFrame({"op": ["layer_norm"], "dtype": ["fp32"], "shape_str": ["1024x4096"],
-                             "l2_flush": [False], "gpu_time_median_us": [own_us],
+                             "l2_flush": [False], "gpu_time_us": [own_us],
                              "gpu_time_ci_rel_halfwidth": [0.002],
                              "gpu_time_allocations_median_us": [over_us],
                              "allocation_flag": [flag]})

@@ -77,8 +77,8 @@ def _row(**kw: Any) -> dict[str, Any]:
 
 
 def test_cuda_rows_lead_with_device_time_and_bound() -> None:
-    rows = [_row(gpu_time_median_us=12.5, gpu_time_ci_rel_halfwidth=0.02, bound="overhead"),
-            _row(dtype="fp16", gpu_time_median_us=11.0, gpu_time_ci_rel_halfwidth=0.02,
+    rows = [_row(gpu_time_us=12.5, gpu_time_ci_rel_halfwidth=0.02, bound="overhead"),
+            _row(dtype="fp16", gpu_time_us=11.0, gpu_time_ci_rel_halfwidth=0.02,
                  bound="compute")]
     text = _render(summary_table(rows, "sweep s", spec_cells(rows)))
     header = next(line for line in text.splitlines() if "status" in line)
@@ -93,21 +93,21 @@ def test_capped_rows_show_their_temperature_and_a_flag_leads_the_note() -> None:
     table shows it next to the time; a ``sustained_flag`` is in the note, not only in the
     Parquet file. Rows that are not capped show neither."""
     flag = "the GPU was lowering its clock for its temperature as its timing ended"
-    rows = [_row(gpu_time_median_us=204.1, power_capped=True, temperature_c_timed=67.0),
-            _row(dtype="fp16", gpu_time_median_us=178.3, power_capped=True,
+    rows = [_row(gpu_time_us=204.1, power_capped=True, temperature_c_timed=67.0),
+            _row(dtype="fp16", gpu_time_us=178.3, power_capped=True,
                  temperature_c_timed=87.0, sustained_flag=flag),
-            _row(dtype="fp32", gpu_time_median_us=2640.0, power_capped=False,
+            _row(dtype="fp32", gpu_time_us=2640.0, power_capped=False,
                  temperature_c_timed=61.0)]
     text = _render(summary_table(rows, "sweep s", spec_cells(rows)), width=250)
     header = next(line for line in text.splitlines() if "status" in line)
     assert header.index("loop µs") < header.index("capped °C") < header.index("note")
     lines = {row["dtype"]: next(line for line in text.splitlines()
-                                if f"{row['gpu_time_median_us']:,.0f}" in line) for row in rows}
+                                if f"{row['gpu_time_us']:,.0f}" in line) for row in rows}
     assert "│        67 │" in lines["bf16"] and "│        87 │" in lines["fp16"]
     assert "61" not in lines["fp32"] and "may not be sustained: the GPU was lowering" in \
         " ".join(text.split())
     assert "capped °C: the power cap set the clock" in " ".join(text.split())
-    plain_rows = [_row(gpu_time_median_us=12.5)]
+    plain_rows = [_row(gpu_time_us=12.5)]
     assert "capped °C" not in _render(summary_table(plain_rows, "s", spec_cells(plain_rows)))
 
 
@@ -115,11 +115,11 @@ def test_a_row_whose_time_depends_on_where_its_bytes_live_says_so_in_the_note() 
     """An ``allocation_flag`` reaches the summary's note (alone it still makes the note
     column), after a ``sustained_flag`` where a row has both."""
     flag = "where its bytes live moves it: 4 allocations of its inputs read 12.69-12.89 µs"
-    rows = [_row(gpu_time_median_us=12.9, allocation_flag=flag), _row(dtype="fp16")]
+    rows = [_row(gpu_time_us=12.9, allocation_flag=flag), _row(dtype="fp16")]
     text = " ".join(_render(summary_table(rows, "sweep s", spec_cells(rows)),
                             width=400).split())
     assert "note" in text and "where its bytes live moves it: 4 allocations" in text
-    both = [_row(gpu_time_median_us=12.9, allocation_flag=flag, sustained_flag="held down")]
+    both = [_row(gpu_time_us=12.9, allocation_flag=flag, sustained_flag="held down")]
     text = " ".join(_render(summary_table(both, "sweep s", spec_cells(both)), width=400).split())
     assert text.index("may not be sustained: held down") < text.index("where its bytes live")
 
@@ -229,10 +229,10 @@ def test_rows_from_a_dataframe_show_like_plain_ones() -> None:
     import numpy as np
 
     flag = "the GPU was lowering its clock for its temperature " + "x " * 100
-    rows = [_row(gpu_time_median_us=np.float64(204.1), power_capped=np.bool_(True),
+    rows = [_row(gpu_time_us=np.float64(204.1), power_capped=np.bool_(True),
                  temperature_c_timed=np.int64(67), sustained_flag=float("nan"),
                  reason=float("nan")),
-            _row(dtype="fp16", gpu_time_median_us=178.3, power_capped=np.bool_(False),
+            _row(dtype="fp16", gpu_time_us=178.3, power_capped=np.bool_(False),
                  temperature_c_timed=np.int64(61), noisy=True, noisy_reason="3 samples",
                  sustained_flag=flag)]
     text = " ".join(_render(summary_table(rows, "s", spec_cells(rows)), width=250).split())

@@ -533,15 +533,15 @@ def test_consistency_flag_checks_power_against_the_limit_and_energy_time_against
     from runner.execution.measured import consistency_flag
 
     ok = {"avg_power_W": 700.0, "power_limit_w": 700.0, "energy_time_per_call_us": 1684.0,
-          "gpu_time_median_us": 1650.0}
+          "gpu_time_us": 1650.0}
     assert consistency_flag(ok) is None
     # The rows of the burst era: 1164 mJ per call over a 1404 µs device time is 829 W.
-    burst = {**ok, "avg_power_W": 829.0, "gpu_time_median_us": 1404.0}
+    burst = {**ok, "avg_power_W": 829.0, "gpu_time_us": 1404.0}
     flag = consistency_flag(burst)
     assert "avg_power_W 829 W is above 1.03 × the 700 W power limit" in flag
     assert "differ by +19.9%" in flag
     assert consistency_flag({**ok, "avg_power_W": 721.0}) is None  # within 3%
-    assert consistency_flag({"gpu_time_median_us": 5.0}) is None  # nothing to compare
+    assert consistency_flag({"gpu_time_us": 5.0}) is None  # nothing to compare
 
 
 def test_energy_per_call_is_taken_at_the_device_time() -> None:

@@ -393,7 +393,7 @@ def _streams_rows(device_time: bool) -> pd.DataFrame:
             rows.append({"op": "matmul", "shape_str": f"{n}x{n}x{n}", "streams": streams,
                          "time_median_us": t_loop * streams,
                          "gpu_time_per_op_us": t_dev if device_time else None,
-                         "gpu_time_median_us": t_dev * streams if device_time else None})
+                         "gpu_time_us": t_dev * streams if device_time else None})
     return _fake_frame("streams", rows)
 
 
@@ -406,7 +406,7 @@ def test_report_renders_the_typed_description_and_each_verdicts_time() -> None:
     assert "*Time: device time per op.*" in section and "*Time: loop time per op.*" in section
     assert "**Device time per matmul (GPU)** (device time per op)." in section
     # every trial shows its device time beside its loop time, per call and per op
-    assert "| loop median |" in section and "| device median | device per op |" in section
+    assert "| loop median |" in section and "| device time | device per op |" in section
 
 
 def test_closing_note_lists_the_verdicts_that_changed_and_why() -> None:

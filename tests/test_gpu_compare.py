@@ -23,7 +23,7 @@ def row(gpu: int | None, clock: float | None, capped: bool | None, at_s: float =
     return {"gpu_index": gpu, "worker": gpu, "job_num": 0, "power_capped": capped,
             "sm_clock_mhz_samples_median": clock, "temperature_c_end": temperature,
             "timestamp": START + timedelta(seconds=at_s), "worker_trial_wall_s": 1.0,
-            "op": "matmul", "shape": shape, "dtype": "bf16", "gpu_time_median_us": time_us,
+            "op": "matmul", "shape": shape, "dtype": "bf16", "gpu_time_us": time_us,
             "seed": seed}
 
 

@@ -96,10 +96,10 @@ def trial_table(df: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(spec, index=df.index)
     out["status"] = df["status"].astype(object) if "status" in df.columns else ""
     out["reason"] = [reason_text(v) for v in df.get("reason", pd.Series(index=df.index))]
-    device = number("gpu_time_median_us")
+    device = number("gpu_time_us")
     has_device = bool(device.notna().any())
     if has_device:  # the headline on CUDA rows
-        out["device time median (µs)"] = device
+        out["device time (µs)"] = device
     out["loop time median (µs)"] = number("time_median_us")
     ci = number("gpu_time_ci_rel_halfwidth", 100.0).where(device.notna(),
                                                           number("ci_rel_halfwidth", 100.0))

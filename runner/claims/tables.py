@@ -49,8 +49,8 @@ def _extra_columns(df: pd.DataFrame, metrics: Iterable[str]) -> list[tuple[str, 
     streams = "streams" in df and (pd.to_numeric(df["streams"], errors="coerce") > 1).any()
     if has("time_per_op_us") and streams:
         cols.append(("loop per op", lambda r: fmt_time_us(r.get("time_per_op_us"))))
-    if has("gpu_time_median_us"):
-        cols.append(("device median", lambda r: fmt_time_us(r.get("gpu_time_median_us"))))
+    if has("gpu_time_us"):
+        cols.append(("device time", lambda r: fmt_time_us(r.get("gpu_time_us"))))
         if streams:
             cols.append(("device per op", lambda r: fmt_time_us(r.get("gpu_time_per_op_us"))))
     if has("peak_allocated_bytes") and metrics & {"peak_allocated_bytes", "peak_reserved_bytes"}:

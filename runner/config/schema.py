@@ -73,7 +73,7 @@ def _objective(key: str, value: Any) -> None:
         close = difflib.get_close_matches(str(value), columns, n=1)
         raise ConfigError(f"invalid value for '{key}': {value!r}. Expected a numeric result "
                           "column, e.g. objective=time_median_us (the loop time) or "
-                          "objective=gpu_time_median_us (the device time; CUDA only)"
+                          "objective=gpu_time_us (the device time; CUDA only)"
                           + (f". Did you mean '{close[0]}'?" if close else "."))
 
 

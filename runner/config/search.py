@@ -35,7 +35,7 @@ def check_objective(objective: Any, sweeper_target: Any) -> None:
         raise ConfigError(f"the sweeper {name} minimises what each job returns, and "
                           "'objective' is not set. Name the result column to minimise, "
                           "e.g. objective=time_median_us (the loop time) or "
-                          "objective=gpu_time_median_us (the device time, on a GPU).")
+                          "objective=gpu_time_us (the device time, on a GPU).")
 
 
 def quiet_optuna() -> None:

@@ -106,10 +106,10 @@ def row_ratios(rows: list[Mapping[str, Any]]) -> list[float | None]:
 
 
 def time_ratios(rows: list[Mapping[str, Any]]) -> list[float | None]:
-    """Per row: its device time (``gpu_time_median_us``) over the median of the same
+    """Per row: its device time (``gpu_time_us``) over the median of the same
     trial's device times on the host's other GPUs, one vote per GPU (None: no device time,
     or no other GPU ran the trial). Capped or not: a GPU can be slower at the same clock."""
-    entries, found = _by_trial_and_gpu(rows, lambda row: row.get("gpu_time_median_us"))
+    entries, found = _by_trial_and_gpu(rows, lambda row: row.get("gpu_time_us"))
     ratios: list[float | None] = []
     for entry in entries:
         others = [] if entry is None else [gpu for gpu in found[entry[0]] if gpu != entry[1]]
@@ -142,7 +142,7 @@ def annotate(table: Any) -> Any:
     import pyarrow as pa
 
     inputs = {COLUMN: ("gpu_index", "power_capped", "sm_clock_mhz_samples_median"),
-              TIME_COLUMN: ("gpu_index", "gpu_time_median_us")}
+              TIME_COLUMN: ("gpu_index", "gpu_time_us")}
     for column, ratios in ((COLUMN, row_ratios), (TIME_COLUMN, time_ratios)):
         if not all(c in table.column_names for c in inputs[column]):
             continue

@@ -106,7 +106,7 @@ def burst_columns(burst: Measurement | None) -> dict[str, Any]:
 #: tolerance) before the row is flagged: above it the power and the time come from different
 #: moments.
 POWER_LIMIT_TOL = 1.03
-#: ``energy_time_per_call_us`` and ``gpu_time_median_us`` may differ by this share.
+#: ``energy_time_per_call_us`` and ``gpu_time_us`` may differ by this share.
 ENERGY_TIME_TOL = 0.03
 
 
@@ -121,9 +121,9 @@ def consistency_flag(row: dict[str, Any]) -> str | None:
     if power is not None and limit and power > POWER_LIMIT_TOL * limit:
         flags.append(f"avg_power_W {power:.0f} W is above {POWER_LIMIT_TOL:g} × the "
                      f"{limit:.0f} W power limit")
-    energy_us, gpu_us = row.get("energy_time_per_call_us"), row.get("gpu_time_median_us")
+    energy_us, gpu_us = row.get("energy_time_per_call_us"), row.get("gpu_time_us")
     if energy_us and gpu_us and abs(energy_us / gpu_us - 1) > ENERGY_TIME_TOL:
-        flags.append(f"energy_time_per_call_us {energy_us:.4g} and gpu_time_median_us "
+        flags.append(f"energy_time_per_call_us {energy_us:.4g} and gpu_time_us "
                      f"{gpu_us:.4g} differ by {100 * (energy_us / gpu_us - 1):+.1f}% "
                      f"(more than {ENERGY_TIME_TOL:.0%})")
     return "; ".join(flags) or None
@@ -149,27 +149,33 @@ def timing_columns(measurement: Measurement | None, ops_per_sample: int,
         "q75_us": stats.q75 * us, "ci_low_us": stats.ci_low * us,
         "ci_high_us": stats.ci_high * us, "ci_rel_halfwidth": stats.ci_rel_halfwidth,
         "noisy": measurement.noisy, "noisy_reason": measurement.noisy_reason,
-        "per_op_us": stats.median * us / ops_per_sample,
+        "per_op_us": measurement.time_s * us / ops_per_sample,
     }
     return {result_columns.time_column(time, stat): value for stat, value in values.items()}
 
 
 def device_time_columns(device_time: DeviceTime, ops_per_sample: int,
                         time_per_op_us: float) -> dict[str, Any]:
-    """The device time's statistics, how it was taken, and the loop/device ratio."""
+    """The device time's statistics, its number (``gpu_time_us``: the median, or the mean of
+    a power-capped series, ``runner.timing.measurement.Measurement.statistic``), how it was
+    taken, and the loop/device ratio."""
     out = timing_columns(device_time.measurement, ops_per_sample, "gpu")
+    measured = device_time.measurement
     gpu_us = out["gpu_time_per_op_us"]
-    out.update({"gpu_time_method": device_time.method, "gpu_time_reason": device_time.reason,
+    out.update({"gpu_time_us": None if measured is None else measured.time_s * 1e6,
+                "gpu_time_statistic": None if measured is None else measured.statistic,
+                "gpu_time_method": device_time.method, "gpu_time_reason": device_time.reason,
                 "host_overhead_ratio": time_per_op_us / gpu_us if gpu_us else None})
     return out
 
 
 def throughput_columns(flops: float | None, bytes_moved: float | None,
-                       median_s: float) -> dict[str, Any]:
-    """TFLOP/s, GB/s (1e9 bytes/s) and arithmetic intensity (FLOP/byte) at the median."""
+                       per_call_s: float) -> dict[str, Any]:
+    """TFLOP/s, GB/s (1e9 bytes/s) and arithmetic intensity (FLOP/byte) at ``per_call_s``
+    (the measurement's number, ``Measurement.time_s``)."""
     return {
         "flops": flops, "bytes_moved": bytes_moved,
-        "tflops": flops / median_s / 1e12 if flops and median_s > 0 else None,
-        "gbps": bytes_moved / median_s / 1e9 if bytes_moved and median_s > 0 else None,
+        "tflops": flops / per_call_s / 1e12 if flops and per_call_s > 0 else None,
+        "gbps": bytes_moved / per_call_s / 1e9 if bytes_moved and per_call_s > 0 else None,
         "arithmetic_intensity": flops / bytes_moved if flops and bytes_moved else None,
     }

@@ -148,7 +148,7 @@ def sustained_flag(device: Measurement | None, burst: Measurement | None,
         return None
     reasons = [] if gpu_after is None else thermal_reasons(gpu_after)
     if (device.power_capped is False and held_at_the_limit(device, max_clock_mhz)
-            and device.stats.median >= HELD_FLAG_MIN_S):
+            and device.time_s >= HELD_FLAG_MIN_S):
         reasons.append(held_light_reason(device, max_clock_mhz, gpu_after or {}))
     if device.power_capped and device.settled is False:
         reasons.append("its power-capped warm-up hit timer.settle_max_s before it settled "
@@ -162,27 +162,27 @@ def sustained_flag(device: Measurement | None, burst: Measurement | None,
                        f"then its samples ran at {statistics.median(device.clock_mhz):.0f} "
                        "MHz: the power cap took the clock during the samples, so it may read "
                        "faster than a job running it back to back")
-    median_s = device.stats.median
-    paced_by_gpu = device.power_capped and median_s >= LOOP_CHECK_MIN_S
+    device_s = device.time_s  # the row's number (gpu_time_us)
+    paced_by_gpu = device.power_capped and device_s >= LOOP_CHECK_MIN_S
     if (paced_by_gpu and loop is not None and loop.samples_s
-            and loop.stats.median > (1 + LOOP_GAP_SHARE) * median_s):
+            and loop.stats.median > (1 + LOOP_GAP_SHARE) * device_s):
         loop_s = loop.stats.median
-        reasons.append(f"it reads {median_s * 1e6:.4g} µs, {1 - median_s / loop_s:.0%} faster "
+        reasons.append(f"it reads {device_s * 1e6:.4g} µs, {1 - device_s / loop_s:.0%} faster "
                        f"than the loop time right after it ({loop_s * 1e6:.4g} µs) on an op "
                        "the GPU paces: the clock moved between the two, so it may not be the "
                        "sustained number")
     held = (device.power_capped is False and device.power_avg_share is not None
-            and device.power_avg_share >= HELD_SHARE and median_s >= LOOP_CHECK_MIN_S)
+            and device.power_avg_share >= HELD_SHARE and device_s >= LOOP_CHECK_MIN_S)
     if (held and loop is not None and loop.samples_s
-            and median_s > (1 + LOOP_SLOWER_SHARE) * loop.stats.median):
+            and device_s > (1 + LOOP_SLOWER_SHARE) * loop.stats.median):
         loop_s = loop.stats.median
-        reasons.append(f"it reads {median_s * 1e6:.4g} µs, {median_s / loop_s - 1:.1%} slower "
+        reasons.append(f"it reads {device_s * 1e6:.4g} µs, {device_s / loop_s - 1:.1%} slower "
                        f"than the loop time right after it ({loop_s * 1e6:.4g} µs), not "
                        "power-capped itself while the board's averaged power stood at "
                        f"{device.power_avg_share:.0%} of the limit: the work before still held "
                        "the clock down, and a job running it back to back runs it faster")
-    if burst is not None and median_s < burst.stats.ci_low:
-        reasons.append(f"it reads {median_s * 1e6:.4g} µs, faster than its own "
+    if burst is not None and device_s < burst.stats.ci_low:
+        reasons.append(f"it reads {device_s * 1e6:.4g} µs, faster than its own "
                        f"burst time ({burst.stats.median * 1e6:.4g} µs, CI low "
                        f"{burst.stats.ci_low * 1e6:.4g}): not a sustained number")
     return "; ".join(reasons) or None

@@ -173,7 +173,7 @@ def _measure_trial(task: TrialTask, state: WorkerTiming) -> dict[str, Any]:
     out.update(_timed_columns(task, prepared, times, burst, accuracy_s, gpu_after=dict(out)))
     # Rates at the device time, the GPU's own speed (docs/timing.md), else the loop time.
     rate = times.device.measurement or times.loop
-    out.update(_rate_columns(spec, workloads, flops_per_op, rate.stats.median))
+    out.update(_rate_columns(spec, workloads, flops_per_op, rate.time_s))
     out.update(allocation_columns(Allocating(task, times.device.measurement, out, clock, state,
                                              eager=prepared.capturable)))  # 9
     out.update(_after_timing(task, prepared, watch, times, rate, out))  # 10
@@ -219,14 +219,14 @@ def _timed_columns(task: TrialTask, prepared: modes.Prepared, times: TrialTimes,
 
 
 def _rate_columns(spec: TrialSpec, workloads: list[Workload], flops_per_op: float | None,
-                  median_s: float) -> dict[str, Any]:
+                  per_call_s: float) -> dict[str, Any]:
     """FLOP/s and bytes/s of one sample's ops (all streams' workloads), and the op's extras."""
     first = workloads[0]
     n_ops = 1 if first.parts else len(workloads)
     bytes_per_op = None if spec.backward else first.bytes_moved
     out = throughput_columns(
         flops=None if flops_per_op is None else flops_per_op * n_ops,
-        bytes_moved=None if bytes_per_op is None else bytes_per_op * n_ops, median_s=median_s)
+        bytes_moved=None if bytes_per_op is None else bytes_per_op * n_ops, per_call_s=per_call_s)
     out.update({f"extra_{k}": v for k, v in first.extra.items()})
     return out
 
@@ -236,15 +236,15 @@ def _after_timing(task: TrialTask, prepared: modes.Prepared, watch: Any, times: 
     """The energy read over the device time's samples, then the insight passes (profile,
     an energy window where the samples gave none): after timing and the memory peaks."""
     spec, insight, found = task.spec, task.insight, {}
-    device_s = None if times.device.measurement is None else times.device.measurement.stats.median
+    device_s = None if times.device.measurement is None else times.device.measurement.time_s
     watched = (watch.columns(flops=out["flops"], bytes_moved=out["bytes_moved"],
-                             device_time_s=rate.stats.median)
+                             device_time_s=rate.time_s)
                if watch and device_s is not None else None)
     if watched is not None:
         found.update(watched)
         insight = dataclasses.replace(insight, energy=False)  # read: no second window
     if insight is not None:
-        call = TimedCall(prepared.fn, rate.stats.median, flops=out["flops"],
+        call = TimedCall(prepared.fn, rate.time_s, flops=out["flops"],
                          bytes_moved=out["bytes_moved"], capturable=prepared.capturable,
                          before_call=prepared.before_sample, device_time_s=device_s)
         found.update(insight_columns(insight, call, spec))

@@ -58,7 +58,9 @@ _TIME_STATS: tuple[tuple[str, str, str], ...] = (
                   "than timer.target_rel (twice it for a CUDA loop time taken after the "
                   "device time), or samples one median cannot describe (noisy_reason)"),
     ("noisy_reason", _S, "why the {what} is noisy (null when it is not)"),
-    ("per_op_us", _F, "{what} median / op instances per call (streams=N)"),
+    ("per_op_us", _F, "{what} per op instance: its number (the median; for a power-capped "
+                      "device time the mean, gpu_time_statistic) / op instances per call "
+                      "(streams=N)"),
 )
 #: The two times (docs/timing.md): the loop time keeps its historical column names.
 TIMES = {"loop": "loop time", "gpu": "device time"}
@@ -122,6 +124,11 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "l2_flush": (_B, "true when L2 was flushed before every sample"),
     # device time: the GPU's own time per call, independent of the host (docs/timing.md)
     **timing_columns("gpu"),
+    "gpu_time_us": (_F, "the device time, µs per call: the median of its samples, or their "
+                        "mean where they ran power-capped back to back (the controller holds "
+                        "the averaged power at the limit by cycling the clock, and a long job "
+                        "pays the average; docs/timing.md#the-median-of-a-cycling-clock)"),
+    "gpu_time_statistic": (_S, "median | mean: which statistic of the samples gpu_time_us is"),
     "gpu_time_method": (_S, "graph (the replay method: the timer's own CUDA graph of K calls) "
                             "| blocked | unavailable: how gpu_time was taken (docs/timing.md)"),
     "gpu_time_reason": (_S, "why gpu_time is unavailable or taken by the fallback, and any "
@@ -182,13 +189,14 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "gpu_burst_time_ci_high_us": (_F, "95% CI high end of the burst time's median, µs"),
     "consistency_flag": (_S, "set when the row's derived columns disagree: avg_power_W above "
                              "1.03 × power_limit_w, or energy_time_per_call_us more than 3% "
-                             "from gpu_time_median_us"),
+                             "from gpu_time_us"),
     # throughput
     "flops": (_F, "floating-point operations per call"),
     "bytes_moved": (_F, "minimum bytes read + written per call"),
-    "tflops": (_F, "TFLOP/s at the device-time median where there is one, else the loop's"),
-    "gbps": (_F, "GB/s (1e9 bytes/s) at the device-time median where there is one, else "
-                 "the loop's"),
+    "tflops": (_F, "TFLOP/s at the device time (gpu_time_us) where there is one, else the "
+                   "loop's median"),
+    "gbps": (_F, "GB/s (1e9 bytes/s) at the device time (gpu_time_us) where there is one, "
+                 "else the loop's median"),
     "arithmetic_intensity": (_F, "FLOP per byte"),
     # modes
     "compile_time_s": (_F, "wall time of the first compiled call (compile + run)"),

@@ -139,12 +139,9 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
                   f"({type(exc).__name__})", file=sys.stderr)
             return None
         check_format(schema.metadata, file)  # a newer format: a clear error, not a guess
-        names = schema.names
-        cols = names if columns is None else [c for c in columns if c in names]
-        if drop_samples:
-            cols = [c for c in cols if c != "samples_us"]
+        cols = _columns_to_read(schema.names, columns, drop_samples)
         try:
-            table = pq.read_table(file, columns=cols)
+            table = backfill(pq.read_table(file, columns=cols), columns)
         except (OSError, pa.ArrowException, ValueError) as exc:
             print(f"opsweep: warning: skipping damaged result file {file} "
                   f"({type(exc).__name__})", file=sys.stderr)
@@ -159,10 +156,8 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
         table = job_rows(job_dir)
         if table is None:
             return None
-        keep = table.column_names if columns is None else [c for c in columns
-                                                           if c in table.column_names]
-        if drop_samples:
-            keep = [c for c in keep if c != "samples_us"]
+        table = backfill(table, None)
+        keep = _columns_to_read(table.column_names, columns, drop_samples)
         return table.select(keep).replace_schema_metadata(None)
 
     # a job with no trials.parquet yet is read from its journal: one entry per attempt
@@ -187,6 +182,40 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
         for name in columns:
             if name not in table.column_names:
                 table = table.append_column(name, pa.nulls(table.num_rows))
+    return table
+
+
+#: Columns that files written before them lack, each with the column that held its value
+#: then: every device time was the median of its samples before ``gpu_time_us`` (the mean of
+#: a power-capped series since, ``runner.timing.measurement.Measurement.statistic``).
+BACKFILLED = {"gpu_time_us": "gpu_time_median_us"}
+
+
+def _columns_to_read(names: Sequence[str], columns: Sequence[str] | None,
+                     drop_samples: bool) -> list[str]:
+    """Of a file's column ``names``: those asked for (None: all), the older ones that
+    :func:`backfill` fills an asked-for newer one from, and no samples where dropped."""
+    cols = list(names) if columns is None else [c for c in columns if c in names]
+    cols += [old for new, old in BACKFILLED.items() if new not in names and old in names
+             and old not in cols and (columns is None or new in columns)]
+    return [c for c in cols if not (drop_samples and c == "samples_us")]
+
+
+def backfill(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
+    """``table`` with each :data:`BACKFILLED` column it lacks filled from the older one (and
+    ``gpu_time_statistic`` saying ``median`` where that was set); the older one dropped again
+    where ``columns`` did not ask for it. Reading never changes a file."""
+    for new, old in BACKFILLED.items():
+        if new in table.column_names or old not in table.column_names:
+            continue
+        values = table.column(old)
+        table = table.append_column(new, values)
+        if new == "gpu_time_us" and "gpu_time_statistic" not in table.column_names and (
+                columns is None or "gpu_time_statistic" in columns):
+            table = table.append_column("gpu_time_statistic", pc.if_else(
+                pc.is_valid(values), pa.scalar("median"), pa.scalar(None, pa.string())))
+        if columns is not None and old not in columns:
+            table = table.drop_columns([old])
     return table
 
 

@@ -292,4 +292,5 @@ def steady_samples(sample_work: SampleWork, plan: TimerPlan, device: Any,
                        settled_clock_mhz=last_clock(warmup), clock_mhz=tuple(stream.clocks),
                        min_samples=plan.min_samples, power_capped=verdict.capped,
                        settled_samples=len(tail),
-                       power_avg_share=tail_power_share(tail, stream.power_shares))
+                       power_avg_share=tail_power_share(tail, stream.power_shares),
+                       back_to_back=True)
