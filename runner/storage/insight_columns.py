@@ -41,7 +41,7 @@ ENERGY_COLUMNS: dict[str, tuple[str, str]] = {
     "energy_busy_fraction": (_F, "device time of the window's chunks over its wall time "
                                  "(< 0.99: idle gaps inside the window)"),
     "energy_time_per_call_us": (_F, "time per call during the window, µs (sustained clocks)"),
-    "energy_per_call_mJ": (_F, "board energy per call, mJ (avg_power_W × gpu_time_median_us "
+    "energy_per_call_mJ": (_F, "board energy per call, mJ (avg_power_W × gpu_time_us "
                                "where there is one, else the window's time per call)"),
     "energy_above_idle_per_call_mJ": (_F, "(avg_power_W − idle_power_W) × the same time per "
                                           "call, mJ"),
