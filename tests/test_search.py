@@ -38,11 +38,12 @@ def test_the_search_finds_batched_dots_fastest_impl_in_fewer_trials_than_the_gri
     # the first point the seeded sampler tries is not the answer: a job that returned
     # anything but its time (a constant, another column) would leave a wrong best point
     assert rows["param_impl"].iloc[0] != "mul_sum"
-    # on a CPU at this size mul_sum is several times faster than bmm and einsum
-    assert best["best_params"]["op.impl"] == "mul_sum", rows[["param_impl", "num_threads",
-                                                              "time_median_us"]]
+    # the best point is the fastest row the search ran, by the values its jobs returned (on an
+    # idle CPU at this size mul_sum; which one wins on a loaded machine is not this test's)
     fastest = rows.loc[rows["time_median_us"].idxmin()]
     assert best["best_value"] == pytest.approx(fastest["time_median_us"])
+    assert best["best_params"]["op.impl"] == fastest["param_impl"], rows[[
+        "param_impl", "num_threads", "time_median_us"]]
     assert best["best_params"]["num_threads"] == fastest["num_threads"]
 
 
