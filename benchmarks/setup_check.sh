@@ -34,7 +34,7 @@ torch.__version__, 'cuda', torch.cuda.is_available())"
 import sys
 import runner
 df = runner.load(sys.argv[1])
-cols = ["op", "dtype", "shape_str", "device", "gpu_time_median_us", "time_median_us", "tflops",
+cols = ["op", "dtype", "shape_str", "device", "gpu_time_us", "time_median_us", "tflops",
         "bound", "sm_clock_mhz_start", "sm_clock_mhz_end", "power_w_start", "power_w_end",
         "temperature_c_end", "num_threads_used", "git_commit"]
 print(df[[c for c in cols if c in df.columns]].to_string(index=False))

@@ -121,6 +121,8 @@ def _measured_cells(row: dict[str, Any], has: dict[str, bool]) -> list[str]:
     ok = status == "ok"
     device = _number(row, "gpu_time_us")
     ci = _number(row, "gpu_time_ci_rel_halfwidth" if device is not None else "ci_rel_halfwidth")
+    if row.get("gpu_time_statistic") == "mean":  # the CI columns are the median's
+        ci = None
     note = escape(_cut(_text(row, "reason") or ""))
     flag, placed = _text(row, "sustained_flag"), _text(row, "allocation_flag")
     if ok and (row.get("noisy") or flag or placed):  # noisy first: short; a flag may be cut
@@ -167,8 +169,8 @@ def _captions(rows: Sequence[dict[str, Any]], shown: list, has: dict[str, bool])
                         "GPU sustains at that temperature (temperature_c_timed), and a hotter "
                         "board reads slower")
     if any(row.get("gpu_time_statistic") == "mean" for row in shown):
-        captions.append("a capped row's device µs is the mean of its samples "
-                        "(gpu_time_statistic): the clock cycles under the cap, and the power "
-                        "limit sets the average; its ±CI is the median's "
-                        "(docs/timing.md#the-median-of-a-cycling-clock)")
+        captions.append("device µs of a row sampled back to back under the power cap is the "
+                        "mean of its samples (gpu_time_statistic): the clock cycles there, and "
+                        "the power limit sets the average; the CI columns are the median's, so "
+                        "its ±CI is left out (docs/timing.md#the-median-of-a-cycling-clock)")
     return captions

@@ -101,7 +101,7 @@ def test_the_summary_says_a_capped_row_s_device_time_is_a_mean() -> None:
     row: dict[str, Any] = {"op": "matmul", "status": "ok", "gpu_time_us": 403.9,
                            "time_median_us": 426.7, "power_capped": True,
                            "temperature_c_timed": 57.0}
-    mean_caption = "a capped row's device µs is the mean of its samples"
+    mean_caption = "is the mean of its samples (gpu_time_statistic)"
     table = summary_table([{**row, "gpu_time_statistic": "mean"}], "trials")
     assert mean_caption in str(table.caption)
     table = summary_table([{**row, "gpu_time_statistic": "median"}], "trials")
@@ -128,3 +128,87 @@ def test_a_file_written_before_the_column_reads_its_median_as_the_device_time(
     assert load(new)["gpu_time_us"].tolist() == [403.9]
     both = load([old, new])
     assert sorted(both["gpu_time_us"].dropna().tolist()) == [12.5, 403.9]
+
+
+def test_a_sweep_resumed_across_versions_reads_every_row_s_device_time(tmp_path: Path) -> None:
+    """A file joining rows from before ``gpu_time_us`` (null there) and after: filled row by
+    row, a newer row's own mean kept."""
+    mixed = tmp_path / "mixed.parquet"
+    pq.write_table(pa.table({"op": ["old", "new"], "gpu_time_median_us": [12.5, 394.0],
+                             "gpu_time_us": [None, 403.9],
+                             "gpu_time_statistic": [None, "mean"]}), mixed)
+    df = load(mixed)
+    assert df["gpu_time_us"].tolist() == [12.5, 403.9]
+    assert df["gpu_time_statistic"].tolist() == ["median", "mean"]
+
+
+def _capped_row(**extra: Any) -> dict[str, Any]:
+    """A capped row whose mean (gpu_time_us) is 2.5% over its median."""
+    return {"op": "matmul", "status": "ok", "device": "cuda:0", "gpu_time_us": 403.9,
+            "gpu_time_median_us": 394.0, "gpu_time_statistic": "mean",
+            "gpu_time_ci_rel_halfwidth": 0.0009, "time_median_us": 426.7,
+            "power_capped": True, "temperature_c_timed": 57.0, **extra}
+
+
+def test_the_summary_and_the_report_show_the_mean_without_the_median_s_ci() -> None:
+    import pandas as pd
+
+    from runner.analysis.report import trial_table
+
+    light = _capped_row(gpu_time_us=25.0, gpu_time_median_us=25.0,
+                        gpu_time_statistic="median", power_capped=False)
+    table = summary_table([_capped_row(), light], "trials")
+    cells = [list(column.cells) for column in table.columns]
+    device = next(c for c in table.columns if c.header == "device µs")
+    ci = next(c for c in table.columns if c.header == "±CI")
+    assert list(device.cells)[0] == "404" and list(ci.cells) == ["–", "0.1%"], cells
+    report = trial_table(pd.DataFrame([_capped_row(), light]))
+    assert report["device time (µs)"].tolist() == [403.9, 25.0]
+    assert pd.isna(report["±CI (%)"].iloc[0]) and report["±CI (%)"].iloc[1] == pytest.approx(0.09)
+
+
+def test_the_experiments_tables_show_the_device_time() -> None:
+    import pandas as pd
+
+    from runner.claims.tables import results_table
+
+    text = results_table(pd.DataFrame([_capped_row(dtype="tf32", shape_str="4096x4096x4096")]))
+    assert "| device time |" in text and "404" in text and "394" not in text
+
+
+def test_the_loop_witness_judges_the_device_time_a_row_reports() -> None:
+    """The flag for a capped device time well faster than the loop time right after it reads
+    the row's number: the mean of a cycling series, not its fast median."""
+    from runner.execution.sustained import LOOP_GAP_SHARE, sustained_flag
+
+    capped = _series(capped=True, back_to_back=True)
+    # a loop time under 8% over the mean, and over 8% over the median
+    between = (1 + LOOP_GAP_SHARE) * (capped.stats.mean + capped.stats.median) / 2
+    assert between < (1 + LOOP_GAP_SHARE) * capped.stats.mean
+    assert between > (1 + LOOP_GAP_SHARE) * capped.stats.median
+    loop = Measurement(samples_s=(between,) * 20, calls_per_sample=1, warmup_calls=0,
+                       warmup_s=0.0, stop_reason="converged", target_rel=0.02)
+    assert sustained_flag(capped, None, loop) is None
+    as_median = _series(capped=True, back_to_back=False)
+    assert "faster than the loop time right after it" in sustained_flag(as_median, None, loop)
+
+
+def test_a_trial_s_rates_are_taken_at_its_device_time(run_one: Any, monkeypatch: Any) -> None:
+    """TFLOP/s and GB/s come from the row's device time: for a capped series, its mean."""
+    from runner.execution import trial
+    from runner.execution.timed import TrialTimes
+
+    capped = _series(capped=True, back_to_back=True)
+    loop = Measurement(samples_s=(430e-6,) * 20, calls_per_sample=1, warmup_calls=0,
+                       warmup_s=0.0, stop_reason="converged", target_rel=0.02)
+
+    def timed(*_args: Any, **_kwargs: Any) -> TrialTimes:
+        return TrialTimes(loop, DeviceTime("graph", measurement=capped),
+                          {"peak_allocated_bytes": None, "peak_reserved_bytes": None},
+                          loop_s=0.01, device_s=0.01)
+
+    monkeypatch.setattr(trial, "time_trial", timed)
+    row = run_one("op=matmul", "shape=[64,64,64]", "device=cpu", "timer=smoke")
+    assert row["status"] == "ok" and row["gpu_time_statistic"] == "mean"
+    assert row["gpu_time_us"] == pytest.approx(capped.stats.mean * 1e6)
+    assert row["tflops"] == pytest.approx(row["flops"] / capped.stats.mean / 1e12)

@@ -95,24 +95,24 @@ def trial_table(df: pd.DataFrame) -> pd.DataFrame:
             for c in display_columns(df) if df[c].notna().any()}
     out = pd.DataFrame(spec, index=df.index)
     out["status"] = df["status"].astype(object) if "status" in df.columns else ""
-    out["reason"] = [reason_text(v) for v in df.get("reason", pd.Series(index=df.index))]
+    none = pd.Series(index=df.index, dtype=object)  # a column the rows lack
+    out["reason"] = [reason_text(v) for v in df.get("reason", none)]
     device = number("gpu_time_us")
     has_device = bool(device.notna().any())
     if has_device:  # the headline on CUDA rows
         out["device time (µs)"] = device
     out["loop time median (µs)"] = number("time_median_us")
-    ci = number("gpu_time_ci_rel_halfwidth", 100.0).where(device.notna(),
-                                                          number("ci_rel_halfwidth", 100.0))
+    ci = number("gpu_time_ci_rel_halfwidth", 100.0).where(device.notna(), number(
+        "ci_rel_halfwidth", 100.0)).mask(df.get("gpu_time_statistic", none) == "mean")  # median's
     out["±CI (%)"] = ci.where(ci.map(lambda v: v == v and v != float("inf")))
     out["TFLOP/s"] = number("tflops")
     out["GB/s"] = number("gbps")
     out["bound"] = df["bound"].astype(object) if "bound" in df.columns else None
     out["% of peak"] = number("pct_of_peak")
-    out["noisy"] = [v is True for v in df.get("noisy", pd.Series(index=df.index)).astype(object)]
+    out["noisy"] = [v is True for v in df.get("noisy", none).astype(object)]
     out = out.assign(**insight.table_columns(df))  # kernels and energy, when measured
     if has_device:
-        out["device time reason"] = [reason_text(v) for v in
-                                     df.get("gpu_time_reason", pd.Series(index=df.index))]
+        out["device time reason"] = [reason_text(v) for v in df.get("gpu_time_reason", none)]
     return out.reset_index(drop=True)
 
 

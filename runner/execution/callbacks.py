@@ -16,6 +16,7 @@ from runner import console, summary_table
 from runner.cli import fail
 from runner.execution import gpu_compare, interrupt, launched, ray_stop, timeline
 from runner.storage import lock
+from runner.storage.backfill import backfill
 from runner.storage.files import FormatError
 from runner.storage.journal import check_formats, merge_sweep
 from runner.storage.layout import RESUME_ENV, has_results
@@ -194,7 +195,7 @@ def finish_sweep(sweep_dir: Path) -> Path | None:
     if merged is None:
         console.stderr.print(f"no trial results under {sweep_dir}")
         return None
-    rows = pq.read_table(merged).to_pylist()
+    rows = backfill(pq.read_table(merged)).to_pylist()  # a sweep resumed across versions
     # pandas: never before the first trial in the driver's own process (with workers it
     # is loaded ahead, runner.execution.job_file.import_ahead)
     from runner.analysis.selection import spec_cells

@@ -58,9 +58,8 @@ _TIME_STATS: tuple[tuple[str, str, str], ...] = (
                   "than timer.target_rel (twice it for a CUDA loop time taken after the "
                   "device time), or samples one median cannot describe (noisy_reason)"),
     ("noisy_reason", _S, "why the {what} is noisy (null when it is not)"),
-    ("per_op_us", _F, "{what} per op instance: its number (the median; for a power-capped "
-                      "device time the mean, gpu_time_statistic) / op instances per call "
-                      "(streams=N)"),
+    ("per_op_us", _F, "{what} per op instance: its number (the loop time's median, the "
+                      "device time's gpu_time_us) / op instances per call (streams=N)"),
 )
 #: The two times (docs/timing.md): the loop time keeps its historical column names.
 TIMES = {"loop": "loop time", "gpu": "device time"}

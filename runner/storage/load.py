@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 # The runner's column types (pyarrow only, no torch): all-null columns get their real type.
+from runner.storage.backfill import backfill, sources_to_read
 from runner.storage.column_types import column_type
 from runner.storage.columns import AXES, AXIS_COLUMNS, Status
 from runner.storage.files import check_format, merge_tables
@@ -185,43 +186,14 @@ def _read_tables(files: list[Path], columns: list[str] | None, *,
     return table
 
 
-#: Columns that files written before them lack: each is filled from the older column that
-#: held its meaning then, with that column's value (None) or a constant where it is set.
-#: Every device time was the median of its samples before ``gpu_time_us`` (the mean of a
-#: power-capped series since: ``runner.timing.measurement.Measurement.statistic``).
-BACKFILLED: dict[str, tuple[str, str | None]] = {
-    "gpu_time_us": ("gpu_time_median_us", None),
-    "gpu_time_statistic": ("gpu_time_median_us", "median"),
-}
-
-
 def _columns_to_read(names: Sequence[str], columns: Sequence[str] | None,
                      drop_samples: bool) -> list[str]:
     """Of a file's column ``names``: those asked for (None: all), the older ones that
-    :func:`backfill` fills an asked-for newer one from, and no samples where dropped."""
+    ``runner.storage.backfill`` fills an asked-for newer one from, and no samples where
+    dropped."""
     cols = list(names) if columns is None else [c for c in columns if c in names]
-    for new, (old, _) in BACKFILLED.items():
-        if new not in names and old in names and old not in cols and (
-                columns is None or new in columns):
-            cols.append(old)
+    cols += [old for old in sources_to_read(names, columns) if old not in cols]
     return [c for c in cols if not (drop_samples and c == "samples_us")]
-
-
-def backfill(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
-    """``table`` with each :data:`BACKFILLED` column that it lacks (and that ``columns``
-    asks for; None: all) filled from its older column, which is dropped again where
-    ``columns`` did not ask for it. Reading never changes a file."""
-    sources = set()
-    for new, (old, constant) in BACKFILLED.items():
-        if new in table.column_names or old not in table.column_names or (
-                columns is not None and new not in columns):
-            continue
-        values = table.column(old)
-        table = table.append_column(new, values if constant is None else pc.if_else(
-            pc.is_valid(values), pa.scalar(constant), pa.scalar(None, pa.string())))
-        sources.add(old)
-    unasked = [old for old in sources if columns is not None and old not in columns]
-    return table.drop_columns(unasked)
 
 
 def _long_table(table: pa.Table, keep: list[str]) -> pa.Table:
